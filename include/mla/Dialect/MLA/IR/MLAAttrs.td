@@ -1,0 +1,105 @@
+//===- MLAAttrs.td - mla attributes ------------------------*- tablegen -*-===//
+//
+// Cache layouts (page size, row format, scale) and compilation targets.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MLA_DIALECT_MLA_IR_MLAATTRS_TD
+#define MLA_DIALECT_MLA_IR_MLAATTRS_TD
+
+include "mla/Dialect/MLA/IR/MLADialect.td"
+include "mlir/IR/AttrTypeBase.td"
+include "mlir/IR/EnumAttr.td"
+
+def MLA_RowFormat : I32EnumAttr<"RowFormat", "format of one latent cache row", [
+    I32EnumAttrCase<"bf16", 0>,
+    I32EnumAttrCase<"f16", 1>,
+    I32EnumAttrCase<"f32", 2>,
+    I32EnumAttrCase<"fp8_e4m3", 3>,
+    I32EnumAttrCase<"fp8_e4m3_token", 4>,
+    I32EnumAttrCase<"fp8_ds_mla", 5>
+  ]> {
+  let cppNamespace = "::mla";
+  let genSpecializedAttr = 0;
+}
+
+def MLA_Chip : I32EnumAttr<"Chip", "compilation target", [
+    I32EnumAttrCase<"sm90", 0>,
+    I32EnumAttrCase<"sm100", 1>,
+    I32EnumAttrCase<"cpu", 2>
+  ]> {
+  let cppNamespace = "::mla";
+  let genSpecializedAttr = 0;
+}
+
+// An optional integer parameter printed as a bare number when present.
+class MLA_OptionalInt<string desc> :
+    OptionalParameter<"std::optional<int64_t>", desc> {
+  let printer = "$_printer << *$_self";
+}
+
+class MLA_Attr<string name, string attrMnemonic, list<Trait> traits = []>
+    : AttrDef<MLA_Dialect, name, traits> {
+  let mnemonic = attrMnemonic;
+}
+
+def MLA_CacheLayoutAttr : MLA_Attr<"CacheLayout", "cache_layout"> {
+  let summary = "page size and row format of a paged latent cache";
+  let description = [{
+    Describes how one latent row `concat(kv_c, k_pe)` of width `D = L + R` is
+    stored in a paged cache tensor `[pages, page_size, row]`:
+
+    | format           | element | row width            | contents |
+    |------------------|---------|----------------------|----------|
+    | `bf16`/`f16`/`f32` | same  | `D`                  | the row |
+    | `fp8_e4m3`       | `i8`    | `D`                  | `e4m3(x / scale)`, one per-tensor `scale` |
+    | `fp8_e4m3_token` | `i8`    | `D + 8`              | `L` e4m3 latent (scale `s0`), `R` e4m3 RoPE (scale `s1`), `s0`, `s1` as f32 |
+    | `fp8_ds_mla`     | `i8`    | `L + 4*L/128 + 2*R`  | `L` e4m3 latent in 128-wide tiles, one f32 scale per tile, `R` bf16 RoPE |
+
+    Per-token and per-tile scales are `max(amax, 1e-4) / 448`; fp8 values are
+    float8 E4M3FN rounded to nearest even and saturated at +-448. For
+    DeepSeek-V3 (`L = 512`, `R = 64`) the rows are 1152 (bf16), 576, 584 and
+    656 bytes.
+
+    `page_size`, when present, must equal the cache's page dimension; when
+    absent the page size is the cache type's (or is chosen by a planning
+    pass for a dynamic one). Page sizes are multiples of 16.
+
+    Example: `#mla.cache_layout<format = fp8_e4m3, page_size = 64, scale = 2.0e-02 : f32>`
+  }];
+  let parameters = (ins
+    EnumParameter<MLA_RowFormat>:$format,
+    MLA_OptionalInt<"tokens per page">:$page_size,
+    OptionalParameter<"::mlir::FloatAttr", "per-tensor fp8 scale">:$scale
+  );
+  let assemblyFormat = "`<` struct(params) `>`";
+  let genVerifyDecl = 1;
+  let extraClassDeclaration = [{
+    /// True for the fp8 formats, whose cache tensors hold raw bytes (i8).
+    bool isFp8() const;
+    /// Element type a cache tensor of this format must have.
+    ::mlir::Type getCacheElementType(::mlir::MLIRContext *ctx) const;
+    /// Width of one stored row (in elements of the cache element type) for
+    /// latent width `L` and RoPE width `R`.
+    int64_t getRowWidth(int64_t latentDim, int64_t ropeDim) const;
+  }];
+}
+
+def MLA_TargetAttr : MLA_Attr<"Target", "target"> {
+  let summary = "the chip a module is compiled for";
+  let description = [{
+    `sm90` (Hopper, `sm_90a`), `sm100` (Blackwell, `sm_100a`) or `cpu` (the
+    in-process LLVM path). `num_sms` optionally fixes the number of
+    streaming multiprocessors the split-KV planner may use.
+
+    Example: `module attributes {mla.target = #mla.target<chip = sm90, num_sms = 132>}`
+  }];
+  let parameters = (ins
+    EnumParameter<MLA_Chip>:$chip,
+    MLA_OptionalInt<"streaming multiprocessors">:$num_sms
+  );
+  let assemblyFormat = "`<` struct(params) `>`";
+  let genVerifyDecl = 1;
+}
+
+#endif // MLA_DIALECT_MLA_IR_MLAATTRS_TD

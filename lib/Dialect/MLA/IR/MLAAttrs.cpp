@@ -1,0 +1,98 @@
+//===- MLAAttrs.cpp - mla attributes --------------------------------------===//
+//
+// Cache layouts (row widths, element types) and targets, with their
+// verifiers.
+//
+//===----------------------------------------------------------------------===//
+
+#include "mla/Dialect/MLA/IR/MLAAttrs.h"
+#include "mla/Dialect/MLA/IR/MLADialect.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/DialectImplementation.h"
+#include "llvm/ADT/TypeSwitch.h"
+#include <cmath>
+
+using namespace mlir;
+using namespace mla;
+
+#include "mla/Dialect/MLA/IR/MLAEnums.cpp.inc"
+
+#define GET_ATTRDEF_CLASSES
+#include "mla/Dialect/MLA/IR/MLAAttrs.cpp.inc"
+
+void MLADialect::registerAttributes() {
+  addAttributes<
+#define GET_ATTRDEF_LIST
+#include "mla/Dialect/MLA/IR/MLAAttrs.cpp.inc"
+      >();
+}
+
+/// Page sizes are multiples of this (every kernel tiles KV in 16-row steps).
+static constexpr int64_t kPageGranule = 16;
+
+LogicalResult
+CacheLayoutAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                        RowFormat format, std::optional<int64_t> pageSize,
+                        FloatAttr scale) {
+  if (pageSize && (*pageSize <= 0 || *pageSize % kPageGranule != 0))
+    return emitError() << "page size " << *pageSize
+                       << " is not a positive multiple of " << kPageGranule;
+  if (format == RowFormat::fp8_e4m3) {
+    if (!scale)
+      return emitError() << "format fp8_e4m3 needs a per-tensor 'scale'";
+    double s = scale.getValueAsDouble();
+    if (!(s > 0.0) || !std::isfinite(s))
+      return emitError() << "fp8 scale " << s
+                         << " must be positive and finite";
+  } else if (scale) {
+    return emitError() << "'scale' is only meaningful for format fp8_e4m3, not "
+                       << stringifyRowFormat(format)
+                       << " (its scales are stored in the rows)";
+  }
+  return success();
+}
+
+bool CacheLayoutAttr::isFp8() const {
+  switch (getFormat()) {
+  case RowFormat::fp8_e4m3:
+  case RowFormat::fp8_e4m3_token:
+  case RowFormat::fp8_ds_mla:
+    return true;
+  default:
+    return false;
+  }
+}
+
+Type CacheLayoutAttr::getCacheElementType(MLIRContext *ctx) const {
+  Builder b(ctx);
+  switch (getFormat()) {
+  case RowFormat::bf16:
+    return b.getBF16Type();
+  case RowFormat::f16:
+    return b.getF16Type();
+  case RowFormat::f32:
+    return b.getF32Type();
+  default:
+    return b.getI8Type();
+  }
+}
+
+int64_t CacheLayoutAttr::getRowWidth(int64_t latentDim, int64_t ropeDim) const {
+  switch (getFormat()) {
+  case RowFormat::fp8_e4m3_token:
+    // Two f32 scales (latent part, RoPE part) after the e4m3 row.
+    return latentDim + ropeDim + 8;
+  case RowFormat::fp8_ds_mla:
+    // e4m3 latent, one f32 scale per 128 latent entries, bf16 RoPE.
+    return latentDim + 4 * (latentDim / 128) + 2 * ropeDim;
+  default:
+    return latentDim + ropeDim;
+  }
+}
+
+LogicalResult TargetAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                                 Chip chip, std::optional<int64_t> numSms) {
+  if (numSms && *numSms <= 0)
+    return emitError() << "num_sms " << *numSms << " must be positive";
+  return success();
+}

@@ -1,0 +1,573 @@
+//===- MLAOps.cpp - mla operations ----------------------------------------===//
+//
+// Verifiers: every relation between operand shapes, element types and
+// attributes, reported with the operand names and the expected values so a
+// user can fix the IR from the message alone. Dynamic dimensions are only
+// checked once they are known.
+//
+//===----------------------------------------------------------------------===//
+
+#include "mla/Dialect/MLA/IR/MLAOps.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/Matchers.h"
+#include "mlir/IR/TypeUtilities.h"
+#include "mlir/IR/OpImplementation.h"
+#include <cmath>
+
+using namespace mlir;
+using namespace mla;
+
+static constexpr int64_t kDyn = ShapedType::kDynamic;
+
+static bool known(int64_t d) { return !ShapedType::isDynamic(d); }
+
+/// a - b, or dynamic if either is unknown.
+static int64_t sub(int64_t a, int64_t b) {
+  return known(a) && known(b) ? a - b : kDyn;
+}
+static int64_t add(int64_t a, int64_t b) {
+  return known(a) && known(b) ? a + b : kDyn;
+}
+
+namespace {
+/// Reports shape relations of one op. Each check emits at most one error and
+/// returns failure so verifiers can chain them with `failed(...)`.
+struct Checker {
+  Operation *op;
+
+  /// `name` must be a ranked tensor of `rank` (`shape` documents the dims).
+  LogicalResult rank(StringRef name, Value v, int64_t rank,
+                     StringRef shape) const {
+    auto ty = cast<RankedTensorType>(v.getType());
+    if (ty.getRank() == rank)
+      return success();
+    return op->emitOpError() << name << " must have rank " << rank << " ("
+                             << shape << "), got " << ty;
+  }
+
+  /// "<what> <actual> must equal <expected-what> <expected>".
+  LogicalResult eq(const Twine &what, int64_t actual, const Twine &expWhat,
+                   int64_t expected) const {
+    if (!known(actual) || !known(expected) || actual == expected)
+      return success();
+    return op->emitOpError() << what << " " << actual << " must equal "
+                             << expWhat << " " << expected;
+  }
+
+  LogicalResult positive(const Twine &what, int64_t v) const {
+    if (!known(v) || v > 0)
+      return success();
+    return op->emitOpError() << what << " " << v << " must be positive";
+  }
+
+  LogicalResult sameElementType(StringRef name, Value v, StringRef refName,
+                                Value ref) const {
+    Type a = getElementTypeOrSelf(v.getType());
+    Type b = getElementTypeOrSelf(ref.getType());
+    if (a == b)
+      return success();
+    return op->emitOpError() << name << " element type " << a
+                             << " must match " << refName << " element type "
+                             << b;
+  }
+
+  LogicalResult scale(FloatAttr attr) const {
+    double s = attr.getValueAsDouble();
+    if (s > 0.0 && std::isfinite(s))
+      return success();
+    return op->emitOpError() << "softmax scale " << s
+                             << " must be positive and finite";
+  }
+
+  /// Checks the paged cache against its layout. `rowDim` is the logical row
+  /// width D = L + R, `rowDesc` names where it comes from; `latentDim` is L
+  /// when known from another operand (dynamic otherwise).
+  LogicalResult cache(Value cache, CacheLayoutAttr layout, int64_t rowDim,
+                      const Twine &rowDesc, int64_t latentDim) const;
+
+  /// seq_lens [B] and block_table [B, maxPages] against the batch size and,
+  /// when seq_lens are constants, against the table's capacity.
+  LogicalResult pagedTables(Value blockTable, Value seqLens, int64_t batch,
+                            StringRef batchDesc, int64_t pageSize) const;
+};
+} // namespace
+
+LogicalResult Checker::cache(Value cache, CacheLayoutAttr layout,
+                             int64_t rowDim, const Twine &rowDesc,
+                             int64_t latentDim) const {
+  if (failed(rank("cache", cache, 3, "[pages, page_size, row]")))
+    return failure();
+  auto ty = cast<RankedTensorType>(cache.getType());
+  Type expectedElt = layout.getCacheElementType(op->getContext());
+  if (ty.getElementType() != expectedElt)
+    return op->emitOpError()
+           << "cache element type " << ty.getElementType()
+           << " does not match layout format "
+           << stringifyRowFormat(layout.getFormat()) << " (expects "
+           << expectedElt << ")";
+  int64_t pageDim = ty.getDimSize(1);
+  if (known(pageDim) && (pageDim <= 0 || pageDim % 16 != 0))
+    return op->emitOpError() << "page size " << pageDim
+                             << " is not a positive multiple of 16";
+  if (layout.getPageSize() &&
+      failed(eq("cache page size", pageDim, "the layout page_size",
+                *layout.getPageSize())))
+    return failure();
+
+  int64_t row = ty.getDimSize(2);
+  if (!known(rowDim) || !known(row))
+    return success();
+  switch (layout.getFormat()) {
+  case RowFormat::fp8_e4m3_token:
+    return eq(rowDesc + " + 8 bytes of scales =", rowDim + 8,
+              "the cache row width", row);
+  case RowFormat::fp8_ds_mla: {
+    int64_t lat = latentDim;
+    if (!known(lat)) {
+      // row = 2D - L + L/32  =>  L = 32 (2D - row) / 31.
+      int64_t num = 32 * (2 * rowDim - row);
+      if (num <= 0 || num % 31 != 0)
+        return op->emitOpError()
+               << "cache row width " << row
+               << " is not an fp8_ds_mla row for " << rowDesc << " "
+               << rowDim;
+      lat = num / 31;
+    }
+    if (lat % 128 != 0 || lat >= rowDim)
+      return op->emitOpError() << "format fp8_ds_mla needs a latent width "
+                                  "that is a multiple of 128 and below "
+                               << rowDim << ", got " << lat;
+    return eq("the fp8_ds_mla row width for L = " + Twine(lat) + ", R = " +
+                  Twine(rowDim - lat) + " is",
+              layout.getRowWidth(lat, rowDim - lat), "the cache row width",
+              row);
+  }
+  default:
+    return eq(rowDesc, rowDim, "the cache row width", row);
+  }
+}
+
+LogicalResult Checker::pagedTables(Value blockTable, Value seqLens,
+                                   int64_t batch, StringRef batchDesc,
+                                   int64_t pageSize) const {
+  if (failed(rank("block_table", blockTable, 2, "[B, maxPages]")) ||
+      failed(rank("seq_lens", seqLens, 1, "[B]")))
+    return failure();
+  auto bt = cast<RankedTensorType>(blockTable.getType());
+  auto sl = cast<RankedTensorType>(seqLens.getType());
+  if (failed(eq("block_table dim 0", bt.getDimSize(0), batchDesc, batch)) ||
+      failed(eq("seq_lens dim 0", sl.getDimSize(0), batchDesc, batch)))
+    return failure();
+  DenseIntElementsAttr lens;
+  if (!matchPattern(seqLens, m_Constant(&lens)))
+    return success();
+  int64_t capacity = known(bt.getDimSize(1)) && known(pageSize)
+                         ? bt.getDimSize(1) * pageSize
+                         : kDyn;
+  for (auto [b, len] : llvm::enumerate(lens.getValues<APInt>())) {
+    int64_t n = len.getSExtValue();
+    if (n < 0)
+      return op->emitOpError() << "seq_lens[" << b << "] = " << n
+                               << " must not be negative";
+    if (known(capacity) && n > capacity)
+      return op->emitOpError()
+             << "seq_lens[" << b << "] = " << n
+             << " exceeds the block_table capacity " << capacity << " ("
+             << bt.getDimSize(1) << " pages of " << pageSize << ")";
+  }
+  return success();
+}
+
+static int64_t dim(Value v, unsigned i) {
+  return cast<RankedTensorType>(v.getType()).getDimSize(i);
+}
+
+/// k_pe is [T, R] or [T, 1, R]; returns R, or failure after an error.
+static FailureOr<int64_t> ropeWidth(const Checker &c, Value kPe, int64_t tokens) {
+  auto ty = cast<RankedTensorType>(kPe.getType());
+  if (ty.getRank() != 2 && ty.getRank() != 3)
+    return c.op->emitOpError()
+           << "k_pe must have rank 2 ([T, R]) or 3 ([T, 1, R]), got " << ty;
+  if (ty.getRank() == 3 && failed(c.eq("k_pe dim 1", ty.getDimSize(1),
+                                       "the single KV head count", 1)))
+    return failure();
+  if (failed(c.eq("k_pe dim 0", ty.getDimSize(0), "the token count", tokens)))
+    return failure();
+  return ty.getDimSize(ty.getRank() - 1);
+}
+
+//===----------------------------------------------------------------------===//
+// Cache ops
+//===----------------------------------------------------------------------===//
+
+LogicalResult CacheWriteOp::verify() {
+  Checker c{*this};
+  if (failed(c.rank("kv_c", getKvC(), 2, "[T, L]")) ||
+      failed(c.rank("slot_mapping", getSlotMapping(), 1, "[T]")))
+    return failure();
+  int64_t tokens = dim(getKvC(), 0), latent = dim(getKvC(), 1);
+  FailureOr<int64_t> rope = ropeWidth(c, getKPe(), tokens);
+  if (failed(rope) ||
+      failed(c.eq("slot_mapping dim 0", dim(getSlotMapping(), 0),
+                  "the token count", tokens)) ||
+      failed(c.sameElementType("k_pe", getKPe(), "kv_c", getKvC())))
+    return failure();
+  return c.cache(getCache(), getLayout(), add(latent, *rope),
+                 "kv_c width + k_pe width", latent);
+}
+
+LogicalResult GatherCacheOp::verify() {
+  Checker c{*this};
+  if (failed(c.rank("workspace", getWorkspace(), 2, "[W, L+R]")) ||
+      failed(c.rank("block_table", getBlockTable(), 2, "[B, maxPages]")) ||
+      failed(c.rank("starts", getStarts(), 1, "[B]")) ||
+      failed(c.rank("cu_rows", getCuRows(), 1, "[B+1]")))
+    return failure();
+  int64_t batch = dim(getBlockTable(), 0);
+  if (failed(c.eq("starts dim 0", dim(getStarts(), 0), "block_table dim 0",
+                  batch)) ||
+      failed(c.eq("cu_rows dim 0", dim(getCuRows(), 0),
+                  "block_table dim 0 + 1 =", add(batch, 1))))
+    return failure();
+  return c.cache(getCache(), getLayout(), dim(getWorkspace(), 1),
+                 "workspace row width", kDyn);
+}
+
+//===----------------------------------------------------------------------===//
+// Projections
+//===----------------------------------------------------------------------===//
+
+LogicalResult SplitKvBProjOp::verify() {
+  Checker c{*this};
+  if (failed(c.rank("kv_b_proj", getKvBProj(), 2, "[N*(P+V), L]")) ||
+      failed(c.rank("w_uk_t", getWUkT(), 3, "[N, P, L]")) ||
+      failed(c.rank("w_uv", getWUv(), 3, "[N, L, V]")) ||
+      failed(c.sameElementType("w_uk_t", getWUkT(), "kv_b_proj",
+                               getKvBProj())) ||
+      failed(c.sameElementType("w_uv", getWUv(), "kv_b_proj", getKvBProj())))
+    return failure();
+  int64_t heads = dim(getWUkT(), 0), nope = dim(getWUkT(), 1);
+  int64_t latent = dim(getKvBProj(), 1), value = dim(getWUv(), 2);
+  int64_t rows = known(heads) && known(nope) && known(value)
+                     ? heads * (nope + value)
+                     : kDyn;
+  if (failed(c.eq("w_uv dim 0", dim(getWUv(), 0), "w_uk_t dim 0 (N)", heads)) ||
+      failed(c.eq("w_uk_t dim 2", dim(getWUkT(), 2), "kv_b_proj dim 1 (L)",
+                  latent)) ||
+      failed(c.eq("w_uv dim 1", dim(getWUv(), 1), "kv_b_proj dim 1 (L)",
+                  latent)))
+    return failure();
+  return c.eq("kv_b_proj dim 0", dim(getKvBProj(), 0), "N*(P+V) =", rows);
+}
+
+LogicalResult AbsorbQOp::verify() {
+  Checker c{*this};
+  if (failed(c.rank("q", getQ(), 3, "[T, N, P+R]")) ||
+      failed(c.rank("w_uk_t", getWUkT(), 3, "[N, P, L]")) ||
+      failed(c.rank("result", getResult(), 3, "[T, N, L+R]")) ||
+      failed(c.sameElementType("result", getResult(), "q", getQ())))
+    return failure();
+  int64_t heads = dim(getQ(), 1), nope = dim(getWUkT(), 1);
+  int64_t latent = dim(getWUkT(), 2);
+  int64_t rope = sub(dim(getQ(), 2), nope);
+  if (failed(c.eq("w_uk_t dim 0", dim(getWUkT(), 0), "q dim 1 (N)", heads)) ||
+      failed(c.positive("q last dim - P (the RoPE width R)", rope)) ||
+      failed(c.eq("result dim 0", dim(getResult(), 0), "q dim 0 (T)",
+                  dim(getQ(), 0))) ||
+      failed(c.eq("result dim 1", dim(getResult(), 1), "q dim 1 (N)", heads)))
+    return failure();
+  return c.eq("result dim 2", dim(getResult(), 2), "L + R =",
+              add(latent, rope));
+}
+
+LogicalResult UpProjOutOp::verify() {
+  Checker c{*this};
+  if (failed(c.rank("o", getO(), 3, "[T, N, L]")) ||
+      failed(c.rank("w_uv", getWUv(), 3, "[N, L, V]")) ||
+      failed(c.rank("result", getResult(), 2, "[T, N*V]")) ||
+      failed(c.sameElementType("result", getResult(), "o", getO())))
+    return failure();
+  int64_t heads = dim(getO(), 1), value = dim(getWUv(), 2);
+  int64_t cols = known(heads) && known(value) ? heads * value : kDyn;
+  if (failed(c.eq("w_uv dim 0", dim(getWUv(), 0), "o dim 1 (N)", heads)) ||
+      failed(c.eq("w_uv dim 1", dim(getWUv(), 1), "o dim 2 (L)",
+                  dim(getO(), 2))) ||
+      failed(c.eq("result dim 0", dim(getResult(), 0), "o dim 0 (T)",
+                  dim(getO(), 0))))
+    return failure();
+  return c.eq("result dim 1", dim(getResult(), 1), "N*V =", cols);
+}
+
+/// kv_b_proj [N*(P+V), L] against heads N, widths P and V and latent L.
+static LogicalResult checkKvBProj(const Checker &c, Value w, int64_t heads,
+                                  int64_t nope, int64_t value,
+                                  int64_t latent, StringRef latentDesc) {
+  if (failed(c.rank("kv_b_proj", w, 2, "[N*(P+V), L]")))
+    return failure();
+  int64_t rows = known(heads) && known(nope) && known(value)
+                     ? heads * (nope + value)
+                     : kDyn;
+  if (failed(c.eq("kv_b_proj dim 1", dim(w, 1), latentDesc, latent)))
+    return failure();
+  return c.eq("kv_b_proj dim 0", dim(w, 0), "N*(P+V) =", rows);
+}
+
+LogicalResult UpProjKvOp::verify() {
+  Checker c{*this};
+  if (failed(c.rank("latent", getLatent(), 2, "[S, L]")) ||
+      failed(c.rank("k_nope", getKNope(), 3, "[S, N, P]")) ||
+      failed(c.rank("v", getV(), 3, "[S, N, V]")))
+    return failure();
+  int64_t rows = dim(getLatent(), 0), heads = dim(getKNope(), 1);
+  if (failed(c.eq("k_nope dim 0", dim(getKNope(), 0), "latent dim 0 (S)",
+                  rows)) ||
+      failed(c.eq("v dim 0", dim(getV(), 0), "latent dim 0 (S)", rows)) ||
+      failed(c.eq("v dim 1", dim(getV(), 1), "k_nope dim 1 (N)", heads)))
+    return failure();
+  return checkKvBProj(c, getKvBProj(), heads, dim(getKNope(), 2),
+                      dim(getV(), 2), dim(getLatent(), 1),
+                      "latent dim 1 (L)");
+}
+
+//===----------------------------------------------------------------------===//
+// Decode
+//===----------------------------------------------------------------------===//
+
+/// Shared by decode and decode_partial: q, cache, tables and attributes.
+/// Returns the latent width L through `latentOut`.
+static LogicalResult verifyDecodeInputs(const Checker &c, Value q, Value cache,
+                                        Value blockTable, Value seqLens,
+                                        CacheLayoutAttr layout,
+                                        FloatAttr scale, bool causal,
+                                        int64_t latent) {
+  if (failed(c.rank("q", q, 4, "[B, Sq, N, L+R]")) || failed(c.scale(scale)))
+    return failure();
+  int64_t row = dim(q, 3);
+  if (failed(c.positive("q last dim - L (the RoPE width R)",
+                        sub(row, latent))) ||
+      failed(c.cache(cache, layout, row, "q last dim", latent)))
+    return failure();
+  if (failed(c.pagedTables(blockTable, seqLens, dim(q, 0), "q dim 0 (B)",
+                           dim(cache, 1))))
+    return failure();
+  DenseIntElementsAttr lens;
+  int64_t sq = dim(q, 1);
+  if (!causal || !known(sq) || !matchPattern(seqLens, m_Constant(&lens)))
+    return success();
+  for (auto [b, len] : llvm::enumerate(lens.getValues<APInt>()))
+    if (len.getSExtValue() > 0 && len.getSExtValue() < sq)
+      return c.op->emitOpError()
+             << "causal decode needs seq_lens[" << b << "] = "
+             << len.getSExtValue() << " >= Sq " << sq
+             << " (the query rows are the last Sq cache rows)";
+  return success();
+}
+
+LogicalResult DecodeOp::verify() {
+  Checker c{*this};
+  if (failed(c.rank("out", getOut(), 4, "[B, Sq, N, L]")) ||
+      failed(c.rank("lse", getLse(), 3, "[B, N, Sq]")) ||
+      failed(c.sameElementType("out", getOut(), "q", getQ())))
+    return failure();
+  if (getNumSplits() && *getNumSplits() <= 0)
+    return emitOpError() << "num_splits " << *getNumSplits()
+                         << " must be positive";
+  int64_t latent = dim(getOut(), 3);
+  if (failed(verifyDecodeInputs(c, getQ(), getCache(), getBlockTable(),
+                                getSeqLens(), getLayout(),
+                                getSoftmaxScaleAttr(), getCausal(), latent)))
+    return failure();
+  for (unsigned i = 0; i < 3; ++i)
+    if (failed(c.eq("out dim " + Twine(i), dim(getOut(), i),
+                    "q dim " + Twine(i), dim(getQ(), i))))
+      return failure();
+  if (failed(c.eq("lse dim 0", dim(getLse(), 0), "q dim 0 (B)",
+                  dim(getQ(), 0))) ||
+      failed(c.eq("lse dim 1", dim(getLse(), 1), "q dim 2 (N)",
+                  dim(getQ(), 2))))
+    return failure();
+  return c.eq("lse dim 2", dim(getLse(), 2), "q dim 1 (Sq)", dim(getQ(), 1));
+}
+
+LogicalResult DecodePartialOp::verify() {
+  Checker c{*this};
+  if (failed(c.rank("partial_out", getPartialOut(), 5,
+                    "[num_splits, B, Sq, N, L]")) ||
+      failed(c.rank("partial_lse", getPartialLse(), 4,
+                    "[num_splits, B, N, Sq]")))
+    return failure();
+  int64_t splits = getNumSplits();
+  if (splits <= 0)
+    return emitOpError() << "num_splits " << splits << " must be positive";
+  int64_t latent = dim(getPartialOut(), 4);
+  if (failed(verifyDecodeInputs(c, getQ(), getCache(), getBlockTable(),
+                                getSeqLens(), getLayout(),
+                                getSoftmaxScaleAttr(), getCausal(), latent)))
+    return failure();
+  if (failed(c.eq("partial_out dim 0", dim(getPartialOut(), 0), "num_splits",
+                  splits)) ||
+      failed(c.eq("partial_lse dim 0", dim(getPartialLse(), 0), "num_splits",
+                  splits)))
+    return failure();
+  for (unsigned i = 0; i < 3; ++i)
+    if (failed(c.eq("partial_out dim " + Twine(i + 1),
+                    dim(getPartialOut(), i + 1), "q dim " + Twine(i),
+                    dim(getQ(), i))))
+      return failure();
+  if (failed(c.eq("partial_lse dim 1", dim(getPartialLse(), 1), "q dim 0 (B)",
+                  dim(getQ(), 0))) ||
+      failed(c.eq("partial_lse dim 2", dim(getPartialLse(), 2), "q dim 2 (N)",
+                  dim(getQ(), 2))))
+    return failure();
+  return c.eq("partial_lse dim 3", dim(getPartialLse(), 3), "q dim 1 (Sq)",
+              dim(getQ(), 1));
+}
+
+LogicalResult CombineOp::verify() {
+  Checker c{*this};
+  if (failed(c.rank("partial_out", getPartialOut(), 5,
+                    "[num_splits, B, Sq, N, L]")) ||
+      failed(c.rank("partial_lse", getPartialLse(), 4,
+                    "[num_splits, B, N, Sq]")) ||
+      failed(c.rank("out", getOut(), 4, "[B, Sq, N, L]")) ||
+      failed(c.rank("lse", getLse(), 3, "[B, N, Sq]")))
+    return failure();
+  Value po = getPartialOut(), pl = getPartialLse();
+  if (failed(c.eq("partial_lse dim 0", dim(pl, 0), "partial_out dim 0 (splits)",
+                  dim(po, 0))) ||
+      failed(c.eq("partial_lse dim 1", dim(pl, 1), "partial_out dim 1 (B)",
+                  dim(po, 1))) ||
+      failed(c.eq("partial_lse dim 2", dim(pl, 2), "partial_out dim 3 (N)",
+                  dim(po, 3))) ||
+      failed(c.eq("partial_lse dim 3", dim(pl, 3), "partial_out dim 2 (Sq)",
+                  dim(po, 2))))
+    return failure();
+  for (unsigned i = 0; i < 4; ++i)
+    if (failed(c.eq("out dim " + Twine(i), dim(getOut(), i),
+                    "partial_out dim " + Twine(i + 1), dim(po, i + 1))))
+      return failure();
+  for (unsigned i = 0; i < 3; ++i)
+    if (failed(c.eq("lse dim " + Twine(i), dim(getLse(), i),
+                    "partial_lse dim " + Twine(i + 1), dim(pl, i + 1))))
+      return failure();
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Prefill
+//===----------------------------------------------------------------------===//
+
+/// cu_seqlens-style offsets [B+1]: when constant, non-decreasing from 0 and
+/// ending within `rows`.
+static LogicalResult checkOffsets(const Checker &c, StringRef name, Value v,
+                                  int64_t rows, StringRef rowsDesc) {
+  if (failed(c.rank(name, v, 1, "[B+1]")) ||
+      failed(c.positive(Twine(name) + " dim 0", dim(v, 0))))
+    return failure();
+  DenseIntElementsAttr offs;
+  if (!matchPattern(v, m_Constant(&offs)))
+    return success();
+  int64_t prev = 0;
+  for (auto [i, o] : llvm::enumerate(offs.getValues<APInt>())) {
+    int64_t x = o.getSExtValue();
+    if ((i == 0 && x != 0) || x < prev)
+      return c.op->emitOpError()
+             << name << " must start at 0 and never decrease, but " << name
+             << "[" << i << "] = " << x;
+    prev = x;
+  }
+  if (known(rows) && prev > rows)
+    return c.op->emitOpError() << name << " ends at " << prev << " beyond "
+                               << rowsDesc << " " << rows;
+  return success();
+}
+
+LogicalResult MhaOp::verify() {
+  Checker c{*this};
+  if (failed(c.rank("q", getQ(), 3, "[T, N, P+R]")) ||
+      failed(c.rank("k", getK(), 3, "[S, N, P+R]")) ||
+      failed(c.rank("v", getV(), 3, "[S, N, V]")) ||
+      failed(c.rank("out", getOut(), 3, "[T, N, V]")) ||
+      failed(c.rank("lse", getLse(), 2, "[N, T]")) ||
+      failed(c.scale(getSoftmaxScaleAttr())) ||
+      failed(c.sameElementType("out", getOut(), "q", getQ())))
+    return failure();
+  int64_t tokens = dim(getQ(), 0), heads = dim(getQ(), 1);
+  if (failed(c.eq("k dim 1", dim(getK(), 1), "q dim 1 (N)", heads)) ||
+      failed(c.eq("v dim 1", dim(getV(), 1), "q dim 1 (N)", heads)) ||
+      failed(c.eq("k dim 2", dim(getK(), 2), "q dim 2 (P+R)", dim(getQ(), 2))) ||
+      failed(c.eq("v dim 0", dim(getV(), 0), "k dim 0 (S)", dim(getK(), 0))) ||
+      failed(c.eq("out dim 0", dim(getOut(), 0), "q dim 0 (T)", tokens)) ||
+      failed(c.eq("out dim 1", dim(getOut(), 1), "q dim 1 (N)", heads)) ||
+      failed(c.eq("out dim 2", dim(getOut(), 2), "v dim 2 (V)",
+                  dim(getV(), 2))) ||
+      failed(c.eq("lse dim 0", dim(getLse(), 0), "q dim 1 (N)", heads)) ||
+      failed(c.eq("lse dim 1", dim(getLse(), 1), "q dim 0 (T)", tokens)))
+    return failure();
+  if (failed(checkOffsets(c, "cu_seqlens_q", getCuSeqlensQ(), tokens,
+                          "q dim 0 (T)")) ||
+      failed(checkOffsets(c, "cu_seqlens_k", getCuSeqlensK(), dim(getK(), 0),
+                          "k dim 0 (S)")))
+    return failure();
+  return c.eq("cu_seqlens_k dim 0", dim(getCuSeqlensK(), 0),
+              "cu_seqlens_q dim 0", dim(getCuSeqlensQ(), 0));
+}
+
+LogicalResult MergeStatesOp::verify() {
+  Checker c{*this};
+  if (failed(c.rank("out_a", getOutA(), 3, "[T, N, H]")) ||
+      failed(c.rank("lse_a", getLseA(), 2, "[N, T]")))
+    return failure();
+  auto outTy = getOutA().getType(), lseTy = getLseA().getType();
+  if (getOutB().getType() != outTy || getOut().getType() != outTy)
+    return emitOpError() << "out_b and out must have out_a's type " << outTy;
+  if (getLseB().getType() != lseTy || getLse().getType() != lseTy)
+    return emitOpError() << "lse_b and lse must have lse_a's type " << lseTy;
+  if (failed(c.eq("lse_a dim 0", dim(getLseA(), 0), "out_a dim 1 (N)",
+                  dim(getOutA(), 1))))
+    return failure();
+  return c.eq("lse_a dim 1", dim(getLseA(), 1), "out_a dim 0 (T)",
+              dim(getOutA(), 0));
+}
+
+LogicalResult PrefillOp::verify() {
+  Checker c{*this};
+  if (failed(c.rank("q", getQ(), 3, "[T, N, P+R]")) ||
+      failed(c.rank("kv_c", getKvC(), 2, "[T, L]")) ||
+      failed(c.rank("out", getOut(), 3, "[T, N, V]")) ||
+      failed(c.scale(getSoftmaxScaleAttr())) ||
+      failed(c.sameElementType("out", getOut(), "q", getQ())))
+    return failure();
+  if (getWorkspaceRows() && *getWorkspaceRows() <= 0)
+    return emitOpError() << "workspace_rows " << *getWorkspaceRows()
+                         << " must be positive";
+  int64_t tokens = dim(getQ(), 0), heads = dim(getQ(), 1);
+  int64_t latent = dim(getKvC(), 1), value = dim(getOut(), 2);
+  FailureOr<int64_t> rope = ropeWidth(c, getKPe(), tokens);
+  if (failed(rope) ||
+      failed(c.eq("kv_c dim 0", dim(getKvC(), 0), "q dim 0 (T)", tokens)) ||
+      failed(c.eq("out dim 0", dim(getOut(), 0), "q dim 0 (T)", tokens)) ||
+      failed(c.eq("out dim 1", dim(getOut(), 1), "q dim 1 (N)", heads)))
+    return failure();
+  int64_t nope = sub(dim(getQ(), 2), *rope);
+  if (failed(c.positive("q last dim - R (the nope width P)", nope)) ||
+      failed(checkKvBProj(c, getKvBProj(), heads, nope, value, latent,
+                          "kv_c dim 1 (L)")) ||
+      failed(c.cache(getCache(), getLayout(), add(latent, *rope),
+                     "kv_c width + k_pe width", latent)))
+    return failure();
+  if (failed(c.rank("block_table", getBlockTable(), 2, "[B, maxPages]")))
+    return failure();
+  int64_t batch = dim(getBlockTable(), 0);
+  if (failed(c.pagedTables(getBlockTable(), getSeqLens(), batch,
+                           "block_table dim 0 (B)", dim(getCache(), 1))) ||
+      failed(checkOffsets(c, "query_start_loc", getQueryStartLoc(), tokens,
+                          "q dim 0 (T)")))
+    return failure();
+  return c.eq("query_start_loc dim 0", dim(getQueryStartLoc(), 0),
+              "B + 1 =", add(batch, 1));
+}
+
+#define GET_OP_CLASSES
+#include "mla/Dialect/MLA/IR/MLAOps.cpp.inc"
