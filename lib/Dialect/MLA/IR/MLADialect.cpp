@@ -26,7 +26,7 @@ void MLADialect::initialize() {
 LogicalResult MLADialect::verifyOperationAttribute(Operation *op,
                                                    NamedAttribute attr) {
   if (attr.getName() != getTargetAttrName())
-    return op->emitError() << "unknown mla attribute '" << attr.getName()
+    return op->emitError() << "unknown mla attribute '" << attr.getName().getValue()
                            << "'; the only one is '" << getTargetAttrName()
                            << "'";
   if (!isa<TargetAttr>(attr.getValue()))
