@@ -26,8 +26,15 @@ llvm_config.with_system_environment(["HOME", "INCLUDE", "LIB", "TMP", "TEMP"])
 llvm_config.use_default_substitutions()
 
 tool_dirs = [config.mla_tools_dir, config.llvm_tools_dir]
-tools = ["mla-opt"]
+tools = ["mla-opt", "mlir-runner"]
 llvm_config.add_tool_substitutions(tools, tool_dirs)
+
+# Execution tests run the CPU pipeline's output with mlir-runner and print
+# through MLIR's runner utilities.
+config.substitutions.append(
+    ("%mlir_runner_libs",
+     ",".join(os.path.join(config.llvm_tools_dir, "..", "lib", lib)
+              for lib in ("libmlir_runner_utils.so", "libmlir_c_runner_utils.so"))))
 
 # GPU features: a test that needs an H200 says `REQUIRES: cuda-sm90` and is
 # reported UNSUPPORTED (not passed) on machines without one.

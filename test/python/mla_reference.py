@@ -1,6 +1,6 @@
 """Independent numpy reference for every `mla` op, used only by the tests.
 
-The semantics follow docs/mla-primer.md (shared/docs) and the row formats the compiler implements. The
+The semantics follow the MLA primer (shared/docs/mla-primer.md) and the row formats the compiler implements. The
 reference deliberately takes the simplest route to each answer (whole-sequence softmax in float64, no
 tiling, no online softmax) so that it shares no algorithmic structure with the compiled kernels; the only
 place it mirrors the compiler's arithmetic is quantisation, which is computed in float32 because the
@@ -25,6 +25,14 @@ AMAX_FLOOR = 1e-4
 # fp8_ds_mla quantises the latent in tiles of this many entries, one float32 scale each.
 DS_MLA_TILE = 128
 _E4M3_NAN_CODE = 0x7F
+
+# End-to-end budget for attention over an fp8 cache versus the same rows unquantised, with N(0,1)
+# values, N(0,1) queries and scale (P+R)^-0.5. e4m3 keeps 3 mantissa bits, so each stored value is
+# within 2^-4 relative (half an ulp): outputs, being convex combinations of values, stay within 2^-4 of
+# the largest |value| (observed ~2^-5), and LSE moves by the largest score error, a few hundredths per
+# key and ~0.13 at worst over thousands of keys.
+FP8_OUT_TOL = 2.0**-4
+FP8_LSE_TOL = 0.25
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -81,15 +89,18 @@ def f32_to_e4m3(x):
 def f32_to_bf16_bits(x):
     """float32 -> bfloat16 bit patterns (uint16), round-to-nearest-even; NaN stays a quiet NaN."""
     bits = np.asarray(x, dtype=np.float32).view(np.uint32).astype(np.uint64)
-    rounded = (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16
-    quiet_nan = (bits >> 16) | 0x40
+    # Typed constants: numpy would promote uint64 with a Python int to float64.
+    u = lambda c: np.uint64(c)
+    rounded = (bits + u(0x7FFF) + ((bits >> u(16)) & u(1))) >> u(16)
+    quiet_nan = (bits >> u(16)) | u(0x40)
     out = np.where(np.isnan(np.asarray(x, dtype=np.float32)), quiet_nan, rounded)
     return out.astype(np.uint16)
 
 
 def bf16_bits_to_f32(bits):
     """bfloat16 bit patterns (uint16) -> float32 (exact)."""
-    return (np.asarray(bits, dtype=np.uint16).astype(np.uint32) << 16).view(np.float32)
+    wide = np.asarray(bits, dtype=np.uint16).astype(np.uint32) << np.uint32(16)
+    return np.asarray(wide, dtype=np.uint32).view(np.float32)
 
 
 def _f32_to_le_bytes(values):
@@ -303,13 +314,14 @@ def absorb_q_ref(q, w_uk_t):
     q = np.asarray(q, dtype=np.float64)
     w = np.asarray(w_uk_t, dtype=np.float64)
     P = w.shape[1]
-    q_lat = np.einsum("tnp,npl->tnl", q[..., :P], w)
+    q_lat = (q[..., :P].transpose(1, 0, 2) @ w).transpose(1, 0, 2)
     return np.concatenate([q_lat, q[..., P:]], axis=-1).astype(np.float32)
 
 
 def up_proj_out_ref(o, w_uv):
     """Latent attention output o [T, N, L] -> [T, N*V]."""
-    out = np.einsum("tnl,nlv->tnv", np.asarray(o, np.float64), np.asarray(w_uv, np.float64))
+    o = np.asarray(o, np.float64).transpose(1, 0, 2)
+    out = (o @ np.asarray(w_uv, np.float64)).transpose(1, 0, 2)
     return out.reshape(out.shape[0], -1).astype(np.float32)
 
 
@@ -405,10 +417,9 @@ def _visible_counts(S, Sq, causal):
 def _decode_request(qb, rows, head_dim_v, scale, visible_count, lo, hi):
     """One request, keys restricted to positions [lo, hi). qb [Sq, N, D] float64, rows [S, D] float64.
     Returns out [Sq, N, Hv], lse [N, Sq]."""
-    Sq, N = qb.shape[0], qb.shape[1]
     keys = rows[lo:hi]
     pos = np.arange(lo, hi)
-    scores = scale * np.einsum("ind,jd->nij", qb, keys)  # [N, Sq, S_piece]
+    scores = scale * (qb.transpose(1, 0, 2) @ keys.T)  # [N, Sq, S_piece]
     visible = pos[None, :] < visible_count[:, None]  # [Sq, S_piece]
     out, lse = _masked_softmax_attend(scores, keys[:, :head_dim_v], visible[None])
     return out.transpose(1, 0, 2), lse
@@ -480,7 +491,7 @@ def _mha_request(qb, kb, vb, causal, scale):
     """qb [Tq, N, Dqk], kb [Tk, N, Dqk], vb [Tk, N, V] float64 -> out [Tq, N, V], lse [N, Tq].
     Causal masking is bottom-right aligned: row i sees keys [0, Tk - Tq + i]."""
     Tq, Tk = qb.shape[0], kb.shape[0]
-    scores = scale * np.einsum("ind,jnd->nij", qb, kb)  # [N, Tq, Tk]
+    scores = scale * (qb.transpose(1, 0, 2) @ kb.transpose(1, 2, 0))  # [N, Tq, Tk]
     if causal:
         visible = np.arange(Tk)[None, :] <= (Tk - Tq + np.arange(Tq))[:, None]
     else:
@@ -583,6 +594,16 @@ class PagedCache:
         """Request b's written rows [S_b, D] float32, unquantised."""
         return np.concatenate([self.kv_c[b], self.k_pe[b]], axis=1)
 
+    def unquantised(self):
+        """A float32 'auto' cache with the same pages and block table holding the rows before
+        quantisation: the baseline an fp8 cache's results are compared with."""
+        pages, page_size = self.kv_cache.shape[:2]
+        out = np.full((pages, page_size, self.L + self.R), np.nan, dtype=np.float32)
+        flat = out.reshape(pages * page_size, self.L + self.R)
+        for b, s in enumerate(self.seq_lens):
+            flat[self.slots(b, np.arange(int(s)))] = self.latent(b)
+        return out
+
 
 def poison_value(kv_format, dtype=np.float32):
     """What free cache space holds: NaN for float caches, 0x7F bytes (e4m3 NaN) for fp8 ones."""
@@ -625,3 +646,39 @@ def make_paged_cache(rng, seq_lens, page_size, L, R, *, kv_format="auto", dtype=
                                      np.concatenate(k_pe + [np.zeros((0, R), np.float32)]),
                                      kv_cache, all_slots.astype(np.int64), kv_format, kv_scale)
     return cache
+
+
+@dataclass
+class PrefillCase:
+    """Inputs of one prefill call; the cache already holds context + new tokens, as after cache_write."""
+
+    cache: PagedCache
+    q: np.ndarray  # [T, N, P+R]
+    kv_c: np.ndarray  # [T, L], the new tokens' latents
+    k_pe: np.ndarray  # [T, R]
+    kv_b_proj: np.ndarray  # [N*(P+V), L]
+    query_start_loc: np.ndarray  # int32 [B+1]
+    ctx_lens: list
+
+    @property
+    def seq_lens(self):
+        return self.cache.seq_lens
+
+    def new_token_slots(self):
+        """Cache slots holding the new tokens (a prefill must take them from kv_c/k_pe instead)."""
+        return np.concatenate([self.cache.slots(b, np.arange(c, int(self.seq_lens[b])))
+                               for b, c in enumerate(self.ctx_lens)])
+
+
+def make_prefill_case(rng, q_lens, ctx_lens, page_size, L, R, N, P, V, *, kv_format="auto",
+                      dtype=np.float32, kv_scale=None, num_pages=None, cols=None):
+    """Random prefill inputs. kv_b_proj is N(0, 1/L) so up-projected K/V entries are O(1)."""
+    seq_lens = [c + n for c, n in zip(ctx_lens, q_lens)]
+    cache = make_paged_cache(rng, seq_lens, page_size, L, R, kv_format=kv_format, dtype=dtype,
+                             kv_scale=kv_scale, num_pages=num_pages, cols=cols)
+    qsl = np.cumsum([0] + list(q_lens)).astype(np.int32)
+    kv_c = np.concatenate([cache.kv_c[b][c:] for b, c in enumerate(ctx_lens)]).astype(dtype)
+    k_pe = np.concatenate([cache.k_pe[b][c:] for b, c in enumerate(ctx_lens)]).astype(dtype)
+    q = rng.standard_normal((int(qsl[-1]), N, P + R)).astype(dtype)
+    w = (rng.standard_normal((N * (P + V), L)) / np.sqrt(L)).astype(dtype)
+    return PrefillCase(cache, q, kv_c, k_pe, w, qsl, list(ctx_lens))

@@ -5,7 +5,10 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "mla/Conversion/Passes.h"
 #include "mla/Dialect/MLA/IR/MLADialect.h"
+#include "mla/Dialect/MLA/Transforms/Passes.h"
+#include "mla/Pipelines/Pipelines.h"
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/InitAllDialects.h"
 #include "mlir/InitAllExtensions.h"
@@ -14,6 +17,9 @@
 
 int main(int argc, char **argv) {
   mlir::registerAllPasses();
+  mla::registerMLAPasses();
+  mla::registerMLAConversionPasses();
+  mla::registerMLAPipelines();
 
   mlir::DialectRegistry registry;
   registry.insert<mla::MLADialect>();

@@ -1,0 +1,94 @@
+//===- CpuPipeline.cpp - the mla-to-llvm-cpu pipeline ---------------------===//
+//
+// The CPU path: the same dialect the GPU path compiles, lowered through
+// linalg to LLVM and run in-process.
+//
+//===----------------------------------------------------------------------===//
+
+#include "mla/Conversion/Passes.h"
+#include "mla/Dialect/MLA/Transforms/Passes.h"
+#include "mla/Pipelines/Pipelines.h"
+#include "mlir/Conversion/Passes.h"
+#include "mlir/Dialect/Arith/Transforms/Passes.h"
+#include "mlir/Dialect/Bufferization/Pipelines/Passes.h"
+#include "mlir/Dialect/Bufferization/Transforms/Passes.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/Linalg/Passes.h"
+#include "mlir/Dialect/MemRef/Transforms/Passes.h"
+#include "mlir/Pass/PassRegistry.h"
+#include "mlir/Transforms/Passes.h"
+
+using namespace mlir;
+
+namespace {
+/// Marks every public function for a C interface wrapper, which is what the
+/// executor calls (`_mlir_ciface_<name>` taking memref descriptors).
+struct EmitCInterfacePass
+    : public PassWrapper<EmitCInterfacePass, OperationPass<ModuleOp>> {
+  MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(EmitCInterfacePass)
+  StringRef getArgument() const override { return "mla-emit-c-interface"; }
+  void runOnOperation() override {
+    for (auto fn : getOperation().getOps<func::FuncOp>())
+      if (fn.isPublic() && !fn.isExternal())
+        fn->setAttr(LLVM::LLVMDialect::getEmitCWrapperAttrName(),
+                    UnitAttr::get(&getContext()));
+  }
+};
+} // namespace
+
+void mla::buildMLAToLLVMCpuPipeline(OpPassManager &pm,
+                                    const CpuPipelineOptions &options) {
+  // 1. mla -> tensor-level upstream dialects.
+  MLAChunkPrefillOptions chunk;
+  chunk.workspaceRows = options.workspaceRows;
+  pm.addNestedPass<func::FuncOp>(createMLAChunkPrefill(chunk));
+  pm.addPass(createConvertMLAToLinalg());
+  pm.addPass(createCanonicalizerPass());
+  pm.addPass(createCSEPass());
+
+  // 2. Bufferize across function boundaries with plain (identity) layouts:
+  // a cache operand written by cache_write is updated in the caller's
+  // buffer, and results equivalent to an argument are dropped.
+  bufferization::OneShotBufferizePassOptions bufferize;
+  bufferize.bufferizeFunctionBoundaries = true;
+  bufferize.functionBoundaryTypeConversion =
+      bufferization::LayoutMapOption::IdentityLayoutMap;
+  pm.addPass(bufferization::createOneShotBufferizePass(bufferize));
+  pm.addPass(bufferization::createDropEquivalentBufferResultsPass());
+  bufferization::buildBufferDeallocationPipeline(pm);
+
+  // 3. Loops and LLVM.
+  pm.addPass(std::make_unique<EmitCInterfacePass>());
+  pm.addNestedPass<func::FuncOp>(createConvertLinalgToLoopsPass());
+  pm.addNestedPass<func::FuncOp>(createConvertVectorToSCFPass());
+  // Strided-metadata expansion emits affine.apply, so affine goes after it.
+  pm.addPass(memref::createExpandStridedMetadataPass());
+  pm.addPass(createLowerAffinePass());
+  arith::ArithExpandOpsPassOptions expand;
+  expand.includeBf16 = true;
+  pm.addPass(arith::createArithExpandOpsPass(expand));
+  pm.addPass(createSCFToControlFlowPass());
+  // Dot products reduce whole rows: let LLVM reassociate them into a tree
+  // instead of a strictly ordered chain.
+  ConvertVectorToLLVMPassOptions vectorToLLVM;
+  vectorToLLVM.reassociateFPReductions = true;
+  pm.addPass(createConvertVectorToLLVMPass(vectorToLLVM));
+  pm.addPass(createFinalizeMemRefToLLVMConversionPass());
+  pm.addPass(createConvertMathToLLVMPass());
+  pm.addPass(createConvertMathToLibmPass());
+  pm.addPass(createArithToLLVMConversionPass());
+  pm.addPass(createConvertIndexToLLVMPass());
+  pm.addPass(createConvertControlFlowToLLVMPass());
+  pm.addPass(createConvertFuncToLLVMPass());
+  pm.addPass(createReconcileUnrealizedCastsPass());
+}
+
+void mla::registerMLAPipelines() {
+  PassPipelineRegistration<CpuPipelineOptions>(
+      "mla-to-llvm-cpu",
+      "Lower mla to the LLVM dialect for in-process CPU execution "
+      "(chunk-prefill, convert-mla-to-linalg, one-shot bufferization, loops, "
+      "LLVM)",
+      buildMLAToLLVMCpuPipeline);
+}
