@@ -370,8 +370,9 @@ LogicalResult DecodeOp::verify() {
       failed(c.rank("lse", getLse(), 3, "[B, N, Sq]")) ||
       failed(c.sameElementType("out", getOut(), "q", getQ())))
     return failure();
-  if (getNumSplits() && *getNumSplits() <= 0)
-    return emitOpError() << "num_splits " << *getNumSplits()
+  // I64Attr getters return uint64_t; read the value signed so -1 is caught.
+  if (IntegerAttr splits = getNumSplitsAttr(); splits && splits.getInt() <= 0)
+    return emitOpError() << "num_splits " << splits.getInt()
                          << " must be positive";
   int64_t latent = dim(getOut(), 3);
   if (failed(verifyDecodeInputs(c, getQ(), getCache(), getBlockTable(),
@@ -397,7 +398,7 @@ LogicalResult DecodePartialOp::verify() {
       failed(c.rank("partial_lse", getPartialLse(), 4,
                     "[num_splits, B, N, Sq]")))
     return failure();
-  int64_t splits = getNumSplits();
+  int64_t splits = getNumSplitsAttr().getInt();
   if (splits <= 0)
     return emitOpError() << "num_splits " << splits << " must be positive";
   int64_t latent = dim(getPartialOut(), 4);
@@ -539,8 +540,8 @@ LogicalResult PrefillOp::verify() {
       failed(c.scale(getSoftmaxScaleAttr())) ||
       failed(c.sameElementType("out", getOut(), "q", getQ())))
     return failure();
-  if (getWorkspaceRows() && *getWorkspaceRows() <= 0)
-    return emitOpError() << "workspace_rows " << *getWorkspaceRows()
+  if (IntegerAttr rows = getWorkspaceRowsAttr(); rows && rows.getInt() <= 0)
+    return emitOpError() << "workspace_rows " << rows.getInt()
                          << " must be positive";
   int64_t tokens = dim(getQ(), 0), heads = dim(getQ(), 1);
   int64_t latent = dim(getKvC(), 1), value = dim(getOut(), 2);
