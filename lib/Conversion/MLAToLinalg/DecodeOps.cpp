@@ -101,9 +101,10 @@ struct LowerDecodePartial : public OpRewritePattern<DecodePartialOp> {
     if (ShapedType::isDynamic(rowDim) || ShapedType::isDynamic(latentDim) ||
         ShapedType::isDynamic(sq) || ShapedType::isDynamic(heads) ||
         ShapedType::isDynamic(pageSize))
-      return rewriter.notifyMatchFailure(
-          op, "the CPU decode lowering needs static Sq, N, L, L+R and page "
-              "size");
+      // No other pattern can lower the op, so say why instead of leaving
+      // only "failed to legalize".
+      return op.emitOpError("the CPU decode lowering needs static Sq, N, L, "
+                            "L+R and page size");
     int64_t splits = op.getNumSplits();
     CacheLayoutAttr layout = op.getLayout();
     bool causal = op.getCausal();
