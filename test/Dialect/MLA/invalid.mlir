@@ -1687,3 +1687,87 @@ func.func @prefill_query_start_loc_batch(%q: tensor<10x3x24xf32>, %kv: tensor<10
       : (tensor<10x3x24xf32>, tensor<10x64xf32>, tensor<10x16xf32>, tensor<39x64xf32>, tensor<4x16x80xf32>, tensor<2x2xi32>, tensor<2xi32>, tensor<2xi32>) -> tensor<10x3x5xf32>
   return
 }
+
+// -----
+
+//===----------------------------------------------------------------------===//
+// Element types of weights and operands must match the activations.
+//===----------------------------------------------------------------------===//
+
+func.func @absorb_q_weight_type(%q: tensor<8x3x24xf32>, %w: tensor<3x8x64xbf16>) {
+  // expected-error @+1 {{w_uk_t element type 'bf16' must match q element type 'f32'}}
+  %0 = mla.absorb_q %q, %w : tensor<8x3x24xf32>, tensor<3x8x64xbf16> -> tensor<8x3x80xf32>
+  return
+}
+
+// -----
+
+func.func @up_proj_out_weight_type(%o: tensor<8x3x64xf32>, %w: tensor<3x64x5xf16>) {
+  // expected-error @+1 {{w_uv element type 'f16' must match o element type 'f32'}}
+  %0 = mla.up_proj_out %o, %w : tensor<8x3x64xf32>, tensor<3x64x5xf16> -> tensor<8x15xf32>
+  return
+}
+
+// -----
+
+func.func @up_proj_kv_weight_type(%lat: tensor<10x64xf32>, %w: tensor<39x64xbf16>) {
+  // expected-error @+1 {{kv_b_proj element type 'bf16' must match latent element type 'f32'}}
+  %k, %v = mla.up_proj_kv %lat, %w : tensor<10x64xf32>, tensor<39x64xbf16> -> tensor<10x3x8xf32>, tensor<10x3x5xf32>
+  return
+}
+
+// -----
+
+func.func @up_proj_kv_result_type(%lat: tensor<10x64xf32>, %w: tensor<39x64xf32>) {
+  // expected-error @+1 {{v element type 'bf16' must match latent element type 'f32'}}
+  %k, %v = mla.up_proj_kv %lat, %w : tensor<10x64xf32>, tensor<39x64xf32> -> tensor<10x3x8xf32>, tensor<10x3x5xbf16>
+  return
+}
+
+// -----
+
+func.func @mha_k_type(%q: tensor<10x4x24xf32>, %k: tensor<30x4x24xbf16>, %v: tensor<30x4x8xf32>, %cuq: tensor<3xi32>, %cuk: tensor<3xi32>) {
+  // expected-error @+1 {{k element type 'bf16' must match q element type 'f32'}}
+  %o, %lse = mla.mha %q, %k, %v, %cuq, %cuk scale 0.2
+      : (tensor<10x4x24xf32>, tensor<30x4x24xbf16>, tensor<30x4x8xf32>, tensor<3xi32>, tensor<3xi32>) -> (tensor<10x4x8xf32>, tensor<4x10xf32>)
+  return
+}
+
+// -----
+
+func.func @mha_v_type(%q: tensor<10x4x24xf32>, %k: tensor<30x4x24xf32>, %v: tensor<30x4x8xf16>, %cuq: tensor<3xi32>, %cuk: tensor<3xi32>) {
+  // expected-error @+1 {{v element type 'f16' must match q element type 'f32'}}
+  %o, %lse = mla.mha %q, %k, %v, %cuq, %cuk scale 0.2
+      : (tensor<10x4x24xf32>, tensor<30x4x24xf32>, tensor<30x4x8xf16>, tensor<3xi32>, tensor<3xi32>) -> (tensor<10x4x8xf32>, tensor<4x10xf32>)
+  return
+}
+
+// -----
+
+func.func @prefill_kv_b_proj_type(%q: tensor<10x3x24xf32>, %kv: tensor<10x64xf32>, %pe: tensor<10x16xf32>, %w: tensor<39x64xbf16>,
+                                  %cache: tensor<8x16x80xf32>, %bt: tensor<2x4xi32>, %qsl: tensor<3xi32>, %lens: tensor<2xi32>) {
+  // expected-error @+1 {{kv_b_proj element type 'bf16' must match q element type 'f32'}}
+  %o = mla.prefill %q, %kv, %pe, %w, %cache[%bt, %qsl, %lens] layout #mla.cache_layout<format = f32> scale 0.2
+      : (tensor<10x3x24xf32>, tensor<10x64xf32>, tensor<10x16xf32>, tensor<39x64xbf16>, tensor<8x16x80xf32>, tensor<2x4xi32>, tensor<3xi32>, tensor<2xi32>) -> tensor<10x3x5xf32>
+  return
+}
+
+// -----
+
+func.func @prefill_kv_c_type(%q: tensor<10x3x24xf32>, %kv: tensor<10x64xf16>, %pe: tensor<10x16xf32>, %w: tensor<39x64xf32>,
+                             %cache: tensor<8x16x80xf32>, %bt: tensor<2x4xi32>, %qsl: tensor<3xi32>, %lens: tensor<2xi32>) {
+  // expected-error @+1 {{kv_c element type 'f16' must match q element type 'f32'}}
+  %o = mla.prefill %q, %kv, %pe, %w, %cache[%bt, %qsl, %lens] layout #mla.cache_layout<format = f32> scale 0.2
+      : (tensor<10x3x24xf32>, tensor<10x64xf16>, tensor<10x16xf32>, tensor<39x64xf32>, tensor<8x16x80xf32>, tensor<2x4xi32>, tensor<3xi32>, tensor<2xi32>) -> tensor<10x3x5xf32>
+  return
+}
+
+// -----
+
+func.func @prefill_k_pe_type(%q: tensor<10x3x24xf32>, %kv: tensor<10x64xf32>, %pe: tensor<10x16xbf16>, %w: tensor<39x64xf32>,
+                             %cache: tensor<8x16x80xf32>, %bt: tensor<2x4xi32>, %qsl: tensor<3xi32>, %lens: tensor<2xi32>) {
+  // expected-error @+1 {{k_pe element type 'bf16' must match q element type 'f32'}}
+  %o = mla.prefill %q, %kv, %pe, %w, %cache[%bt, %qsl, %lens] layout #mla.cache_layout<format = f32> scale 0.2
+      : (tensor<10x3x24xf32>, tensor<10x64xf32>, tensor<10x16xbf16>, tensor<39x64xf32>, tensor<8x16x80xf32>, tensor<2x4xi32>, tensor<3xi32>, tensor<2xi32>) -> tensor<10x3x5xf32>
+  return
+}

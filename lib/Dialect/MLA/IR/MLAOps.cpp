@@ -266,7 +266,8 @@ LogicalResult AbsorbQOp::verify() {
   if (failed(c.rank("q", getQ(), 3, "[T, N, P+R]")) ||
       failed(c.rank("w_uk_t", getWUkT(), 3, "[N, P, L]")) ||
       failed(c.rank("result", getResult(), 3, "[T, N, L+R]")) ||
-      failed(c.sameElementType("result", getResult(), "q", getQ())))
+      failed(c.sameElementType("result", getResult(), "q", getQ())) ||
+      failed(c.sameElementType("w_uk_t", getWUkT(), "q", getQ())))
     return failure();
   int64_t heads = dim(getQ(), 1), nope = dim(getWUkT(), 1);
   int64_t latent = dim(getWUkT(), 2);
@@ -286,7 +287,8 @@ LogicalResult UpProjOutOp::verify() {
   if (failed(c.rank("o", getO(), 3, "[T, N, L]")) ||
       failed(c.rank("w_uv", getWUv(), 3, "[N, L, V]")) ||
       failed(c.rank("result", getResult(), 2, "[T, N*V]")) ||
-      failed(c.sameElementType("result", getResult(), "o", getO())))
+      failed(c.sameElementType("result", getResult(), "o", getO())) ||
+      failed(c.sameElementType("w_uv", getWUv(), "o", getO())))
     return failure();
   int64_t heads = dim(getO(), 1), value = dim(getWUv(), 2);
   int64_t cols = known(heads) && known(value) ? heads * value : kDyn;
@@ -317,7 +319,11 @@ LogicalResult UpProjKvOp::verify() {
   Checker c{*this};
   if (failed(c.rank("latent", getLatent(), 2, "[S, L]")) ||
       failed(c.rank("k_nope", getKNope(), 3, "[S, N, P]")) ||
-      failed(c.rank("v", getV(), 3, "[S, N, V]")))
+      failed(c.rank("v", getV(), 3, "[S, N, V]")) ||
+      failed(c.sameElementType("kv_b_proj", getKvBProj(), "latent",
+                               getLatent())) ||
+      failed(c.sameElementType("k_nope", getKNope(), "latent", getLatent())) ||
+      failed(c.sameElementType("v", getV(), "latent", getLatent())))
     return failure();
   int64_t rows = dim(getLatent(), 0), heads = dim(getKNope(), 1);
   if (failed(c.eq("k_nope dim 0", dim(getKNope(), 0), "latent dim 0 (S)",
@@ -492,7 +498,9 @@ LogicalResult MhaOp::verify() {
       failed(c.rank("out", getOut(), 3, "[T, N, V]")) ||
       failed(c.rank("lse", getLse(), 2, "[N, T]")) ||
       failed(c.scale(getSoftmaxScaleAttr())) ||
-      failed(c.sameElementType("out", getOut(), "q", getQ())))
+      failed(c.sameElementType("out", getOut(), "q", getQ())) ||
+      failed(c.sameElementType("k", getK(), "q", getQ())) ||
+      failed(c.sameElementType("v", getV(), "q", getQ())))
     return failure();
   int64_t tokens = dim(getQ(), 0), heads = dim(getQ(), 1);
   if (failed(c.eq("k dim 1", dim(getK(), 1), "q dim 1 (N)", heads)) ||
@@ -538,7 +546,10 @@ LogicalResult PrefillOp::verify() {
       failed(c.rank("kv_c", getKvC(), 2, "[T, L]")) ||
       failed(c.rank("out", getOut(), 3, "[T, N, V]")) ||
       failed(c.scale(getSoftmaxScaleAttr())) ||
-      failed(c.sameElementType("out", getOut(), "q", getQ())))
+      failed(c.sameElementType("out", getOut(), "q", getQ())) ||
+      failed(c.sameElementType("kv_c", getKvC(), "q", getQ())) ||
+      failed(c.sameElementType("k_pe", getKPe(), "q", getQ())) ||
+      failed(c.sameElementType("kv_b_proj", getKvBProj(), "q", getQ())))
     return failure();
   if (IntegerAttr rows = getWorkspaceRowsAttr(); rows && rows.getInt() <= 0)
     return emitOpError() << "workspace_rows " << rows.getInt()
