@@ -13,7 +13,6 @@
 #include "mlir/Dialect/Bufferization/Pipelines/Passes.h"
 #include "mlir/Dialect/Bufferization/Transforms/Passes.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
-#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/Linalg/Passes.h"
 #include "mlir/Dialect/MemRef/Transforms/Passes.h"
 #include "mlir/Pass/PassRegistry.h"
@@ -21,21 +20,6 @@
 
 using namespace mlir;
 
-namespace {
-/// Marks every public function for a C interface wrapper, which is what the
-/// executor calls (`_mlir_ciface_<name>` taking memref descriptors).
-struct EmitCInterfacePass
-    : public PassWrapper<EmitCInterfacePass, OperationPass<ModuleOp>> {
-  MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(EmitCInterfacePass)
-  StringRef getArgument() const override { return "mla-emit-c-interface"; }
-  void runOnOperation() override {
-    for (auto fn : getOperation().getOps<func::FuncOp>())
-      if (fn.isPublic() && !fn.isExternal())
-        fn->setAttr(LLVM::LLVMDialect::getEmitCWrapperAttrName(),
-                    UnitAttr::get(&getContext()));
-  }
-};
-} // namespace
 
 void mla::buildMLAToLLVMCpuPipeline(OpPassManager &pm,
                                     const CpuPipelineOptions &options) {
@@ -55,11 +39,15 @@ void mla::buildMLAToLLVMCpuPipeline(OpPassManager &pm,
   bufferize.functionBoundaryTypeConversion =
       bufferization::LayoutMapOption::IdentityLayoutMap;
   pm.addPass(bufferization::createOneShotBufferizePass(bufferize));
+  // Canonicalization forwards loop-carried buffers to the arguments they
+  // alias, which is what lets equivalent results be recognised and dropped.
+  pm.addPass(createCanonicalizerPass());
   pm.addPass(bufferization::createDropEquivalentBufferResultsPass());
+  pm.addPass(createMLAPrepareCpuEntry());
   bufferization::buildBufferDeallocationPipeline(pm);
+  pm.addPass(createConvertBufferizationToMemRefPass());
 
   // 3. Loops and LLVM.
-  pm.addPass(std::make_unique<EmitCInterfacePass>());
   pm.addNestedPass<func::FuncOp>(createConvertLinalgToLoopsPass());
   pm.addNestedPass<func::FuncOp>(createConvertVectorToSCFPass());
   // Strided-metadata expansion emits affine.apply, so affine goes after it.

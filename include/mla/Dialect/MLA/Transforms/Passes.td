@@ -40,4 +40,24 @@ def MLAChunkPrefill : Pass<"mla-chunk-prefill", "mlir::func::FuncOp"> {
   ];
 }
 
+def MLAPrepareCpuEntry : Pass<"mla-prepare-cpu-entry", "mlir::ModuleOp"> {
+  let summary = "Give bufferized public functions the in-process JIT's calling convention";
+  let description = [{
+    Runs after one-shot bufferization in `mla-to-llvm-cpu`. For every public
+    function with a body:
+
+    * results that are (equivalent to) one of its memref arguments are
+      dropped: the caller already owns that buffer, and written-in-place
+      caches must not be returned (the deallocation pipeline would otherwise
+      clone the whole cache to hand ownership back);
+    * the function is marked `llvm.emit_c_interface`, so the executor calls
+      `_mlir_ciface_<name>` with pointers to memref descriptors.
+
+    Upstream `drop-equivalent-buffer-results` skips public functions because
+    unknown callers may rely on their signatures; the JIT entry points have
+    exactly one caller, the mla executor, which expects this convention.
+  }];
+  let dependentDialects = ["mlir::LLVM::LLVMDialect"];
+}
+
 #endif // MLA_DIALECT_MLA_TRANSFORMS_PASSES_TD
