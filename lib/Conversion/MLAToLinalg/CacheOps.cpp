@@ -431,21 +431,17 @@ struct GatherCacheLowering : public OpRewritePattern<GatherCacheOp> {
 
 private:
   /// The latent width L that loadCacheElement needs to split a row into its
-  /// latent and RoPE parts; 0 for the formats that do not split rows. No
+  /// latent and RoPE parts (the op's latent_dim, which the verifier requires
+  /// for fp8_e4m3_token); 0 for the formats that do not split rows. No
   /// other pattern can lower the op, so a failure says why instead of
   /// leaving only "failed to legalize".
   static FailureOr<int64_t> getLatentDim(GatherCacheOp op) {
     CacheLayoutAttr layout = op.getLayout();
     int64_t rowDim = op.getWorkspace().getType().getDimSize(1);
     int64_t stored = op.getCache().getType().getDimSize(2);
+    if (IntegerAttr latent = op.getLatentDimAttr())
+      return latent.getInt();
     switch (layout.getFormat()) {
-    case RowFormat::fp8_e4m3_token:
-      // The row is L + R e4m3 bytes and two scales: nothing in the operand
-      // types says where the latent part (scale s0) ends.
-      op.emitOpError("cannot dequantise fp8_e4m3_token rows: the latent "
-                     "width L, which selects each element's scale, is not "
-                     "known from the operand types");
-      return failure();
     case RowFormat::fp8_ds_mla:
       if (ShapedType::isDynamic(rowDim) || ShapedType::isDynamic(stored)) {
         op.emitOpError("the CPU gather_cache lowering needs static workspace "

@@ -1,17 +1,5 @@
 // RUN: mla-opt %s --convert-mla-to-linalg -split-input-file -verify-diagnostics
 
-// An fp8_e4m3_token row is L + R e4m3 bytes and two scales; which scale an
-// element uses depends on L, which gather_cache's operands do not carry.
-func.func @gather_fp8_token(%cache: tensor<8x16x56xi8>, %bt: tensor<2x4xi32>, %starts: tensor<2xi32>, %cu: tensor<3xi32>, %ws: tensor<64x48xf32>) -> tensor<64x48xf32> {
-  // expected-error @+2 {{cannot dequantise fp8_e4m3_token rows: the latent width L, which selects each element's scale, is not known from the operand types}}
-  // expected-error @+1 {{failed to legalize operation 'mla.gather_cache'}}
-  %r = mla.gather_cache %cache[%bt] starts %starts rows %cu layout #mla.cache_layout<format = fp8_e4m3_token> into %ws
-      : tensor<8x16x56xi8>, tensor<2x4xi32>, tensor<2xi32>, tensor<3xi32> into tensor<64x48xf32>
-  return %r : tensor<64x48xf32>
-}
-
-// -----
-
 // fp8_ds_mla derives L from the workspace and cache row widths.
 func.func @gather_ds_mla_dynamic_row(%cache: tensor<8x16x?xi8>, %bt: tensor<2x4xi32>, %starts: tensor<2xi32>, %cu: tensor<3xi32>, %ws: tensor<64x320xf32>) -> tensor<64x320xf32> {
   // expected-error @+2 {{the CPU gather_cache lowering needs static workspace and cache row widths for fp8_ds_mla (they determine L)}}

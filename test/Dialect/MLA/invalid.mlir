@@ -1771,3 +1771,30 @@ func.func @prefill_k_pe_type(%q: tensor<10x3x24xf32>, %kv: tensor<10x64xf32>, %p
       : (tensor<10x3x24xf32>, tensor<10x64xf32>, tensor<10x16xbf16>, tensor<39x64xf32>, tensor<8x16x80xf32>, tensor<2x4xi32>, tensor<3xi32>, tensor<2xi32>) -> tensor<10x3x5xf32>
   return
 }
+
+// -----
+
+func.func @gather_fp8_token_needs_latent_dim(%cache: tensor<8x16x88xi8>, %bt: tensor<2x4xi32>, %starts: tensor<2xi32>, %cu: tensor<3xi32>, %ws: tensor<64x80xf32>) {
+  // expected-error @+1 {{format fp8_e4m3_token needs 'latent_dim' (L): an element's scale depends on whether it is latent or RoPE}}
+  %r = mla.gather_cache %cache[%bt] starts %starts rows %cu layout #mla.cache_layout<format = fp8_e4m3_token> into %ws
+      : tensor<8x16x88xi8>, tensor<2x4xi32>, tensor<2xi32>, tensor<3xi32> into tensor<64x80xf32>
+  return
+}
+
+// -----
+
+func.func @gather_latent_dim_range(%cache: tensor<8x16x80xf32>, %bt: tensor<2x4xi32>, %starts: tensor<2xi32>, %cu: tensor<3xi32>, %ws: tensor<64x80xf32>) {
+  // expected-error @+1 {{latent_dim 80 must be positive and below the workspace row width 80}}
+  %r = mla.gather_cache %cache[%bt] starts %starts rows %cu layout #mla.cache_layout<format = f32> latent_dim 80 into %ws
+      : tensor<8x16x80xf32>, tensor<2x4xi32>, tensor<2xi32>, tensor<3xi32> into tensor<64x80xf32>
+  return
+}
+
+// -----
+
+func.func @gather_ds_mla_latent_dim_mismatch(%cache: tensor<8x64x656xi8>, %bt: tensor<2x4xi32>, %starts: tensor<2xi32>, %cu: tensor<3xi32>, %ws: tensor<64x576xf32>) {
+  // expected-error @+1 {{the fp8_ds_mla row width for L = 384, R = 192 is 780 must equal the cache row width 656}}
+  %r = mla.gather_cache %cache[%bt] starts %starts rows %cu layout #mla.cache_layout<format = fp8_ds_mla> latent_dim 384 into %ws
+      : tensor<8x64x656xi8>, tensor<2x4xi32>, tensor<2xi32>, tensor<3xi32> into tensor<64x576xf32>
+  return
+}

@@ -53,6 +53,14 @@ func.func @gather_cache(%cache: tensor<8x64x656xi8>, %bt: tensor<2x4xi32>, %star
   return %0 : tensor<256x576xf32>
 }
 
+// CHECK-LABEL: func @gather_cache_token
+// CHECK: layout #mla.cache_layout<format = fp8_e4m3_token> latent_dim 512 into
+func.func @gather_cache_token(%cache: tensor<8x64x584xi8>, %bt: tensor<2x4xi32>, %starts: tensor<2xi32>, %cu: tensor<3xi32>, %ws: tensor<256x576xf32>) -> tensor<256x576xf32> {
+  %0 = mla.gather_cache %cache[%bt] starts %starts rows %cu layout #mla.cache_layout<format = fp8_e4m3_token> latent_dim 512 into %ws
+      : tensor<8x64x584xi8>, tensor<2x4xi32>, tensor<2xi32>, tensor<3xi32> into tensor<256x576xf32>
+  return %0 : tensor<256x576xf32>
+}
+
 // CHECK-LABEL: func @projections
 // CHECK: mla.split_kv_b_proj %{{.*}} : tensor<32768x512xbf16> -> tensor<128x128x512xbf16>, tensor<128x512x128xbf16>
 // CHECK: mla.absorb_q %{{.*}}, %{{.*}} : tensor<8x128x192xbf16>, tensor<128x128x512xbf16> -> tensor<8x128x576xbf16>

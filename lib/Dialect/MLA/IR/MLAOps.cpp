@@ -230,8 +230,21 @@ LogicalResult GatherCacheOp::verify() {
       failed(c.eq("cu_rows dim 0", dim(getCuRows(), 0),
                   "block_table dim 0 + 1 =", add(batch, 1))))
     return failure();
-  return c.cache(getCache(), getLayout(), dim(getWorkspace(), 1),
-                 "workspace row width", kDyn);
+  int64_t rowDim = dim(getWorkspace(), 1), latent = kDyn;
+  if (IntegerAttr attr = getLatentDimAttr()) {
+    latent = attr.getInt();
+    if (latent <= 0 || (known(rowDim) && latent >= rowDim))
+      return emitOpError() << "latent_dim " << latent
+                           << " must be positive and below the workspace row "
+                              "width "
+                           << rowDim;
+  } else if (getLayout().getFormat() == RowFormat::fp8_e4m3_token) {
+    return emitOpError() << "format fp8_e4m3_token needs 'latent_dim' (L): "
+                            "an element's scale depends on whether it is "
+                            "latent or RoPE";
+  }
+  return c.cache(getCache(), getLayout(), rowDim, "workspace row width",
+                 latent);
 }
 
 //===----------------------------------------------------------------------===//

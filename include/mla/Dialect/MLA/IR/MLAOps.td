@@ -71,6 +71,11 @@ def MLA_GatherCacheOp : MLA_Op<"gather_cache", [
     request (found through `block_table[b]`), dequantised to the workspace's
     element type. Rows at and after `cu_rows[B]` are left as they were.
 
+    `latent_dim` is the latent width L. The `fp8_e4m3_token` format needs it
+    (an element's scale depends on whether it is latent or RoPE, and the
+    operand types do not say where L ends); for the other formats it is
+    optional and checked.
+
     Operands: `cache [pages, page_size, row]`, `block_table [B, maxPages]`,
     `starts [B]`, `cu_rows [B+1]` (all i32), `workspace [W, L+R]`.
 
@@ -82,11 +87,12 @@ def MLA_GatherCacheOp : MLA_Op<"gather_cache", [
   }];
   let arguments = (ins MLA_CacheTensor:$cache, MLA_I32Tensor:$block_table,
                        MLA_I32Tensor:$starts, MLA_I32Tensor:$cu_rows,
-                       MLA_FloatTensor:$workspace, MLA_CacheLayoutAttr:$layout);
+                       MLA_FloatTensor:$workspace, MLA_CacheLayoutAttr:$layout,
+                       OptionalAttr<I64Attr>:$latent_dim);
   let results = (outs MLA_FloatTensor:$result);
   let assemblyFormat = [{
     $cache `[` $block_table `]` `starts` $starts `rows` $cu_rows
-    `layout` qualified($layout) `into` $workspace attr-dict `:` type($cache) `,` type($block_table) `,`
+    `layout` qualified($layout) (`latent_dim` $latent_dim^)? `into` $workspace attr-dict `:` type($cache) `,` type($block_table) `,`
     type($starts) `,` type($cu_rows) `into` type($workspace)
   }];
   let hasVerifier = 1;
