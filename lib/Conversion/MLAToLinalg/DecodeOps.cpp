@@ -46,8 +46,8 @@ struct DecodeToPartial : public OpRewritePattern<DecodeOp> {
     auto partial = DecodePartialOp::create(
         rewriter, op.getLoc(), RankedTensorType::get(poShape, f32),
         RankedTensorType::get(plShape, f32), op.getQ(), op.getCache(),
-        op.getBlockTable(), op.getSeqLens(), op.getLayout(),
-        op.getSoftmaxScaleAttr(), op.getCausalAttr(),
+        op.getBlockTable(), op.getSeqLens(), /*split_bounds=*/Value(),
+        op.getLayout(), op.getSoftmaxScaleAttr(), op.getCausalAttr(),
         rewriter.getI64IntegerAttr(splits));
     rewriter.replaceOpWithNewOp<CombineOp>(op, outTy, lseTy,
                                            partial.getPartialOut(),
@@ -111,6 +111,7 @@ struct LowerDecodePartial : public OpRewritePattern<DecodePartialOp> {
     Type f32 = rewriter.getF32Type();
     Value cache = op.getCache(), q = op.getQ();
     Value blockTable = op.getBlockTable(), seqLens = op.getSeqLens();
+    Value splitBounds = op.getSplitBounds();
     double scale = op.getSoftmaxScale().convertToDouble();
 
     SmallVector<Value> poDyn, plDyn;
@@ -149,10 +150,25 @@ struct LowerDecodePartial : public OpRewritePattern<DecodePartialOp> {
           return llvm::to_vector(forLoop(
               b, l, c0, nSplits, outs,
               [&](OpBuilder &b, Location l, Value sIv, ValueRange outs) {
-                Value start = arith::MinUIOp::create(
-                    b, l, arith::MulIOp::create(b, l, sIv, chunk), len);
-                Value end = arith::MinUIOp::create(
-                    b, l, arith::AddIOp::create(b, l, start, chunk), len);
+                Value start, end;
+                if (splitBounds) {
+                  // Planned pieces, clamped to the request so a stale or
+                  // hostile plan cannot read past seq_lens[b].
+                  Value next = arith::AddIOp::create(b, l, sIv, cIdx(b, l, 1));
+                  start = arith::MinUIOp::create(
+                      b, l, extractIndex(b, l, splitBounds, {bIv, sIv}), len);
+                  end = arith::MaxUIOp::create(
+                      b, l,
+                      arith::MinUIOp::create(
+                          b, l, extractIndex(b, l, splitBounds, {bIv, next}),
+                          len),
+                      start);
+                } else {
+                  start = arith::MinUIOp::create(
+                      b, l, arith::MulIOp::create(b, l, sIv, chunk), len);
+                  end = arith::MinUIOp::create(
+                      b, l, arith::AddIOp::create(b, l, start, chunk), len);
+                }
                 auto st = foldSplit(b, l, qb, bIv, len, start, end, stateTy,
                                     accTy, cache, layout, blockTable,
                                     latentDim, rowDim, pageSize, sq, heads,

@@ -1798,3 +1798,156 @@ func.func @gather_ds_mla_latent_dim_mismatch(%cache: tensor<8x64x656xi8>, %bt: t
       : tensor<8x64x656xi8>, tensor<2x4xi32>, tensor<2xi32>, tensor<3xi32> into tensor<64x576xf32>
   return
 }
+
+// -----
+
+//===----------------------------------------------------------------------===//
+// Split plans, plan_splits and attention
+//===----------------------------------------------------------------------===//
+
+func.func @split_plan_parts(%q: tensor<1x1x3x80xf32>, %cache: tensor<4x16x80xf32>, %bt: tensor<1x2xi32>, %lens: tensor<1xi32>) {
+  // expected-error @+1 {{num_sm_parts 0 must be positive}}
+  %o, %lse = mla.decode %q, %cache[%bt, %lens] layout #mla.cache_layout<format = f32> scale 0.125 {split_plan = #mla.split_plan<policy = balanced, num_sm_parts = 0>}
+      : (tensor<1x1x3x80xf32>, tensor<4x16x80xf32>, tensor<1x2xi32>, tensor<1xi32>) -> (tensor<1x1x3x64xf32>, tensor<1x3x1xf32>)
+  return
+}
+
+// -----
+
+func.func @split_plan_negative_bound(%q: tensor<1x1x3x80xf32>, %cache: tensor<4x16x80xf32>, %bt: tensor<1x2xi32>, %lens: tensor<1xi32>) {
+  // expected-error @+1 {{split bound 1 is negative (-3)}}
+  %o, %lse = mla.decode %q, %cache[%bt, %lens] layout #mla.cache_layout<format = f32> scale 0.125 num_splits 1 {split_plan = #mla.split_plan<policy = balanced, num_sm_parts = 2, bounds = [0, -3]>}
+      : (tensor<1x1x3x80xf32>, tensor<4x16x80xf32>, tensor<1x2xi32>, tensor<1xi32>) -> (tensor<1x1x3x64xf32>, tensor<1x3x1xf32>)
+  return
+}
+
+// -----
+
+func.func @split_plan_needs_num_splits(%q: tensor<1x1x3x80xf32>, %cache: tensor<4x16x80xf32>, %bt: tensor<1x2xi32>, %lens: tensor<1xi32>) {
+  // expected-error @+1 {{a split_plan with bounds needs num_splits}}
+  %o, %lse = mla.decode %q, %cache[%bt, %lens] layout #mla.cache_layout<format = f32> scale 0.125 {split_plan = #mla.split_plan<policy = balanced, num_sm_parts = 2, bounds = [0, 20]>}
+      : (tensor<1x1x3x80xf32>, tensor<4x16x80xf32>, tensor<1x2xi32>, tensor<1xi32>) -> (tensor<1x1x3x64xf32>, tensor<1x3x1xf32>)
+  return
+}
+
+// -----
+
+func.func @split_plan_bounds_size(%q: tensor<2x1x3x80xf32>, %cache: tensor<4x16x80xf32>, %bt: tensor<2x2xi32>, %lens: tensor<2xi32>) {
+  // expected-error @+1 {{split_plan bounds hold 3 values, expected B * (num_splits + 1) = 6}}
+  %o, %lse = mla.decode %q, %cache[%bt, %lens] layout #mla.cache_layout<format = f32> scale 0.125 num_splits 2 {split_plan = #mla.split_plan<policy = heuristic, num_sm_parts = 2, bounds = [0, 10, 20]>}
+      : (tensor<2x1x3x80xf32>, tensor<4x16x80xf32>, tensor<2x2xi32>, tensor<2xi32>) -> (tensor<2x1x3x64xf32>, tensor<2x3x1xf32>)
+  return
+}
+
+// -----
+
+func.func @split_plan_start(%q: tensor<1x1x3x80xf32>, %cache: tensor<4x16x80xf32>, %bt: tensor<1x2xi32>, %lens: tensor<1xi32>) {
+  // expected-error @+1 {{split_plan bounds of request 0 must start at 0, got 4}}
+  %o, %lse = mla.decode %q, %cache[%bt, %lens] layout #mla.cache_layout<format = f32> scale 0.125 num_splits 1 {split_plan = #mla.split_plan<policy = heuristic, num_sm_parts = 2, bounds = [4, 20]>}
+      : (tensor<1x1x3x80xf32>, tensor<4x16x80xf32>, tensor<1x2xi32>, tensor<1xi32>) -> (tensor<1x1x3x64xf32>, tensor<1x3x1xf32>)
+  return
+}
+
+// -----
+
+func.func @split_plan_decreasing(%q: tensor<1x1x3x80xf32>, %cache: tensor<4x16x80xf32>, %bt: tensor<1x2xi32>, %lens: tensor<1xi32>) {
+  // expected-error @+1 {{split_plan bounds of request 0 decrease at piece 1}}
+  %o, %lse = mla.decode %q, %cache[%bt, %lens] layout #mla.cache_layout<format = f32> scale 0.125 num_splits 2 {split_plan = #mla.split_plan<policy = heuristic, num_sm_parts = 2, bounds = [0, 20, 10]>}
+      : (tensor<1x1x3x80xf32>, tensor<4x16x80xf32>, tensor<1x2xi32>, tensor<1xi32>) -> (tensor<1x1x3x64xf32>, tensor<1x3x1xf32>)
+  return
+}
+
+// -----
+
+func.func @split_plan_end(%q: tensor<1x1x3x80xf32>, %cache: tensor<4x16x80xf32>, %bt: tensor<1x2xi32>) {
+  %lens = arith.constant dense<25> : tensor<1xi32>
+  // expected-error @+1 {{split_plan bounds of request 0 end at 20, not at seq_lens[0] = 25}}
+  %o, %lse = mla.decode %q, %cache[%bt, %lens] layout #mla.cache_layout<format = f32> scale 0.125 num_splits 2 {split_plan = #mla.split_plan<policy = heuristic, num_sm_parts = 2, bounds = [0, 10, 20]>}
+      : (tensor<1x1x3x80xf32>, tensor<4x16x80xf32>, tensor<1x2xi32>, tensor<1xi32>) -> (tensor<1x1x3x64xf32>, tensor<1x3x1xf32>)
+  return
+}
+
+// -----
+
+func.func @partial_bounds_rank(%q: tensor<2x1x3x80xf32>, %cache: tensor<4x16x80xf32>, %bt: tensor<2x2xi32>, %lens: tensor<2xi32>, %bounds: tensor<6xi32>) {
+  // expected-error @+1 {{split_bounds must have rank 2 ([B, num_splits + 1]), got 'tensor<6xi32>'}}
+  %po, %pl = mla.decode_partial %q, %cache[%bt, %lens] bounds %bounds layout #mla.cache_layout<format = f32> scale 0.125 num_splits 2
+      : (tensor<2x1x3x80xf32>, tensor<4x16x80xf32>, tensor<2x2xi32>, tensor<2xi32>, tensor<6xi32>) -> (tensor<2x2x1x3x64xf32>, tensor<2x2x3x1xf32>)
+  return
+}
+
+// -----
+
+func.func @partial_bounds_batch(%q: tensor<2x1x3x80xf32>, %cache: tensor<4x16x80xf32>, %bt: tensor<2x2xi32>, %lens: tensor<2xi32>, %bounds: tensor<3x3xi32>) {
+  // expected-error @+1 {{split_bounds dim 0 3 must equal q dim 0 (B) 2}}
+  %po, %pl = mla.decode_partial %q, %cache[%bt, %lens] bounds %bounds layout #mla.cache_layout<format = f32> scale 0.125 num_splits 2
+      : (tensor<2x1x3x80xf32>, tensor<4x16x80xf32>, tensor<2x2xi32>, tensor<2xi32>, tensor<3x3xi32>) -> (tensor<2x2x1x3x64xf32>, tensor<2x2x3x1xf32>)
+  return
+}
+
+// -----
+
+func.func @partial_bounds_splits(%q: tensor<2x1x3x80xf32>, %cache: tensor<4x16x80xf32>, %bt: tensor<2x2xi32>, %lens: tensor<2xi32>, %bounds: tensor<2x2xi32>) {
+  // expected-error @+1 {{split_bounds dim 1 2 must equal num_splits + 1 = 3}}
+  %po, %pl = mla.decode_partial %q, %cache[%bt, %lens] bounds %bounds layout #mla.cache_layout<format = f32> scale 0.125 num_splits 2
+      : (tensor<2x1x3x80xf32>, tensor<4x16x80xf32>, tensor<2x2xi32>, tensor<2xi32>, tensor<2x2xi32>) -> (tensor<2x2x1x3x64xf32>, tensor<2x2x3x1xf32>)
+  return
+}
+
+// -----
+
+func.func @plan_splits_rank(%lens: tensor<2x1xi32>) {
+  // expected-error @+1 {{seq_lens must have rank 1 ([B]), got 'tensor<2x1xi32>'}}
+  %b = mla.plan_splits %lens heads 16 rows 1 {plan = #mla.split_plan<policy = balanced, num_sm_parts = 8>} : tensor<2x1xi32> -> tensor<2x9xi32>
+  return
+}
+
+// -----
+
+func.func @plan_splits_bounds_rank(%lens: tensor<2xi32>) {
+  // expected-error @+1 {{bounds must have rank 2 ([B, S+1]), got 'tensor<18xi32>'}}
+  %b = mla.plan_splits %lens heads 16 rows 1 {plan = #mla.split_plan<policy = balanced, num_sm_parts = 8>} : tensor<2xi32> -> tensor<18xi32>
+  return
+}
+
+// -----
+
+func.func @plan_splits_heads(%lens: tensor<2xi32>) {
+  // expected-error @+1 {{num_heads 0 must be positive}}
+  %b = mla.plan_splits %lens heads 0 rows 1 {plan = #mla.split_plan<policy = balanced, num_sm_parts = 8>} : tensor<2xi32> -> tensor<2x9xi32>
+  return
+}
+
+// -----
+
+func.func @plan_splits_rows(%lens: tensor<2xi32>) {
+  // expected-error @+1 {{query_rows -1 must be positive}}
+  %b = mla.plan_splits %lens heads 16 rows -1 {plan = #mla.split_plan<policy = balanced, num_sm_parts = 8>} : tensor<2xi32> -> tensor<2x9xi32>
+  return
+}
+
+// -----
+
+func.func @plan_splits_batch(%lens: tensor<2xi32>) {
+  // expected-error @+1 {{bounds dim 0 3 must equal seq_lens dim 0 (B) 2}}
+  %b = mla.plan_splits %lens heads 16 rows 1 {plan = #mla.split_plan<policy = balanced, num_sm_parts = 8>} : tensor<2xi32> -> tensor<3x9xi32>
+  return
+}
+
+// -----
+
+func.func @plan_splits_capacity(%lens: tensor<2xi32>) {
+  // expected-error @+1 {{bounds dim 1 1 must hold at least one piece (S+1 >= 2)}}
+  %b = mla.plan_splits %lens heads 16 rows 1 {plan = #mla.split_plan<policy = balanced, num_sm_parts = 8>} : tensor<2xi32> -> tensor<2x1xi32>
+  return
+}
+
+// -----
+
+func.func @attention_shares_prefill_rules(%q: tensor<10x3x24xf32>, %kv: tensor<10x64xf32>, %pe: tensor<10x16xf32>, %w: tensor<40x64xf32>,
+                                          %cache: tensor<8x16x80xf32>, %bt: tensor<2x4xi32>, %qsl: tensor<3xi32>, %lens: tensor<2xi32>) {
+  // expected-error @+1 {{kv_b_proj dim 0 40 must equal N*(P+V) = 39}}
+  %o = mla.attention %q, %kv, %pe, %w, %cache[%bt, %qsl, %lens] layout #mla.cache_layout<format = f32> scale 0.2
+      : (tensor<10x3x24xf32>, tensor<10x64xf32>, tensor<10x16xf32>, tensor<40x64xf32>, tensor<8x16x80xf32>, tensor<2x4xi32>, tensor<3xi32>, tensor<2xi32>) -> tensor<10x3x5xf32>
+  return
+}

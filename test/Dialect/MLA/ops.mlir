@@ -105,6 +105,32 @@ func.func @split_decode(%q: tensor<4x2x16x576xbf16>, %cache: tensor<64x64x576xbf
   return %o, %lse : tensor<4x2x16x512xbf16>, tensor<4x16x2xf32>
 }
 
+// Split-KV plans: a static balanced plan on decode, run-time bounds from the
+// host planner, and a partial decode that follows them.
+// CHECK-LABEL: func @planned_decode
+// CHECK: mla.decode {{.*}} num_splits 2 {split_plan = #mla.split_plan<policy = balanced, num_sm_parts = 4, bounds = [0, 64, 100, 0, 0, 0]>}
+// CHECK: %[[B:.*]] = mla.plan_splits %{{.*}} heads 16 rows 1 {plan = #mla.split_plan<policy = heuristic, num_sm_parts = 132>} : tensor<2xi32> -> tensor<2x9xi32>
+// CHECK: mla.decode_partial %{{.*}}, %{{.*}}[%{{.*}}, %{{.*}}] bounds %[[B]] layout
+func.func @planned_decode(%q: tensor<2x1x16x576xbf16>, %cache: tensor<8x64x576xbf16>, %bt: tensor<2x4xi32>, %dyn: tensor<2xi32>) {
+  %lens = arith.constant dense<[100, 0]> : tensor<2xi32>
+  %o, %lse = mla.decode %q, %cache[%bt, %lens] layout #mla.cache_layout<format = bf16, page_size = 64> scale 0.0721687824 num_splits 2
+      {split_plan = #mla.split_plan<policy = balanced, num_sm_parts = 4, bounds = [0, 64, 100, 0, 0, 0]>}
+      : (tensor<2x1x16x576xbf16>, tensor<8x64x576xbf16>, tensor<2x4xi32>, tensor<2xi32>) -> (tensor<2x1x16x512xbf16>, tensor<2x16x1xf32>)
+  %bounds = mla.plan_splits %dyn heads 16 rows 1 {plan = #mla.split_plan<policy = heuristic, num_sm_parts = 132>} : tensor<2xi32> -> tensor<2x9xi32>
+  %po, %pl = mla.decode_partial %q, %cache[%bt, %dyn] bounds %bounds layout #mla.cache_layout<format = bf16, page_size = 64> scale 0.0721687824 num_splits 8
+      : (tensor<2x1x16x576xbf16>, tensor<8x64x576xbf16>, tensor<2x4xi32>, tensor<2xi32>, tensor<2x9xi32>) -> (tensor<8x2x1x16x512xf32>, tensor<8x2x16x1xf32>)
+  return
+}
+
+// CHECK-LABEL: func @mixed_batch
+// CHECK: mla.attention %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}[%{{.*}}, %{{.*}}, %{{.*}}] layout #mla.cache_layout<format = f32, page_size = 16> scale 0.0721687824 workspace_rows 256 : (tensor<6x16x192xf32>
+func.func @mixed_batch(%q: tensor<6x16x192xf32>, %kv: tensor<6x512xf32>, %pe: tensor<6x64xf32>, %w: tensor<4096x512xf32>,
+                       %cache: tensor<64x16x576xf32>, %bt: tensor<3x16xi32>, %qsl: tensor<4xi32>, %lens: tensor<3xi32>) -> tensor<6x16x128xf32> {
+  %o = mla.attention %q, %kv, %pe, %w, %cache[%bt, %qsl, %lens] layout #mla.cache_layout<format = f32, page_size = 16> scale 0.0721687824 workspace_rows 256
+      : (tensor<6x16x192xf32>, tensor<6x512xf32>, tensor<6x64xf32>, tensor<4096x512xf32>, tensor<64x16x576xf32>, tensor<3x16xi32>, tensor<4xi32>, tensor<3xi32>) -> tensor<6x16x128xf32>
+  return %o : tensor<6x16x128xf32>
+}
+
 // CHECK-LABEL: func @prefill_parts
 // CHECK: mla.mha %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} scale 0.0721687824 causal : (tensor<10x16x192xf32>, tensor<30x16x192xf32>, tensor<30x16x128xf32>, tensor<3xi32>, tensor<3xi32>) -> (tensor<10x16x128xf32>, tensor<16x10xf32>)
 // CHECK: mla.merge_states %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} : (tensor<10x16x128xf32>, tensor<16x10xf32>, tensor<10x16x128xf32>, tensor<16x10xf32>) -> (tensor<10x16x128xf32>, tensor<16x10xf32>)

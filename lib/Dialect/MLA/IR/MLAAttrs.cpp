@@ -90,6 +90,19 @@ int64_t CacheLayoutAttr::getRowWidth(int64_t latentDim, int64_t ropeDim) const {
   }
 }
 
+LogicalResult SplitPlanAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                                    SplitPolicy policy, int64_t numSmParts,
+                                    DenseI32ArrayAttr bounds) {
+  if (numSmParts <= 0)
+    return emitError() << "num_sm_parts " << numSmParts << " must be positive";
+  if (bounds)
+    for (auto [i, v] : llvm::enumerate(bounds.asArrayRef()))
+      if (v < 0)
+        return emitError() << "split bound " << i << " is negative (" << v
+                           << ")";
+  return success();
+}
+
 LogicalResult TargetAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                                  Chip chip, std::optional<int64_t> numSms) {
   if (numSms && *numSms <= 0)

@@ -396,7 +396,8 @@ LogicalResult DecodeOp::verify() {
   int64_t latent = dim(getOut(), 3);
   if (failed(verifyDecodeInputs(c, getQ(), getCache(), getBlockTable(),
                                 getSeqLens(), getLayout(),
-                                getSoftmaxScaleAttr(), getCausal(), latent)))
+                                getSoftmaxScaleAttr(), getCausal(), latent)) ||
+      failed(verifySplitPlan()))
     return failure();
   for (unsigned i = 0; i < 3; ++i)
     if (failed(c.eq("out dim " + Twine(i), dim(getOut(), i),
@@ -408,6 +409,44 @@ LogicalResult DecodeOp::verify() {
                   dim(getQ(), 2))))
     return failure();
   return c.eq("lse dim 2", dim(getLse(), 2), "q dim 1 (Sq)", dim(getQ(), 1));
+}
+
+/// A static plan's bounds are [B, num_splits + 1] rows that start at 0,
+/// never decrease and end at the request's (constant) length.
+LogicalResult DecodeOp::verifySplitPlan() {
+  SplitPlanAttr plan = getSplitPlanAttr();
+  if (!plan || !plan.getBounds())
+    return success();
+  IntegerAttr splitsAttr = getNumSplitsAttr();
+  if (!splitsAttr)
+    return emitOpError("a split_plan with bounds needs num_splits");
+  int64_t splits = splitsAttr.getInt(), batch = dim(getQ(), 0);
+  ArrayRef<int32_t> bounds = plan.getBounds().asArrayRef();
+  if (!known(batch) || (int64_t)bounds.size() != batch * (splits + 1))
+    return emitOpError() << "split_plan bounds hold " << bounds.size()
+                         << " values, expected B * (num_splits + 1) = "
+                         << (known(batch) ? Twine(batch * (splits + 1))
+                                          : Twine("? (dynamic B)"));
+  DenseIntElementsAttr lens;
+  bool constLens = matchPattern(getSeqLens(), m_Constant(&lens));
+  for (int64_t b = 0; b < batch; ++b) {
+    ArrayRef<int32_t> row = bounds.slice(b * (splits + 1), splits + 1);
+    if (row.front() != 0)
+      return emitOpError() << "split_plan bounds of request " << b
+                           << " must start at 0, got " << row.front();
+    for (int64_t s = 0; s < splits; ++s)
+      if (row[s + 1] < row[s])
+        return emitOpError() << "split_plan bounds of request " << b
+                             << " decrease at piece " << s;
+    if (constLens) {
+      int64_t len = (*(lens.getValues<APInt>().begin() + b)).getSExtValue();
+      if (row.back() != len)
+        return emitOpError() << "split_plan bounds of request " << b
+                             << " end at " << row.back()
+                             << ", not at seq_lens[" << b << "] = " << len;
+    }
+  }
+  return success();
 }
 
 LogicalResult DecodePartialOp::verify() {
@@ -425,6 +464,14 @@ LogicalResult DecodePartialOp::verify() {
                                 getSeqLens(), getLayout(),
                                 getSoftmaxScaleAttr(), getCausal(), latent)))
     return failure();
+  if (Value bounds = getSplitBounds()) {
+    if (failed(c.rank("split_bounds", bounds, 2, "[B, num_splits + 1]")) ||
+        failed(c.eq("split_bounds dim 0", dim(bounds, 0), "q dim 0 (B)",
+                    dim(getQ(), 0))) ||
+        failed(c.eq("split_bounds dim 1", dim(bounds, 1), "num_splits + 1 =",
+                    splits + 1)))
+      return failure();
+  }
   if (failed(c.eq("partial_out dim 0", dim(getPartialOut(), 0), "num_splits",
                   splits)) ||
       failed(c.eq("partial_lse dim 0", dim(getPartialLse(), 0), "num_splits",
@@ -442,6 +489,23 @@ LogicalResult DecodePartialOp::verify() {
     return failure();
   return c.eq("partial_lse dim 3", dim(getPartialLse(), 3), "q dim 1 (Sq)",
               dim(getQ(), 1));
+}
+
+LogicalResult PlanSplitsOp::verify() {
+  Checker c{*this};
+  if (failed(c.rank("seq_lens", getSeqLens(), 1, "[B]")) ||
+      failed(c.rank("bounds", getBounds(), 2, "[B, S+1]")) ||
+      failed(c.positive("num_heads", getNumHeadsAttr().getInt())) ||
+      failed(c.positive("query_rows", getQueryRowsAttr().getInt())))
+    return failure();
+  if (failed(c.eq("bounds dim 0", dim(getBounds(), 0), "seq_lens dim 0 (B)",
+                  dim(getSeqLens(), 0))))
+    return failure();
+  int64_t cols = dim(getBounds(), 1);
+  if (known(cols) && cols < 2)
+    return emitOpError() << "bounds dim 1 " << cols
+                         << " must hold at least one piece (S+1 >= 2)";
+  return success();
 }
 
 LogicalResult CombineOp::verify() {
@@ -553,46 +617,51 @@ LogicalResult MergeStatesOp::verify() {
               dim(getOutA(), 0));
 }
 
-LogicalResult PrefillOp::verify() {
-  Checker c{*this};
-  if (failed(c.rank("q", getQ(), 3, "[T, N, P+R]")) ||
-      failed(c.rank("kv_c", getKvC(), 2, "[T, L]")) ||
-      failed(c.rank("out", getOut(), 3, "[T, N, V]")) ||
-      failed(c.scale(getSoftmaxScaleAttr())) ||
-      failed(c.sameElementType("out", getOut(), "q", getQ())) ||
-      failed(c.sameElementType("kv_c", getKvC(), "q", getQ())) ||
-      failed(c.sameElementType("k_pe", getKPe(), "q", getQ())) ||
-      failed(c.sameElementType("kv_b_proj", getKvBProj(), "q", getQ())))
+/// prefill and attention share operands and meaning.
+template <typename OpTy>
+static LogicalResult verifyPrefillLike(OpTy op) {
+  Checker c{op.getOperation()};
+  if (failed(c.rank("q", op.getQ(), 3, "[T, N, P+R]")) ||
+      failed(c.rank("kv_c", op.getKvC(), 2, "[T, L]")) ||
+      failed(c.rank("out", op.getOut(), 3, "[T, N, V]")) ||
+      failed(c.scale(op.getSoftmaxScaleAttr())) ||
+      failed(c.sameElementType("out", op.getOut(), "q", op.getQ())) ||
+      failed(c.sameElementType("kv_c", op.getKvC(), "q", op.getQ())) ||
+      failed(c.sameElementType("k_pe", op.getKPe(), "q", op.getQ())) ||
+      failed(c.sameElementType("kv_b_proj", op.getKvBProj(), "q", op.getQ())))
     return failure();
-  if (IntegerAttr rows = getWorkspaceRowsAttr(); rows && rows.getInt() <= 0)
-    return emitOpError() << "workspace_rows " << rows.getInt()
+  if (IntegerAttr rows = op.getWorkspaceRowsAttr(); rows && rows.getInt() <= 0)
+    return op.emitOpError() << "workspace_rows " << rows.getInt()
                          << " must be positive";
-  int64_t tokens = dim(getQ(), 0), heads = dim(getQ(), 1);
-  int64_t latent = dim(getKvC(), 1), value = dim(getOut(), 2);
-  FailureOr<int64_t> rope = ropeWidth(c, getKPe(), tokens);
+  int64_t tokens = dim(op.getQ(), 0), heads = dim(op.getQ(), 1);
+  int64_t latent = dim(op.getKvC(), 1), value = dim(op.getOut(), 2);
+  FailureOr<int64_t> rope = ropeWidth(c, op.getKPe(), tokens);
   if (failed(rope) ||
-      failed(c.eq("kv_c dim 0", dim(getKvC(), 0), "q dim 0 (T)", tokens)) ||
-      failed(c.eq("out dim 0", dim(getOut(), 0), "q dim 0 (T)", tokens)) ||
-      failed(c.eq("out dim 1", dim(getOut(), 1), "q dim 1 (N)", heads)))
+      failed(c.eq("kv_c dim 0", dim(op.getKvC(), 0), "q dim 0 (T)", tokens)) ||
+      failed(c.eq("out dim 0", dim(op.getOut(), 0), "q dim 0 (T)", tokens)) ||
+      failed(c.eq("out dim 1", dim(op.getOut(), 1), "q dim 1 (N)", heads)))
     return failure();
-  int64_t nope = sub(dim(getQ(), 2), *rope);
+  int64_t nope = sub(dim(op.getQ(), 2), *rope);
   if (failed(c.positive("q last dim - R (the nope width P)", nope)) ||
-      failed(checkKvBProj(c, getKvBProj(), heads, nope, value, latent,
+      failed(checkKvBProj(c, op.getKvBProj(), heads, nope, value, latent,
                           "kv_c dim 1 (L)")) ||
-      failed(c.cache(getCache(), getLayout(), add(latent, *rope),
+      failed(c.cache(op.getCache(), op.getLayout(), add(latent, *rope),
                      "kv_c width + k_pe width", latent)))
     return failure();
-  if (failed(c.rank("block_table", getBlockTable(), 2, "[B, maxPages]")))
+  if (failed(c.rank("block_table", op.getBlockTable(), 2, "[B, maxPages]")))
     return failure();
-  int64_t batch = dim(getBlockTable(), 0);
-  if (failed(c.pagedTables(getBlockTable(), getSeqLens(), batch,
-                           "block_table dim 0 (B)", dim(getCache(), 1))) ||
-      failed(checkOffsets(c, "query_start_loc", getQueryStartLoc(), tokens,
+  int64_t batch = dim(op.getBlockTable(), 0);
+  if (failed(c.pagedTables(op.getBlockTable(), op.getSeqLens(), batch,
+                           "block_table dim 0 (B)", dim(op.getCache(), 1))) ||
+      failed(checkOffsets(c, "query_start_loc", op.getQueryStartLoc(), tokens,
                           "q dim 0 (T)")))
     return failure();
-  return c.eq("query_start_loc dim 0", dim(getQueryStartLoc(), 0),
+  return c.eq("query_start_loc dim 0", dim(op.getQueryStartLoc(), 0),
               "B + 1 =", add(batch, 1));
 }
+
+LogicalResult PrefillOp::verify() { return verifyPrefillLike(*this); }
+LogicalResult AttentionOp::verify() { return verifyPrefillLike(*this); }
 
 #define GET_OP_CLASSES
 #include "mla/Dialect/MLA/IR/MLAOps.cpp.inc"

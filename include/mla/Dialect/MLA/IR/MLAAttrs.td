@@ -32,6 +32,15 @@ def MLA_Chip : I32EnumAttr<"Chip", "compilation target", [
   let genSpecializedAttr = 0;
 }
 
+def MLA_SplitPolicy : I32EnumAttr<"SplitPolicy", "how split-KV pieces are chosen", [
+    I32EnumAttrCase<"heuristic", 0>,
+    I32EnumAttrCase<"balanced", 1>,
+    I32EnumAttrCase<"batch_invariant", 2>
+  ]> {
+  let cppNamespace = "::mla";
+  let genSpecializedAttr = 0;
+}
+
 // An optional integer parameter printed as a bare number when present.
 class MLA_OptionalInt<string desc> :
     OptionalParameter<"std::optional<int64_t>", desc> {
@@ -97,6 +106,30 @@ def MLA_TargetAttr : MLA_Attr<"Target", "target"> {
   let parameters = (ins
     EnumParameter<MLA_Chip>:$chip,
     MLA_OptionalInt<"streaming multiprocessors">:$num_sms
+  );
+  let assemblyFormat = "`<` struct(params) `>`";
+  let genVerifyDecl = 1;
+}
+
+def MLA_SplitPlanAttr : MLA_Attr<"SplitPlan", "split_plan"> {
+  let summary = "the split-KV plan chosen for a decode";
+  let description = [{
+    Set by `mla-plan-splits`, consumed by `mla-split-kv`. `policy` is
+    `heuristic` (vLLM Triton MLA: one power-of-two count for the batch, equal
+    pieces per request), `balanced` (FlashMLA: 64-token blocks with a fixed
+    per-request overhead spread evenly over `num_sm_parts` CTAs; a request may
+    span CTAs) or `batch_invariant` (one piece per request). `num_sm_parts`
+    is the number of persistent CTAs the plan was made for. When the
+    sequence lengths are compile-time constants, `bounds` holds the plan
+    itself: `[B, num_splits + 1]` row-major piece boundaries; otherwise the
+    host planner computes them at run time (`mla.plan_splits`).
+
+    Example: `#mla.split_plan<policy = balanced, num_sm_parts = 66, bounds = [0, 64, 100]>`
+  }];
+  let parameters = (ins
+    EnumParameter<MLA_SplitPolicy>:$policy,
+    "int64_t":$num_sm_parts,
+    OptionalParameter<"::mlir::DenseI32ArrayAttr", "static piece bounds">:$bounds
   );
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;

@@ -179,7 +179,8 @@ def MLA_DecodeOp : MLA_PureOp<"decode"> {
     With `causal`, row `i` of `Sq` sees positions `[0, seq_lens[b] - Sq + i]`;
     otherwise every row sees all of them. A row that sees nothing gets
     `out = 0`, `lse = -inf`. `num_splits`, when set, asks for a split-KV
-    schedule with that many pieces per request.
+    schedule with (at most) that many pieces per request; `split_plan`, set
+    by `mla-plan-splits`, says how the pieces are chosen.
 
     Operands: `q [B, Sq, N, L+R]`, `cache [pages, page_size, row]`,
     `block_table [B, maxPages]`, `seq_lens [B]`; results `out [B, Sq, N, L]`,
@@ -195,12 +196,17 @@ def MLA_DecodeOp : MLA_PureOp<"decode"> {
   let arguments = (ins MLA_FloatTensor:$q, MLA_CacheTensor:$cache,
                        MLA_I32Tensor:$block_table, MLA_I32Tensor:$seq_lens,
                        MLA_CacheLayoutAttr:$layout, F32Attr:$softmax_scale,
-                       UnitAttr:$causal, OptionalAttr<I64Attr>:$num_splits);
+                       UnitAttr:$causal, OptionalAttr<I64Attr>:$num_splits,
+                       OptionalAttr<MLA_SplitPlanAttr>:$split_plan);
   let results = (outs MLA_FloatTensor:$out, MLA_F32Tensor:$lse);
   let assemblyFormat = [{
     $q `,` $cache `[` $block_table `,` $seq_lens `]` `layout` qualified($layout)
     `scale` $softmax_scale (`causal` $causal^)? (`num_splits` $num_splits^)?
     attr-dict `:` functional-type(operands, results)
+  }];
+  let extraClassDeclaration = [{
+    /// Checks a static split_plan's bounds against the batch and seq_lens.
+    ::llvm::LogicalResult verifySplitPlan();
   }];
 }
 
@@ -208,10 +214,13 @@ def MLA_DecodePartialOp : MLA_PureOp<"decode_partial"> {
   let summary = "one half of split-KV decode: per-split partial outputs and LSE";
   let description = [{
     Computes `mla.decode` separately on `num_splits` contiguous pieces of each
-    request's positions. Piece `s` of request `b` covers positions
-    `[s*c, min((s+1)*c, seq_lens[b]))` with `c = ceil(seq_lens[b] / num_splits)`;
-    causal rows additionally stop at their own limit. Each piece is
-    normalised on its own.
+    request's positions. Without `split_bounds`, piece `s` of request `b`
+    covers positions `[s*c, min((s+1)*c, seq_lens[b]))` with
+    `c = ceil(seq_lens[b] / num_splits)`. With `split_bounds [B, num_splits+1]`
+    (i32), piece `s` covers `[split_bounds[b, s], split_bounds[b, s+1])`
+    (clamped to `seq_lens[b]`); this is how balanced plans, whose pieces
+    differ per request, are expressed. Causal rows additionally stop at their
+    own limit. Each piece is normalised on its own.
 
     Partial layout (split-major so that one split's state is contiguous):
     `partial_out [num_splits, B, Sq, N, L]` (f32) and
@@ -220,13 +229,33 @@ def MLA_DecodePartialOp : MLA_PureOp<"decode_partial"> {
   }];
   let arguments = (ins MLA_FloatTensor:$q, MLA_CacheTensor:$cache,
                        MLA_I32Tensor:$block_table, MLA_I32Tensor:$seq_lens,
+                       Optional<MLA_I32Tensor>:$split_bounds,
                        MLA_CacheLayoutAttr:$layout, F32Attr:$softmax_scale,
                        UnitAttr:$causal, I64Attr:$num_splits);
   let results = (outs MLA_F32Tensor:$partial_out, MLA_F32Tensor:$partial_lse);
   let assemblyFormat = [{
-    $q `,` $cache `[` $block_table `,` $seq_lens `]` `layout` qualified($layout)
+    $q `,` $cache `[` $block_table `,` $seq_lens `]` (`bounds` $split_bounds^)?
+    `layout` qualified($layout)
     `scale` $softmax_scale (`causal` $causal^)? `num_splits` $num_splits
     attr-dict `:` functional-type(operands, results)
+  }];
+}
+
+def MLA_PlanSplitsOp : MLA_PureOp<"plan_splits"> {
+  let summary = "split-KV piece bounds computed on the host at run time";
+  let description = [{
+    Runs the split planner (the same C++ planner `mla-plan-splits` uses at
+    compile time) on run-time `seq_lens [B]` and returns the piece bounds
+    `[B, S+1]` (i32) of `plan`'s policy, where `S` is the result's static
+    piece capacity. `num_heads` and `query_rows` (N and Sq of the decode) size
+    the balanced plan's CTAs. Running out of capacity is a run-time error.
+  }];
+  let arguments = (ins MLA_I32Tensor:$seq_lens, MLA_SplitPlanAttr:$plan,
+                       I64Attr:$num_heads, I64Attr:$query_rows);
+  let results = (outs MLA_I32Tensor:$bounds);
+  let assemblyFormat = [{
+    $seq_lens `heads` $num_heads `rows` $query_rows attr-dict `:`
+    type($seq_lens) `->` type($bounds)
   }];
 }
 
@@ -307,6 +336,33 @@ def MLA_PrefillOp : MLA_PureOp<"prefill"> {
     Operands: `q [T, N, P+R]`, `kv_c [T, L]`, `k_pe [T, R]` or `[T, 1, R]`,
     `kv_b_proj [N*(P+V), L]`, `cache`, `block_table [B, maxPages]`,
     `query_start_loc [B+1]`, `seq_lens [B]`; result `out [T, N, V]`.
+  }];
+  let arguments = (ins MLA_FloatTensor:$q, MLA_FloatTensor:$kv_c,
+                       MLA_FloatTensor:$k_pe, MLA_FloatTensor:$kv_b_proj,
+                       MLA_CacheTensor:$cache, MLA_I32Tensor:$block_table,
+                       MLA_I32Tensor:$query_start_loc, MLA_I32Tensor:$seq_lens,
+                       MLA_CacheLayoutAttr:$layout, F32Attr:$softmax_scale,
+                       OptionalAttr<I64Attr>:$workspace_rows);
+  let results = (outs MLA_FloatTensor:$out);
+  let assemblyFormat = [{
+    $q `,` $kv_c `,` $k_pe `,` $kv_b_proj `,` $cache `[` $block_table `,`
+    $query_start_loc `,` $seq_lens `]` `layout` qualified($layout)
+    `scale` $softmax_scale (`workspace_rows` $workspace_rows^)?
+    attr-dict `:` functional-type(operands, results)
+  }];
+}
+
+def MLA_AttentionOp : MLA_PureOp<"attention"> {
+  let summary = "MLA attention of a mixed decode/prefill batch, algorithm not yet chosen";
+  let description = [{
+    The same operands and meaning as `mla.prefill`: request `i`'s new tokens
+    `q[query_start_loc[i] .. query_start_loc[i+1]-1]` attend causally among
+    themselves and to the request's cached context, and the cache already
+    holds the new tokens' rows (cache_write ran first, as in vLLM).
+    `mla-select-algorithm` splits the batch: requests with `q_len` at most
+    the threshold take the absorbed MQA path (`absorb_q`, `decode`,
+    `up_proj_out`) over the cache, the others the up-projected MHA path
+    (`prefill`). Decode requests are expected first, as engines order them.
   }];
   let arguments = (ins MLA_FloatTensor:$q, MLA_FloatTensor:$kv_c,
                        MLA_FloatTensor:$k_pe, MLA_FloatTensor:$kv_b_proj,
