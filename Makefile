@@ -31,7 +31,11 @@ demo: build
 check-lit: build
 	ninja -C $(BUILD_DIR) check-mla
 
-test: check-lit
+# The Python package (build/python_packages/mla) against the numpy reference.
+check-python: build
+	PYTHONPATH=$(BUILD_DIR)/python_packages $(PYTHON) -m pytest -q test/python
+
+test: check-lit check-python
 
 docs: build
 	ninja -C $(BUILD_DIR) mla-doc

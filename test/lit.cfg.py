@@ -17,6 +17,8 @@ config.test_exec_root = os.path.join(config.mla_obj_root, "test")
 config.substitutions.append(("%PATH%", config.environment["PATH"]))
 config.substitutions.append(("%mla_src_root", config.mla_src_root))
 config.substitutions.append(("%python", config.python_executable))
+config.substitutions.append(
+    ("%mla_unittests", os.path.join(config.mla_obj_root, "unittests", "MLAUnitTests")))
 
 # Strict FileCheck everywhere: no variable leaks between CHECK-LABELs, no
 # prefixes that nothing checks.
@@ -26,7 +28,7 @@ llvm_config.with_system_environment(["HOME", "INCLUDE", "LIB", "TMP", "TEMP"])
 llvm_config.use_default_substitutions()
 
 tool_dirs = [config.mla_tools_dir, config.llvm_tools_dir]
-tools = ["mla-opt", "mlir-runner"]
+tools = ["mla-opt", "mla-run", "mlir-runner", "not"]
 llvm_config.add_tool_substitutions(tools, tool_dirs)
 
 # Execution tests run the CPU pipeline's output with mlir-runner and print

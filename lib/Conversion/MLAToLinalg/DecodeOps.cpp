@@ -1,8 +1,8 @@
 //===- DecodeOps.cpp - CPU lowering of decode, decode_partial, combine ----===//
 //
-// mla.decode becomes decode_partial + combine. decode_partial walks each
-// request's pages once per split: a page is dequantised to an f32 tile, and
-// every query row folds the tile's visible tokens into its running
+// mla.decode becomes decode_partial + combine (mla-split-kv's patterns).
+// decode_partial walks each request's pages once per split: a page is
+// dequantised to an f32 tile, and every query row folds the tile's visible tokens into its running
 // (max, sum, acc) state with a per-token online softmax (natural exponent,
 // max-subtracted). Only positions inside the row's range are visited, so
 // NaN or garbage in unused slots, unused pages and masked causal positions
@@ -14,6 +14,7 @@
 #include "LoweringUtils.h"
 #include "mla/Conversion/MLAToLinalg/MLAToLinalg.h"
 #include "mla/Dialect/MLA/IR/MLAOps.h"
+#include "mla/Dialect/MLA/Transforms/Passes.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Math/IR/Math.h"
@@ -29,32 +30,6 @@ using namespace mla::lowering;
 static constexpr double kNegInf = -std::numeric_limits<double>::infinity();
 
 namespace {
-
-/// decode -> decode_partial (num_splits or 1) + combine.
-struct DecodeToPartial : public OpRewritePattern<DecodeOp> {
-  using OpRewritePattern::OpRewritePattern;
-  LogicalResult matchAndRewrite(DecodeOp op,
-                                PatternRewriter &rewriter) const override {
-    int64_t splits = op.getNumSplits().value_or(1);
-    auto outTy = op.getOut().getType();
-    auto lseTy = op.getLse().getType();
-    SmallVector<int64_t> poShape = {splits};
-    llvm::append_range(poShape, outTy.getShape());
-    SmallVector<int64_t> plShape = {splits};
-    llvm::append_range(plShape, lseTy.getShape());
-    Type f32 = rewriter.getF32Type();
-    auto partial = DecodePartialOp::create(
-        rewriter, op.getLoc(), RankedTensorType::get(poShape, f32),
-        RankedTensorType::get(plShape, f32), op.getQ(), op.getCache(),
-        op.getBlockTable(), op.getSeqLens(), /*split_bounds=*/Value(),
-        op.getLayout(), op.getSoftmaxScaleAttr(), op.getCausalAttr(),
-        rewriter.getI64IntegerAttr(splits));
-    rewriter.replaceOpWithNewOp<CombineOp>(op, outTy, lseTy,
-                                           partial.getPartialOut(),
-                                           partial.getPartialLse());
-    return success();
-  }
-};
 
 /// Builds an scf.for over [lb, ub) carrying `iters`; `body` returns the
 /// values to yield.
@@ -515,6 +490,7 @@ struct LowerCombine : public OpRewritePattern<CombineOp> {
 } // namespace
 
 void mla::populateMLADecodeToLinalgPatterns(RewritePatternSet &patterns) {
-  patterns.add<DecodeToPartial, LowerDecodePartial, LowerCombine>(
-      patterns.getContext());
+  // Decodes nobody split (mla-split-kv) go through the same rewrite first.
+  populateSplitKVPatterns(patterns);
+  patterns.add<LowerDecodePartial, LowerCombine>(patterns.getContext());
 }

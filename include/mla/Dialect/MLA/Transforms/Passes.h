@@ -22,6 +22,9 @@ namespace mla {
 void populateChunkPrefillPatterns(mlir::RewritePatternSet &patterns,
                                   int64_t defaultWorkspaceRows);
 
+/// The rewrite of mla-split-kv (decode -> decode_partial + combine).
+void populateSplitKVPatterns(mlir::RewritePatternSet &patterns);
+
 /// The primer's default workspace budget (section 7).
 int64_t defaultPrefillWorkspaceRows(int64_t maxModelLen, int64_t maxNumSeqs,
                                     int64_t pageSize);

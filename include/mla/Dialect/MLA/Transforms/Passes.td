@@ -60,4 +60,85 @@ def MLAPrepareCpuEntry : Pass<"mla-prepare-cpu-entry", "mlir::ModuleOp"> {
   let dependentDialects = ["mlir::LLVM::LLVMDialect"];
 }
 
+def MLAPlanSplits : Pass<"mla-plan-splits", "mlir::ModuleOp"> {
+  let summary = "Choose the split-KV plan of every mla.decode";
+  let description = [{
+    Annotates each `mla.decode` that has no `num_splits` yet with
+    `num_splits` (the partial-state capacity S) and a `#mla.split_plan`:
+
+    * `heuristic` (vLLM's Triton MLA): one count for the batch,
+      `min(next_pow2(max(1, max_seq_len / 512)), 2 * num_SMs)`, equal pieces
+      per request;
+    * `balanced` (FlashMLA): KV in 64-token blocks, each request charged 5
+      blocks of overhead, the total spread evenly over `num_sm_parts =
+      num_SMs / ceil(N * Sq / 64)` persistent CTAs; a long request spans
+      several CTAs while short ones stay whole;
+    * `batch-invariant`: one piece per request, so a request's result never
+      depends on the rest of the batch.
+
+    With constant `seq_lens` the plan is computed now by the C++ planner
+    (`mla/Runtime/SplitPlanner.h`) and stored as `bounds`; otherwise S is the
+    plan's capacity (heuristic: from `max-seq-len`; balanced: `num_sm_parts`;
+    batch-invariant: 1) and the same planner runs on the host at run time
+    (`mla.plan_splits`, inserted by `mla-split-kv`). `num-sms` defaults to
+    the module's `#mla.target` `num_sms`, else 132 (H200).
+  }];
+  let options = [
+    Option<"numSms", "num-sms", "int64_t", /*default=*/"0",
+           "Streaming multiprocessors (0: the module target's, else 132)">,
+    Option<"policy", "policy", "std::string", /*default=*/"\"heuristic\"",
+           "heuristic | balanced | batch-invariant">,
+    Option<"maxSeqLen", "max-seq-len", "int64_t", /*default=*/"32768",
+           "Longest sequence a dynamic batch may hold (sizes heuristic plans)">
+  ];
+}
+
+def MLASplitKV : Pass<"mla-split-kv", "mlir::func::FuncOp"> {
+  let summary = "Rewrite mla.decode into mla.decode_partial + mla.combine";
+  let description = [{
+    Follows the decode's plan: static `bounds` become a constant
+    `split_bounds` operand, a dynamic plan becomes an `mla.plan_splits` of the
+    run-time `seq_lens`, a bare `num_splits` keeps equal pieces, and a decode
+    with neither is one piece per request. The partial state is f32,
+    split-major (`[S, B, Sq, N, L]`); `mla.combine` merges it per primer
+    section 6.
+  }];
+  let dependentDialects = ["mlir::arith::ArithDialect"];
+}
+
+def MLASelectAlgorithm : Pass<"mla-select-algorithm", "mlir::func::FuncOp"> {
+  let summary = "Split mla.attention into absorbed decode and up-projected prefill";
+  let description = [{
+    Rewrites every `mla.attention` (primer section 8): requests with
+    `1 <= q_len <= decode-threshold` take the absorbed MQA path
+    (`split_kv_b_proj`, `absorb_q`, causal `decode` over the cache,
+    `up_proj_out`; primer section 5), the others the up-projected MHA path
+    (`prefill` of their tokens with `query_start_loc` rebased to 0; primer
+    section 7). Outputs are written back at their tokens' rows; rows of no
+    request are 0.
+
+    The threshold follows the systems this compiler mirrors: vLLM's MLA
+    backends reorder each batch decode-first with threshold 1 for their
+    single-token decode kernels, FlashMLA-based backends use 128 so that
+    short extends (speculative drafts, MTP) also take the decode kernel.
+    0 sends everything to prefill.
+
+    With a constant `query_start_loc` the split is decided at compile time,
+    in any request order: decode requests are grouped by `q_len`, one
+    `mla.decode` per group (its `[B, Sq]` query shape is uniform). Otherwise
+    it is read at run time, which needs `decode-threshold=1` (`Sq` is part
+    of the decode's type): the leading requests with `q_len = 1` take the
+    decode path and all later ones the prefill path, so batches should put
+    decode requests first, as engines do; any order gives the same result.
+  }];
+  let options = [
+    Option<"decodeThreshold", "decode-threshold", "int64_t", /*default=*/"1",
+           "Requests with at most this many query rows take the decode path">
+  ];
+  let dependentDialects = [
+    "mlir::arith::ArithDialect", "mlir::scf::SCFDialect",
+    "mlir::tensor::TensorDialect", "mlir::linalg::LinalgDialect"
+  ];
+}
+
 #endif // MLA_DIALECT_MLA_TRANSFORMS_PASSES_TD

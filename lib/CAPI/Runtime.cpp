@@ -1,0 +1,344 @@
+//===- Runtime.cpp - C API of the mla CPU runtime -------------------------===//
+//
+// Translates C arguments to host tensors, builds the call's kernel, and runs
+// it on a process-wide executor; every llvm::Error becomes a return code and
+// a message.
+//
+//===----------------------------------------------------------------------===//
+
+#include "mla-c/Runtime.h"
+#include "mla/Runtime/CpuExecutor.h"
+#include "mla/Runtime/Error.h"
+#include "mla/Runtime/KernelBuilder.h"
+#include "llvm/ADT/Twine.h"
+#include <algorithm>
+#include <array>
+#include <cstring>
+
+using namespace mla;
+using llvm::Twine;
+
+namespace {
+
+CpuExecutor &getExecutor() {
+  // Leaked on purpose: tearing down JIT'd code and an MLIRContext from a
+  // static destructor at exit would race LLVM's own static teardown, and the
+  // process is ending anyway.
+  static CpuExecutor *executor = new CpuExecutor();
+  return *executor;
+}
+
+int report(llvm::Error error, char *buffer, size_t size) {
+  int code = MLA_ERROR_RUNTIME;
+  std::string message;
+  llvm::handleAllErrors(
+      std::move(error),
+      [&](const RuntimeError &e) {
+        switch (e.getKind()) {
+        case RuntimeErrorKind::InvalidArgument:
+          code = MLA_ERROR_INVALID_ARGUMENT;
+          break;
+        case RuntimeErrorKind::Compile:
+          code = MLA_ERROR_COMPILE;
+          break;
+        case RuntimeErrorKind::Execution:
+          code = MLA_ERROR_RUNTIME;
+          break;
+        }
+        message = e.getMessage();
+      },
+      [&](const llvm::ErrorInfoBase &e) { message = e.message(); });
+  if (buffer && size > 0) {
+    size_t n = std::min(message.size(), size - 1);
+    std::memcpy(buffer, message.data(), n);
+    buffer[n] = '\0';
+  }
+  return code;
+}
+
+llvm::Expected<HostTensor> unwrap(const mlaTensor *t, llvm::StringRef name) {
+  if (!t)
+    return makeInvalidArgumentError(name + " is NULL");
+  HostTensor result;
+  switch (t->dtype) {
+  case MLA_DTYPE_FLOAT32:
+    result.dtype = DType::f32;
+    break;
+  case MLA_DTYPE_FLOAT16:
+    result.dtype = DType::f16;
+    break;
+  case MLA_DTYPE_INT32:
+    result.dtype = DType::i32;
+    break;
+  case MLA_DTYPE_UINT8:
+    result.dtype = DType::u8;
+    break;
+  default:
+    return makeInvalidArgumentError(name + " has unknown dtype code " +
+                                    Twine(t->dtype));
+  }
+  if (t->rank < 0 || t->rank > MLA_MAX_RANK)
+    return makeInvalidArgumentError(name + " has rank " + Twine(t->rank) +
+                                    "; ranks 0 to " + Twine(MLA_MAX_RANK) +
+                                    " are supported");
+  result.shape.assign(t->shape, t->shape + t->rank);
+  if (llvm::any_of(result.shape, [](int64_t d) { return d < 0; }))
+    return makeInvalidArgumentError(name + " has a negative dimension " +
+                                    formatShape(result.shape));
+  if (!t->data && result.getNumElements() > 0)
+    return makeInvalidArgumentError(name + " has no data");
+  result.data = t->data;
+  return result;
+}
+
+int32_t wrapDType(DType dtype) {
+  switch (dtype) {
+  case DType::f32:
+    return MLA_DTYPE_FLOAT32;
+  case DType::f16:
+    return MLA_DTYPE_FLOAT16;
+  case DType::i32:
+    return MLA_DTYPE_INT32;
+  case DType::i8:
+  case DType::u8:
+    return MLA_DTYPE_UINT8;
+  case DType::bf16:
+    break;
+  }
+  llvm_unreachable("kernels built from C API arrays never produce bfloat16");
+}
+
+/// The caller's output arrays, named for messages.
+using Outputs = llvm::ArrayRef<std::pair<mlaTensor *, llvm::StringRef>>;
+
+/// Runs `kernel` on `args`, copying its results into `outputs`. With every
+/// output's data NULL, only reports their dtypes and shapes.
+llvm::Error run(llvm::Expected<Kernel> kernel, llvm::ArrayRef<HostTensor> args,
+                Outputs outputs) {
+  if (!kernel)
+    return kernel.takeError();
+  assert(kernel->results.size() == outputs.size() && "one output per result");
+  for (auto [out, name] : outputs)
+    if (!out)
+      return makeInvalidArgumentError(Twine("output ") + name + " is NULL");
+
+  bool query = !outputs.empty() &&
+               llvm::all_of(outputs, [](auto o) { return !o.first->data; });
+  if (query) {
+    for (auto [result, out] : llvm::zip(kernel->results, outputs)) {
+      out.first->dtype = wrapDType(result.first);
+      out.first->rank = result.second.size();
+      llvm::copy(result.second, out.first->shape);
+    }
+    return llvm::Error::success();
+  }
+  for (auto [result, out] : llvm::zip(kernel->results, outputs)) {
+    llvm::Expected<HostTensor> t = unwrap(out.first, out.second);
+    if (!t)
+      return t.takeError();
+    if (!isCompatibleDType(t->dtype, result.first) ||
+        t->shape != result.second)
+      return makeInvalidArgumentError(
+          Twine("output ") + out.second + " must be " +
+          getDTypeName(result.first) + " " + formatShape(result.second) +
+          ", got " + getDTypeName(t->dtype) + " " + formatShape(t->shape));
+  }
+  if (kernel->isEmpty)
+    return llvm::Error::success();
+
+  llvm::Expected<const CompiledFunction *> fn = getExecutor().getOrCompile(
+      kernel->source, kernel->entry, CpuPipelineOptions());
+  if (!fn)
+    return fn.takeError();
+  llvm::Expected<llvm::SmallVector<ResultBuffer>> buffers = (*fn)->call(args);
+  if (!buffers)
+    return buffers.takeError();
+  for (auto [buffer, out] : llvm::zip(*buffers, outputs)) {
+    if (buffer.getSizeInBytes() !=
+        getNumElements(llvm::ArrayRef(out.first->shape, out.first->rank)) *
+            getDTypeSize(buffer.getDType()))
+      return makeExecutionError("@" + kernel->entry + " returned " +
+                                formatShape(buffer.getShape()) + " for " +
+                                out.second);
+    std::memcpy(out.first->data, buffer.getData(), buffer.getSizeInBytes());
+  }
+  return llvm::Error::success();
+}
+
+llvm::Expected<CacheFormat> unwrap(const mlaCacheFormat *format) {
+  if (!format)
+    return makeInvalidArgumentError("the cache format is NULL");
+  CacheFormat result;
+  result.kvFormat = format->kvFormat ? format->kvFormat : "auto";
+  if (format->hasKvScale)
+    result.kvScale = format->kvScale;
+  return result;
+}
+
+/// Unwraps every tensor argument or returns the first error.
+template <size_t N>
+llvm::Expected<std::array<HostTensor, N>>
+unwrapAll(std::array<std::pair<const mlaTensor *, llvm::StringRef>, N> in) {
+  std::array<HostTensor, N> out;
+  for (size_t i = 0; i < N; ++i) {
+    llvm::Expected<HostTensor> t = unwrap(in[i].first, in[i].second);
+    if (!t)
+      return t.takeError();
+    out[i] = std::move(*t);
+  }
+  return out;
+}
+
+} // namespace
+
+int mlaDecode(const mlaTensor *q, const mlaTensor *kvCache,
+              const mlaTensor *blockTable, const mlaTensor *seqLens,
+              const mlaDecodeOptions *options, mlaTensor *out, mlaTensor *lse,
+              char *err, size_t errLen) {
+  auto args = unwrapAll<4>({{{q, "q"},
+                             {kvCache, "kv_cache"},
+                             {blockTable, "block_table"},
+                             {seqLens, "seq_lens"}}});
+  if (!args)
+    return report(args.takeError(), err, errLen);
+  if (!options)
+    return report(makeInvalidArgumentError("options is NULL"), err, errLen);
+  llvm::Expected<CacheFormat> cache = unwrap(&options->cache);
+  if (!cache)
+    return report(cache.takeError(), err, errLen);
+  DecodeOptions opts;
+  opts.headDimV = options->headDimV;
+  opts.softmaxScale = options->softmaxScale;
+  opts.causal = options->causal != 0;
+  if (options->hasNumSplits)
+    opts.numSplits = options->numSplits;
+  opts.cache = std::move(*cache);
+  auto &[tq, tc, tb, ts] = *args;
+  std::pair<mlaTensor *, llvm::StringRef> outs[] = {{out, "out"},
+                                                    {lse, "lse"}};
+  if (llvm::Error e = run(buildDecode(tq, tc, tb, ts, opts), *args, outs))
+    return report(std::move(e), err, errLen);
+  return MLA_SUCCESS;
+}
+
+int mlaCacheWrite(const mlaTensor *kvC, const mlaTensor *kPe,
+                  mlaTensor *kvCache, const mlaTensor *slotMapping,
+                  const mlaCacheFormat *format, char *err, size_t errLen) {
+  auto args = unwrapAll<4>({{{kvC, "kv_c"},
+                             {kPe, "k_pe"},
+                             {slotMapping, "slot_mapping"},
+                             {kvCache, "kv_cache"}}});
+  if (!args)
+    return report(args.takeError(), err, errLen);
+  llvm::Expected<CacheFormat> cache = unwrap(format);
+  if (!cache)
+    return report(cache.takeError(), err, errLen);
+  auto &[tkv, tpe, tslots, tcache] = *args;
+  if (llvm::Error e = run(buildCacheWrite(tkv, tpe, tcache, tslots, *cache),
+                          *args, {}))
+    return report(std::move(e), err, errLen);
+  return MLA_SUCCESS;
+}
+
+int mlaSplitKvBProj(const mlaTensor *kvBProj, int64_t numHeads,
+                    int64_t qkNopeHeadDim, int64_t vHeadDim, mlaTensor *wUkT,
+                    mlaTensor *wUv, char *err, size_t errLen) {
+  auto args = unwrapAll<1>({{{kvBProj, "kv_b_proj"}}});
+  if (!args)
+    return report(args.takeError(), err, errLen);
+  std::pair<mlaTensor *, llvm::StringRef> outs[] = {{wUkT, "w_uk_t"},
+                                                    {wUv, "w_uv"}};
+  if (llvm::Error e = run(buildSplitKvBProj((*args)[0], numHeads,
+                                            qkNopeHeadDim, vHeadDim),
+                          *args, outs))
+    return report(std::move(e), err, errLen);
+  return MLA_SUCCESS;
+}
+
+int mlaAbsorbQ(const mlaTensor *q, const mlaTensor *wUkT, mlaTensor *out,
+               char *err, size_t errLen) {
+  auto args = unwrapAll<2>({{{q, "q"}, {wUkT, "w_uk_t"}}});
+  if (!args)
+    return report(args.takeError(), err, errLen);
+  std::pair<mlaTensor *, llvm::StringRef> outs[] = {{out, "out"}};
+  if (llvm::Error e =
+          run(buildAbsorbQ((*args)[0], (*args)[1]), *args, outs))
+    return report(std::move(e), err, errLen);
+  return MLA_SUCCESS;
+}
+
+int mlaUpProjOut(const mlaTensor *o, const mlaTensor *wUv, mlaTensor *out,
+                 char *err, size_t errLen) {
+  auto args = unwrapAll<2>({{{o, "o"}, {wUv, "w_uv"}}});
+  if (!args)
+    return report(args.takeError(), err, errLen);
+  std::pair<mlaTensor *, llvm::StringRef> outs[] = {{out, "out"}};
+  if (llvm::Error e =
+          run(buildUpProjOut((*args)[0], (*args)[1]), *args, outs))
+    return report(std::move(e), err, errLen);
+  return MLA_SUCCESS;
+}
+
+int mlaMergeStates(const mlaTensor *outA, const mlaTensor *lseA,
+                   const mlaTensor *outB, const mlaTensor *lseB,
+                   mlaTensor *out, mlaTensor *lse, char *err, size_t errLen) {
+  auto args = unwrapAll<4>({{{outA, "out_a"},
+                             {lseA, "lse_a"},
+                             {outB, "out_b"},
+                             {lseB, "lse_b"}}});
+  if (!args)
+    return report(args.takeError(), err, errLen);
+  auto &[ta, tla, tb, tlb] = *args;
+  std::pair<mlaTensor *, llvm::StringRef> outs[] = {{out, "out"},
+                                                    {lse, "lse"}};
+  if (llvm::Error e = run(buildMergeStates(ta, tla, tb, tlb), *args, outs))
+    return report(std::move(e), err, errLen);
+  return MLA_SUCCESS;
+}
+
+int mlaPrefill(const mlaTensor *q, const mlaTensor *kvC, const mlaTensor *kPe,
+               const mlaTensor *kvBProj, const mlaTensor *kvCache,
+               const mlaTensor *blockTable, const mlaTensor *queryStartLoc,
+               const mlaTensor *seqLens, const mlaPrefillOptions *options,
+               mlaTensor *out, char *err, size_t errLen) {
+  auto args = unwrapAll<8>({{{q, "q"},
+                             {kvC, "kv_c"},
+                             {kPe, "k_pe"},
+                             {kvBProj, "kv_b_proj"},
+                             {kvCache, "kv_cache"},
+                             {blockTable, "block_table"},
+                             {queryStartLoc, "query_start_loc"},
+                             {seqLens, "seq_lens"}}});
+  if (!args)
+    return report(args.takeError(), err, errLen);
+  if (!options)
+    return report(makeInvalidArgumentError("options is NULL"), err, errLen);
+  llvm::Expected<CacheFormat> cache = unwrap(&options->cache);
+  if (!cache)
+    return report(cache.takeError(), err, errLen);
+  PrefillOptions opts;
+  opts.softmaxScale = options->softmaxScale;
+  opts.vHeadDim = options->vHeadDim;
+  if (options->hasWorkspaceRows)
+    opts.workspaceRows = options->workspaceRows;
+  opts.cache = std::move(*cache);
+  auto &a = *args;
+  std::pair<mlaTensor *, llvm::StringRef> outs[] = {{out, "out"}};
+  if (llvm::Error e = run(buildPrefill(a[0], a[1], a[2], a[3], a[4], a[5],
+                                       a[6], a[7], opts),
+                          a, outs))
+    return report(std::move(e), err, errLen);
+  return MLA_SUCCESS;
+}
+
+void mlaGetRuntimeStats(mlaRuntimeStats *stats) {
+  if (!stats)
+    return;
+  CpuExecutor::Stats s = getExecutor().getStats();
+  stats->cacheHits = s.hits;
+  stats->compiles = s.compiles;
+  stats->compileSeconds = s.compileSeconds;
+  stats->cachedKernels = s.cached;
+}
+
+void mlaClearKernelCache(void) { getExecutor().clearCache(); }

@@ -1,0 +1,137 @@
+//===- PlanSplits.cpp - the mla-plan-splits pass --------------------------===//
+//
+// Chooses each decode's split-KV plan with the C++ planner the runtime also
+// uses, so a plan made at compile time (constant seq_lens) and one made on
+// the host at launch (dynamic seq_lens) are the same function of the inputs.
+//
+//===----------------------------------------------------------------------===//
+
+#include "mla/Dialect/MLA/IR/MLAOps.h"
+#include "mla/Dialect/MLA/Transforms/Passes.h"
+#include "mla/Runtime/SplitPlanner.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/Matchers.h"
+
+namespace mla {
+#define GEN_PASS_DEF_MLAPLANSPLITS
+#include "mla/Dialect/MLA/Transforms/Passes.h.inc"
+} // namespace mla
+
+using namespace mlir;
+using namespace mla;
+
+/// H200's SM count, used when neither the option nor the target says.
+static constexpr int64_t kDefaultNumSms = 132;
+
+static std::optional<std::pair<SplitPolicy, plan::SplitPolicy>>
+parsePolicy(StringRef name) {
+  if (name == "heuristic")
+    return std::make_pair(SplitPolicy::heuristic, plan::SplitPolicy::Heuristic);
+  if (name == "balanced")
+    return std::make_pair(SplitPolicy::balanced, plan::SplitPolicy::Balanced);
+  if (name == "batch-invariant")
+    return std::make_pair(SplitPolicy::batch_invariant,
+                          plan::SplitPolicy::BatchInvariant);
+  return std::nullopt;
+}
+
+namespace {
+struct PlanSplitsPass : public mla::impl::MLAPlanSplitsBase<PlanSplitsPass> {
+  using MLAPlanSplitsBase::MLAPlanSplitsBase;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    auto policies = parsePolicy(policy);
+    if (!policies) {
+      module.emitError() << "mla-plan-splits: unknown policy '" << policy
+                         << "' (expected heuristic, balanced or "
+                            "batch-invariant)";
+      return signalPassFailure();
+    }
+    int64_t sms = numSms;
+    if (sms <= 0) {
+      auto target = module->getAttrOfType<TargetAttr>(
+          MLADialect::getTargetAttrName());
+      sms = target && target.getNumSms() ? *target.getNumSms()
+                                         : kDefaultNumSms;
+    }
+    if (maxSeqLen <= 0) {
+      module.emitError() << "mla-plan-splits: max-seq-len " << maxSeqLen
+                         << " must be positive";
+      return signalPassFailure();
+    }
+
+    WalkResult result = module.walk([&](DecodeOp op) {
+      if (op.getNumSplits())
+        return WalkResult::advance(); // The user's count wins.
+      if (failed(planDecode(op, policies->first, policies->second, sms)))
+        return WalkResult::interrupt();
+      return WalkResult::advance();
+    });
+    if (result.wasInterrupted())
+      signalPassFailure();
+  }
+
+  LogicalResult planDecode(DecodeOp op, SplitPolicy policyAttr,
+                           plan::SplitPolicy policyKind, int64_t sms) {
+    auto qTy = op.getQ().getType();
+    int64_t heads = qTy.getDimSize(2), rows = qTy.getDimSize(1);
+    if (ShapedType::isDynamic(heads) || ShapedType::isDynamic(rows))
+      return op.emitOpError("mla-plan-splits needs static N and Sq to size "
+                            "the plan");
+    plan::SplitPlanOptions options;
+    options.policy = policyKind;
+    options.numSms = sms;
+    options.numHeadsQ = heads;
+    options.queryRows = rows;
+
+    OpBuilder b(op);
+    DenseIntElementsAttr lens;
+    if (matchPattern(op.getSeqLens(), m_Constant(&lens))) {
+      SmallVector<int32_t> seqLens;
+      for (const APInt &v : lens.getValues<APInt>())
+        seqLens.push_back(static_cast<int32_t>(v.getSExtValue()));
+      llvm::Expected<plan::SplitPlan> planned =
+          plan::planSplits(seqLens, options);
+      if (!planned)
+        return op.emitOpError() << llvm::toString(planned.takeError());
+      op.setNumSplits(planned->maxSplits);
+      op.setSplitPlanAttr(SplitPlanAttr::get(
+          b.getContext(), policyAttr, partsOf(*planned, options),
+          b.getDenseI32ArrayAttr(planned->bounds)));
+      return success();
+    }
+
+    // Run-time lengths: size the partial state for the worst case and leave
+    // the pieces to the host planner (mla.plan_splits).
+    int64_t capacity = 1, parts = sms;
+    switch (policyKind) {
+    case plan::SplitPolicy::Heuristic:
+      capacity = plan::heuristicNumSplits(maxSeqLen, sms);
+      break;
+    case plan::SplitPolicy::Balanced:
+      // A part contributes at most one piece to any request.
+      parts = plan::balancedNumSmParts(options);
+      capacity = parts;
+      break;
+    case plan::SplitPolicy::BatchInvariant:
+      capacity = 1;
+      break;
+    }
+    op.setNumSplits(capacity);
+    op.setSplitPlanAttr(
+        SplitPlanAttr::get(b.getContext(), policyAttr, parts, nullptr));
+    return success();
+  }
+
+  /// The CTA count the plan was made for: the balanced plan's parts, the
+  /// SM count otherwise (heuristic and batch-invariant pieces are
+  /// independent CTAs).
+  static int64_t partsOf(const plan::SplitPlan &planned,
+                         const plan::SplitPlanOptions &options) {
+    if (options.policy == plan::SplitPolicy::Balanced)
+      return planned.numSmParts;
+    return options.numSms;
+  }
+};
+} // namespace

@@ -1,0 +1,259 @@
+"""DeepSeek Multi-head Latent Attention, compiled by the mla MLIR compiler and run on the CPU.
+
+Every call builds mla IR for its arrays' shapes, dtypes and options, JIT-compiles it (kept in memory, so
+later calls with the same shapes and options reuse it; see `runtime_stats`) and runs it. Shapes and
+semantics follow FlashMLA's `flash_mla_with_kvcache` and vLLM's MLA backends:
+
+  decode(q, kv_cache, block_table, seq_lens, ...) -> (out, lse)
+  cache_write(kv_c, k_pe, kv_cache, slot_mapping, ...)           in place
+  split_kv_b_proj(kv_b_proj, num_heads, qk_nope_head_dim, v_head_dim) -> (w_uk_t, w_uv)
+  absorb_q(q, w_uk_t) -> q_absorbed
+  up_proj_out(o, w_uv) -> out
+  merge_states(out_a, lse_a, out_b, lse_b) -> (out, lse)
+  prefill(q, kv_c, k_pe, kv_b_proj, kv_cache, block_table, query_start_loc, seq_lens, ...) -> out
+
+Float arrays are float32 or float16 (results take the activations' dtype; log-sum-exp values are always
+float32); index arrays may be any integer dtype holding int32 values. `kv_format` is "auto" (a float
+cache of the activations' dtype), "fp8_e4m3" (uint8 e4m3 codes with a per-tensor `kv_scale`),
+"fp8_e4m3_token" (D + 8 bytes per row) or "fp8_ds_mla" (L + 4*L/128 + 2*R bytes per row).
+
+Invalid arguments raise ValueError before anything runs (a cache is never partly written); compiler
+failures raise RuntimeError.
+"""
+
+import ctypes
+import operator
+
+import numpy as np
+
+from . import _capi
+
+__all__ = [
+    "absorb_q",
+    "cache_write",
+    "clear_kernel_cache",
+    "decode",
+    "merge_states",
+    "prefill",
+    "runtime_stats",
+    "split_kv_b_proj",
+    "up_proj_out",
+]
+
+_TO_CAPI = {
+    np.dtype(np.float32): _capi.DTYPE_FLOAT32,
+    np.dtype(np.float16): _capi.DTYPE_FLOAT16,
+    np.dtype(np.int32): _capi.DTYPE_INT32,
+    np.dtype(np.uint8): _capi.DTYPE_UINT8,
+}
+_FROM_CAPI = {code: dtype for dtype, code in _TO_CAPI.items()}
+_INT32 = np.iinfo(np.int32)
+_INT64 = np.iinfo(np.int64)
+_ERROR_BYTES = 1 << 16
+
+
+def _array(name, value):
+    """A C-contiguous array of a dtype the C API takes (int8 is viewed as uint8: fp8 bytes)."""
+    a = np.asarray(value)
+    if a.dtype == np.int8:
+        a = a.view(np.uint8)
+    if a.dtype not in _TO_CAPI:
+        raise ValueError(f"{name} has dtype {a.dtype}; mla takes float32 or float16 values, int32 tables "
+                         "and uint8 fp8 caches")
+    if a.ndim > _capi.MAX_RANK:
+        raise ValueError(f"{name} has rank {a.ndim}; at most {_capi.MAX_RANK} is supported")
+    return np.ascontiguousarray(a)
+
+
+def _indices(name, value):
+    """An int32 array of the integers in `value` (e.g. int64 tables from numpy defaults)."""
+    a = np.asarray(value)
+    if not np.issubdtype(a.dtype, np.integer):
+        raise ValueError(f"{name} must hold integers, got dtype {a.dtype}")
+    if a.dtype != np.int32 and a.size and (a.min() < _INT32.min or a.max() > _INT32.max):
+        bad = a.min() if a.min() < _INT32.min else a.max()
+        raise ValueError(f"{name} holds {bad}, which does not fit in int32")
+    return _array(name, a.astype(np.int32, copy=False))
+
+
+def _cache_to_write(value):
+    """kv_cache for cache_write: written in place, so it cannot be a converted copy."""
+    if not isinstance(value, np.ndarray):
+        raise ValueError(f"kv_cache must be a numpy array to be written in place, got {type(value).__name__}")
+    if not value.flags.c_contiguous:
+        raise ValueError("kv_cache must be C-contiguous to be written in place")
+    if not value.flags.writeable:
+        raise ValueError("kv_cache is read-only")
+    return _array("kv_cache", value)
+
+
+def _int(name, value):
+    try:
+        v = operator.index(value)
+    except TypeError:
+        raise ValueError(f"{name} must be an integer, got {value!r}") from None
+    if not _INT64.min <= v <= _INT64.max:
+        raise ValueError(f"{name} = {v} does not fit in int64")
+    return v
+
+
+def _float(name, value):
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a number, got {value!r}") from None
+
+
+def _tensor(a):
+    t = _capi.Tensor()
+    t.data = a.ctypes.data
+    t.dtype = _TO_CAPI[a.dtype]
+    t.rank = a.ndim
+    for i, d in enumerate(a.shape):
+        t.shape[i] = d
+    return ctypes.byref(t)
+
+
+def _cache_format(kv_format, kv_scale):
+    if not isinstance(kv_format, str):
+        raise ValueError(f"kv_format must be a string, got {kv_format!r}")
+    fmt = _capi.CacheFormat()
+    fmt.kvFormat = kv_format.encode()
+    if kv_scale is not None:
+        fmt.hasKvScale = 1
+        fmt.kvScale = _float("kv_scale", kv_scale)
+    return fmt
+
+
+def _check(code, err):
+    if code == _capi.SUCCESS:
+        return
+    message = err.value.decode(errors="replace")
+    if code == _capi.ERROR_INVALID_ARGUMENT:
+        raise ValueError(message)
+    raise RuntimeError(message)
+
+
+def _run(fn, args, num_outputs):
+    """Calls `fn(*args, *outputs, err, len)`: first with empty outputs, which validates the arguments and
+    reports the outputs' shapes, then with numpy arrays of those shapes. Returns the arrays."""
+    outputs = [_capi.Tensor() for _ in range(num_outputs)]
+    err = ctypes.create_string_buffer(_ERROR_BYTES)
+    out_refs = [ctypes.byref(o) for o in outputs]
+    _check(fn(*args, *out_refs, err, len(err)), err)
+    if not num_outputs:
+        return []
+    arrays = [np.empty(tuple(o.shape[: o.rank]), dtype=_FROM_CAPI[o.dtype]) for o in outputs]
+    for o, a in zip(outputs, arrays):
+        o.data = a.ctypes.data
+    _check(fn(*args, *out_refs, err, len(err)), err)
+    return arrays
+
+
+def decode(q, kv_cache, block_table, seq_lens, *, head_dim_v, softmax_scale, causal=False, num_splits=None,
+           kv_format="auto", kv_scale=None):
+    """Absorbed MLA decode over a paged latent cache (FlashMLA's flash_mla_with_kvcache).
+
+    q [b, s_q, h_q, d] with d = L + R (RoPE part last); kv_cache [pages, page_size, row];
+    block_table [b, max_pages]; seq_lens [b] (counting the s_q new tokens). head_dim_v is the latent
+    width L. With `causal`, query row i of request b sees positions [0, seq_lens[b] - s_q + i].
+    `num_splits` forces that many split-KV pieces per request (default: the compiler's choice).
+    Returns out [b, s_q, h_q, head_dim_v] (q's dtype) and lse float32 [b, h_q, s_q] (natural log;
+    -inf where a row sees nothing).
+    """
+    arrays = [_array("q", q), _array("kv_cache", kv_cache), _indices("block_table", block_table),
+              _indices("seq_lens", seq_lens)]
+    opts = _capi.DecodeOptions()
+    opts.headDimV = _int("head_dim_v", head_dim_v)
+    opts.softmaxScale = _float("softmax_scale", softmax_scale)
+    opts.causal = 1 if causal else 0
+    if num_splits is not None:
+        opts.hasNumSplits = 1
+        opts.numSplits = _int("num_splits", num_splits)
+    opts.cache = _cache_format(kv_format, kv_scale)
+    out, lse = _run(_capi.mlaDecode, [_tensor(a) for a in arrays] + [ctypes.byref(opts)], 2)
+    return out, lse
+
+
+def cache_write(kv_c, k_pe, kv_cache, slot_mapping, *, kv_format="auto", kv_scale=None):
+    """Store concat(kv_c[t], k_pe[t]) at slot slot_mapping[t] = page * page_size + offset of kv_cache,
+    in place, quantised as kv_format says; negative slots are padding tokens and write nothing.
+
+    kv_c [T, L], k_pe [T, R] or [T, 1, R], kv_cache [pages, page_size, row] (C-contiguous, writeable),
+    slot_mapping [T]. Returns None.
+    """
+    cache = _cache_to_write(kv_cache)
+    arrays = [_array("kv_c", kv_c), _array("k_pe", k_pe), cache, _indices("slot_mapping", slot_mapping)]
+    fmt = _cache_format(kv_format, kv_scale)
+    _run(_capi.mlaCacheWrite, [_tensor(a) for a in arrays] + [ctypes.byref(fmt)], 0)
+
+
+def split_kv_b_proj(kv_b_proj, num_heads, qk_nope_head_dim, v_head_dim):
+    """kv_b_proj [N*(P+V), L] (out x in) -> (w_uk_t [N, P, L], w_uv [N, L, V])."""
+    w = _array("kv_b_proj", kv_b_proj)
+    args = [_tensor(w), _int("num_heads", num_heads), _int("qk_nope_head_dim", qk_nope_head_dim),
+            _int("v_head_dim", v_head_dim)]
+    w_uk_t, w_uv = _run(_capi.mlaSplitKvBProj, args, 2)
+    return w_uk_t, w_uv
+
+
+def absorb_q(q, w_uk_t):
+    """q [T, N, P+R] -> [T, N, L+R]: the nope part multiplied by W_UK_T per head, the RoPE part kept."""
+    arrays = [_array("q", q), _array("w_uk_t", w_uk_t)]
+    (out,) = _run(_capi.mlaAbsorbQ, [_tensor(a) for a in arrays], 1)
+    return out
+
+
+def up_proj_out(o, w_uv):
+    """Latent attention output o [T, N, L] -> [T, N*V] through W_UV [N, L, V]."""
+    arrays = [_array("o", o), _array("w_uv", w_uv)]
+    (out,) = _run(_capi.mlaUpProjOut, [_tensor(a) for a in arrays], 1)
+    return out
+
+
+def merge_states(out_a, lse_a, out_b, lse_b):
+    """Merge two attention states over disjoint keys by their LSE (vLLM's merge_attn_states).
+
+    out_* [T, N, H], lse_* float32 [N, T]; an LSE of +inf or -inf means "no contribution".
+    Returns (out [T, N, H], lse [N, T]).
+    """
+    arrays = [_array("out_a", out_a), _array("lse_a", lse_a), _array("out_b", out_b), _array("lse_b", lse_b)]
+    out, lse = _run(_capi.mlaMergeStates, [_tensor(a) for a in arrays], 2)
+    return out, lse
+
+
+def prefill(q, kv_c, k_pe, kv_b_proj, kv_cache, block_table, query_start_loc, seq_lens, *, softmax_scale,
+            v_head_dim, workspace_rows=None, kv_format="auto", kv_scale=None):
+    """Chunked-context MLA prefill: new tokens attend causally to each other and to their request's
+    cached context, whose latent rows are up-projected with kv_b_proj `workspace_rows` at a time.
+
+    q [T, N, P+R], kv_c [T, L] and k_pe [T, R] or [T, 1, R] (the new tokens), kv_b_proj [N*(P+V), L],
+    kv_cache, block_table [B, max_pages], query_start_loc [B+1], seq_lens [B] (context + new tokens).
+    Returns out [T, N, v_head_dim] in q's dtype.
+    """
+    arrays = [_array("q", q), _array("kv_c", kv_c), _array("k_pe", k_pe), _array("kv_b_proj", kv_b_proj),
+              _array("kv_cache", kv_cache), _indices("block_table", block_table),
+              _indices("query_start_loc", query_start_loc), _indices("seq_lens", seq_lens)]
+    opts = _capi.PrefillOptions()
+    opts.softmaxScale = _float("softmax_scale", softmax_scale)
+    opts.vHeadDim = _int("v_head_dim", v_head_dim)
+    if workspace_rows is not None:
+        opts.hasWorkspaceRows = 1
+        opts.workspaceRows = _int("workspace_rows", workspace_rows)
+    opts.cache = _cache_format(kv_format, kv_scale)
+    (out,) = _run(_capi.mlaPrefill, [_tensor(a) for a in arrays] + [ctypes.byref(opts)], 1)
+    return out
+
+
+def runtime_stats():
+    """The JIT cache's counters: calls answered from it, compilations, their total wall time in seconds,
+    and the kernels it holds."""
+    s = _capi.RuntimeStats()
+    _capi.lib.mlaGetRuntimeStats(ctypes.byref(s))
+    return {"cache_hits": s.cacheHits, "compiles": s.compiles, "compile_seconds": s.compileSeconds,
+            "cached_kernels": s.cachedKernels}
+
+
+def clear_kernel_cache():
+    """Drop every compiled kernel and reset runtime_stats()."""
+    _capi.lib.mlaClearKernelCache()
