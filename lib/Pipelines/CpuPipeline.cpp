@@ -23,10 +23,16 @@ using namespace mlir;
 
 void mla::buildMLAToLLVMCpuPipeline(OpPassManager &pm,
                                     const CpuPipelineOptions &options) {
-  // 1. mla -> tensor-level upstream dialects.
-  MLAChunkPrefillOptions chunk;
-  chunk.workspaceRows = options.workspaceRows;
-  pm.addNestedPass<func::FuncOp>(createMLAChunkPrefill(chunk));
+  // 1. Plan for the CPU, then lower mla to tensor-level upstream dialects.
+  PlanPipelineOptions plan;
+  plan.target = "cpu";
+  plan.splitPolicy = options.splitPolicy;
+  plan.numSms = options.numSms;
+  plan.maxSeqLen = options.maxSeqLen;
+  plan.decodeThreshold = options.decodeThreshold;
+  plan.workspaceRows = options.workspaceRows;
+  plan.kvFormat = options.kvFormat;
+  buildMLAPlanPipeline(pm, plan);
   pm.addPass(createConvertMLAToLinalg());
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
@@ -73,6 +79,11 @@ void mla::buildMLAToLLVMCpuPipeline(OpPassManager &pm,
 }
 
 void mla::registerMLAPipelines() {
+  PassPipelineRegistration<PlanPipelineOptions>(
+      "mla-plan",
+      "Make every compiler decision on the mla dialect: page size and row "
+      "format, decode-vs-prefill algorithm, split-KV plan, prefill chunking",
+      buildMLAPlanPipeline);
   PassPipelineRegistration<CpuPipelineOptions>(
       "mla-to-llvm-cpu",
       "Lower mla to the LLVM dialect for in-process CPU execution "

@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "mla/Runtime/CpuExecutor.h"
+#include "mla/Runtime/RuntimeSymbols.h"
 #include "mla/Dialect/MLA/IR/MLADialect.h"
 #include "mla/Runtime/Error.h"
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"
@@ -339,6 +340,7 @@ CpuExecutor::compileLocked(ModuleOp module, StringRef entry,
     return makeCompileError("cannot JIT-compile @" + entry + ": " +
                             llvm::toString(engine.takeError()) + "\n" +
                             diagnostics.take());
+  (*engine)->registerSymbols(runtimeSymbols);
   (*engine)->initialize();
   // The lookup materialises (optimises and compiles) the module, which must
   // happen while `optimize` is alive.

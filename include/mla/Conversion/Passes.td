@@ -30,7 +30,8 @@ def ConvertMLAToLinalg : Pass<"convert-mla-to-linalg", "mlir::ModuleOp"> {
   }];
   let dependentDialects = [
     "mlir::arith::ArithDialect", "mlir::bufferization::BufferizationDialect",
-    "mlir::linalg::LinalgDialect", "mlir::math::MathDialect",
+    "mlir::func::FuncDialect", "mlir::linalg::LinalgDialect",
+    "mlir::math::MathDialect", "mlir::memref::MemRefDialect",
     "mlir::scf::SCFDialect", "mlir::tensor::TensorDialect",
     "mlir::vector::VectorDialect"
   ];

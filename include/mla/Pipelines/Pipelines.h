@@ -12,14 +12,55 @@
 
 namespace mla {
 
-/// Options of `mla-to-llvm-cpu`.
-struct CpuPipelineOptions : public mlir::PassPipelineOptions<CpuPipelineOptions> {
-  Option<int64_t> workspaceRows{
+/// Options shared by every pipeline that plans (mla-plan and the lowering
+/// pipelines that start with it).
+template <typename Derived>
+struct PlanningOptions : public mlir::PassPipelineOptions<Derived> {
+  using Base = mlir::PassPipelineOptions<Derived>;
+  typename Base::template Option<std::string> splitPolicy{
+      *this, "split-policy",
+      llvm::cl::desc("heuristic | balanced | batch-invariant (default: "
+                     "balanced on GPUs, batch-invariant on the CPU)"),
+      llvm::cl::init("")};
+  typename Base::template Option<int64_t> numSms{
+      *this, "num-sms",
+      llvm::cl::desc("Streaming multiprocessors (0: the target's)"),
+      llvm::cl::init(0)};
+  typename Base::template Option<int64_t> maxSeqLen{
+      *this, "max-seq-len",
+      llvm::cl::desc("Longest sequence of a dynamic batch (sizes split plans)"),
+      llvm::cl::init(32768)};
+  typename Base::template Option<int64_t> decodeThreshold{
+      *this, "decode-threshold",
+      llvm::cl::desc("Requests with q_len <= this take the absorbed decode "
+                     "path in mla.attention"),
+      llvm::cl::init(1)};
+  typename Base::template Option<int64_t> workspaceRows{
       *this, "workspace-rows",
       llvm::cl::desc("Prefill context rows up-projected at once (0: the op's "
                      "attribute or the primer's default budget)"),
       llvm::cl::init(0)};
+  typename Base::template Option<std::string> kvFormat{
+      *this, "kv-format",
+      llvm::cl::desc("Required cache row format (empty: as the IR says)"),
+      llvm::cl::init("")};
 };
+
+/// Options of `mla-plan`.
+struct PlanPipelineOptions : public PlanningOptions<PlanPipelineOptions> {
+  Option<std::string> target{*this, "target",
+                             llvm::cl::desc("sm90 | sm100 | cpu"),
+                             llvm::cl::init("cpu")};
+};
+
+/// Options of `mla-to-llvm-cpu` (it plans for target=cpu first).
+struct CpuPipelineOptions : public PlanningOptions<CpuPipelineOptions> {};
+
+/// The planning passes in order: select-layout, select-algorithm,
+/// plan-splits, split-kv, chunk-prefill. Every decision of the compiler is
+/// made here and is visible in the IR afterwards.
+void buildMLAPlanPipeline(mlir::OpPassManager &pm,
+                          const PlanPipelineOptions &options);
 
 /// mla -> linalg/tensor/scf -> one-shot bufferization (function boundaries
 /// included, so cache writes happen in place in the caller's buffer) ->

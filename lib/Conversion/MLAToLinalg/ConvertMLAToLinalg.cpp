@@ -1,8 +1,8 @@
 //===- ConvertMLAToLinalg.cpp - the convert-mla-to-linalg pass ------------===//
 //
 // Applies every op family's lowering patterns as a full conversion: after
-// the pass no mla op is left, or the pass fails and names the op it could
-// not lower.
+// the pass no mla op (nor the module's mla.target) is left, or the pass
+// fails and names the op it could not lower.
 //
 //===----------------------------------------------------------------------===//
 
@@ -13,6 +13,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
@@ -36,7 +37,8 @@ struct ConvertMLAToLinalgPass
     target.addLegalDialect<arith::ArithDialect, bufferization::BufferizationDialect,
                            linalg::LinalgDialect, math::MathDialect,
                            scf::SCFDialect, tensor::TensorDialect,
-                           vector::VectorDialect, func::FuncDialect>();
+                           vector::VectorDialect, func::FuncDialect,
+                           memref::MemRefDialect>();
 
     RewritePatternSet patterns(ctx);
     populateMLACacheToLinalgPatterns(patterns);
@@ -45,8 +47,13 @@ struct ConvertMLAToLinalgPass
     populateMLAAttentionToLinalgPatterns(patterns);
 
     if (failed(applyPartialConversion(getOperation(), target,
-                                      std::move(patterns))))
+                                      std::move(patterns)))) {
       signalPassFailure();
+      return;
+    }
+    // The module no longer holds mla IR; the target annotation would only
+    // make the result unreadable by tools that do not load the dialect.
+    getOperation()->removeAttr(MLADialect::getTargetAttrName());
   }
 };
 } // namespace

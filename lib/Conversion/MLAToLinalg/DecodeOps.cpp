@@ -15,8 +15,13 @@
 #include "mla/Conversion/MLAToLinalg/MLAToLinalg.h"
 #include "mla/Dialect/MLA/IR/MLAOps.h"
 #include "mla/Dialect/MLA/Transforms/Passes.h"
+#include "mla/Runtime/HostCalls.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Bufferization/IR/Bufferization.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
@@ -487,10 +492,67 @@ struct LowerCombine : public OpRewritePattern<CombineOp> {
   }
 };
 
+/// plan_splits: a call of the host split planner (mla/Runtime/HostCalls.h)
+/// on the seq_lens buffer, filling a fresh bounds buffer.
+struct LowerPlanSplits : public OpRewritePattern<PlanSplitsOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(PlanSplitsOp op,
+                                PatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    Type i32 = rewriter.getI32Type(), i64 = rewriter.getI64Type();
+    auto lensDyn = MemRefType::get({ShapedType::kDynamic}, i32);
+    auto boundsDyn =
+        MemRefType::get({ShapedType::kDynamic, ShapedType::kDynamic}, i32);
+    auto fnTy = rewriter.getFunctionType({lensDyn, boundsDyn, i64, i64, i64, i64},
+                                         {});
+    auto module = op->getParentOfType<ModuleOp>();
+    if (!module.lookupSymbol(kPlanSplitBoundsFn)) {
+      OpBuilder::InsertionGuard guard(rewriter);
+      rewriter.setInsertionPointToStart(module.getBody());
+      auto fn = func::FuncOp::create(rewriter, loc, kPlanSplitBoundsFn, fnTy);
+      fn.setPrivate();
+      fn->setAttr(LLVM::LLVMDialect::getEmitCWrapperAttrName(),
+                  rewriter.getUnitAttr());
+    }
+
+    auto lensTy = op.getSeqLens().getType();
+    auto boundsTy = op.getBounds().getType();
+    Value lens = bufferization::ToBufferOp::create(
+        rewriter, loc, MemRefType::get(lensTy.getShape(), i32),
+        op.getSeqLens(), rewriter.getUnitAttr());
+    SmallVector<Value> dyn;
+    for (int64_t d = 0; d < 2; ++d)
+      if (boundsTy.isDynamicDim(d))
+        dyn.push_back(d == 0 ? dimSize(rewriter, loc, op.getSeqLens(), 0)
+                             : Value());
+    if (llvm::is_contained(dyn, Value()))
+      return op.emitOpError("the CPU lowering needs a static piece capacity");
+    Value bounds = memref::AllocOp::create(
+        rewriter, loc, MemRefType::get(boundsTy.getShape(), i32), dyn);
+    SplitPlanAttr plan = op.getPlan();
+    auto cst = [&](int64_t v) -> Value {
+      return arith::ConstantOp::create(rewriter, loc, rewriter.getI64IntegerAttr(v));
+    };
+    func::CallOp::create(
+        rewriter, loc, kPlanSplitBoundsFn, TypeRange{},
+        ValueRange{memref::CastOp::create(rewriter, loc, lensDyn, lens),
+                   memref::CastOp::create(rewriter, loc, boundsDyn, bounds),
+                   cst(static_cast<int64_t>(plan.getPolicy())),
+                   cst(plan.getNumSmParts()),
+                   cst(op.getNumHeadsAttr().getInt()),
+                   cst(op.getQueryRowsAttr().getInt())});
+    rewriter.replaceOpWithNewOp<bufferization::ToTensorOp>(
+        op, boundsTy, bounds, rewriter.getUnitAttr(), rewriter.getUnitAttr());
+    return success();
+  }
+};
+
 } // namespace
 
 void mla::populateMLADecodeToLinalgPatterns(RewritePatternSet &patterns) {
   // Decodes nobody split (mla-split-kv) go through the same rewrite first.
   populateSplitKVPatterns(patterns);
-  patterns.add<LowerDecodePartial, LowerCombine>(patterns.getContext());
+  patterns.add<LowerDecodePartial, LowerCombine, LowerPlanSplits>(
+      patterns.getContext());
 }

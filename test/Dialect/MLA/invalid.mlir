@@ -51,7 +51,7 @@ module attributes {mla.target = #mla.target<chip = sm90, num_sms = 0>} {
 
 // -----
 
-// expected-error @+1 {{unknown mla attribute 'mla.chip'; the only one is 'mla.target'}}
+// expected-error @+1 {{unknown mla attribute 'mla.chip'; the known ones are 'mla.target' and 'mla.padded_heads'}}
 module attributes {mla.chip = #mla.target<chip = sm90>} {
 }
 
@@ -65,6 +65,33 @@ module attributes {mla.target = "sm90"} {
 
 // expected-error @+1 {{'mla.target' belongs on a builtin.module, not on 'func.func'}}
 func.func @target_on_func() attributes {mla.target = #mla.target<chip = sm100>} {
+  return
+}
+
+// -----
+
+func.func @padded_heads_on_prefill(%q: tensor<6x4x24xf32>, %kv: tensor<6x64xf32>, %pe: tensor<6x16xf32>, %w: tensor<52x64xf32>, %cache: tensor<8x16x80xf32>, %bt: tensor<2x4xi32>, %qsl: tensor<3xi32>, %lens: tensor<2xi32>) {
+  // expected-error @+1 {{'mla.padded_heads' belongs on mla.decode, mla.decode_partial or mla.attention, not on 'mla.prefill'}}
+  %o = mla.prefill %q, %kv, %pe, %w, %cache[%bt, %qsl, %lens] layout #mla.cache_layout<format = f32> scale 0.2 {mla.padded_heads = 128 : i64}
+      : (tensor<6x4x24xf32>, tensor<6x64xf32>, tensor<6x16xf32>, tensor<52x64xf32>, tensor<8x16x80xf32>, tensor<2x4xi32>, tensor<3xi32>, tensor<2xi32>) -> tensor<6x4x5xf32>
+  return
+}
+
+// -----
+
+func.func @padded_heads_not_i64(%q: tensor<2x1x4x80xf32>, %cache: tensor<8x16x80xf32>, %bt: tensor<2x4xi32>, %lens: tensor<2xi32>) {
+  // expected-error @+1 {{'mla.padded_heads' must be an i64, got 128 : i32}}
+  %o, %lse = mla.decode %q, %cache[%bt, %lens] layout #mla.cache_layout<format = f32> scale 0.125 {mla.padded_heads = 128 : i32}
+      : (tensor<2x1x4x80xf32>, tensor<8x16x80xf32>, tensor<2x4xi32>, tensor<2xi32>) -> (tensor<2x1x4x64xf32>, tensor<2x4x1xf32>)
+  return
+}
+
+// -----
+
+func.func @padded_heads_below_n(%q: tensor<2x1x4x80xf32>, %cache: tensor<8x16x80xf32>, %bt: tensor<2x4xi32>, %lens: tensor<2xi32>) {
+  // expected-error @+1 {{'mla.padded_heads' 2 must be at least the query head count N = 4}}
+  %o, %lse = mla.decode %q, %cache[%bt, %lens] layout #mla.cache_layout<format = f32> scale 0.125 {mla.padded_heads = 2 : i64}
+      : (tensor<2x1x4x80xf32>, tensor<8x16x80xf32>, tensor<2x4xi32>, tensor<2xi32>) -> (tensor<2x1x4x64xf32>, tensor<2x4x1xf32>)
   return
 }
 

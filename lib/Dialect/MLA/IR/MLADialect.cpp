@@ -1,7 +1,7 @@
 //===- MLADialect.cpp - the mla dialect -----------------------------------===//
 //
 // Registers the mla ops and attributes and verifies the discardable
-// `mla.target` attribute.
+// `mla.target` and `mla.padded_heads` attributes.
 //
 //===----------------------------------------------------------------------===//
 
@@ -23,12 +23,47 @@ void MLADialect::initialize() {
   registerAttributes();
 }
 
+/// `mla.padded_heads`: the head count a decode kernel pads q to, so at
+/// least the op's N (q dim 2 of a decode, dim 1 of an attention).
+static LogicalResult verifyPaddedHeads(Operation *op, Attribute value) {
+  StringLiteral name = MLADialect::getPaddedHeadsAttrName();
+  Value q;
+  unsigned headDim = 2;
+  if (auto decode = dyn_cast<DecodeOp>(op)) {
+    q = decode.getQ();
+  } else if (auto partial = dyn_cast<DecodePartialOp>(op)) {
+    q = partial.getQ();
+  } else if (auto attention = dyn_cast<AttentionOp>(op)) {
+    q = attention.getQ();
+    headDim = 1;
+  } else {
+    return op->emitError() << "'" << name
+                           << "' belongs on mla.decode, mla.decode_partial or "
+                              "mla.attention, not on '"
+                           << op->getName() << "'";
+  }
+  auto padded = dyn_cast<IntegerAttr>(value);
+  if (!padded || !padded.getType().isSignlessInteger(64))
+    return op->emitError() << "'" << name << "' must be an i64, got " << value;
+  auto qTy = cast<RankedTensorType>(q.getType());
+  int64_t heads = qTy.getRank() > headDim ? qTy.getDimSize(headDim)
+                                          : ShapedType::kDynamic;
+  if (padded.getInt() <= 0 ||
+      (!ShapedType::isDynamic(heads) && padded.getInt() < heads))
+    return op->emitError() << "'" << name << "' " << padded.getInt()
+                           << " must be at least the query head count N = "
+                           << heads;
+  return success();
+}
+
 LogicalResult MLADialect::verifyOperationAttribute(Operation *op,
                                                    NamedAttribute attr) {
+  if (attr.getName() == getPaddedHeadsAttrName())
+    return verifyPaddedHeads(op, attr.getValue());
   if (attr.getName() != getTargetAttrName())
     return op->emitError() << "unknown mla attribute '" << attr.getName().getValue()
-                           << "'; the only one is '" << getTargetAttrName()
-                           << "'";
+                           << "'; the known ones are '" << getTargetAttrName()
+                           << "' and '" << getPaddedHeadsAttrName() << "'";
   if (!isa<TargetAttr>(attr.getValue()))
     return op->emitError() << "'" << getTargetAttrName()
                            << "' must be a #mla.target attribute, got "

@@ -39,7 +39,9 @@ struct SplitDecode : public OpRewritePattern<DecodeOp> {
         bounds = arith::ConstantOp::create(
             rewriter, loc,
             DenseElementsAttr::get(boundsTy, values.asArrayRef()));
-      else
+      else if (plan.getPolicy() != SplitPolicy::batch_invariant)
+        // One piece per request is [0, seq_len): equal pieces say the same
+        // without a host call.
         bounds = PlanSplitsOp::create(
             rewriter, loc, boundsTy, op.getSeqLens(), plan,
             rewriter.getI64IntegerAttr(op.getQ().getType().getDimSize(2)),

@@ -32,6 +32,9 @@ def MLA_Dialect : Dialect {
 
     The discardable attribute `mla.target` (a `#mla.target`) on a module
     names the chip the module is compiled for.
+    `mla.padded_heads` (an i64, at least N) on `mla.decode`,
+    `mla.decode_partial` or `mla.attention` is the head count the chip's
+    decode kernel pads q to (Cutlass MLA on sm100: 128).
   }];
   let useDefaultAttributePrinterParser = 1;
   let hasOperationAttrVerify = 1;
@@ -43,6 +46,12 @@ def MLA_Dialect : Dialect {
     /// Name of the discardable module attribute carrying the `#mla.target`.
     static constexpr ::llvm::StringLiteral getTargetAttrName() {
       return ::llvm::StringLiteral("mla.target");
+    }
+
+    /// Name of the discardable i64 attribute on decode-kernel ops giving the
+    /// head count the kernel pads q to (set by `mla-select-layout`).
+    static constexpr ::llvm::StringLiteral getPaddedHeadsAttrName() {
+      return ::llvm::StringLiteral("mla.padded_heads");
     }
   }];
 }

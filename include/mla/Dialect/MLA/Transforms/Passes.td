@@ -141,4 +141,51 @@ def MLASelectAlgorithm : Pass<"mla-select-algorithm", "mlir::func::FuncOp"> {
   ];
 }
 
+def MLASelectLayout : Pass<"mla-select-layout", "mlir::ModuleOp"> {
+  let summary = "Plan the paged cache's page size and row format, and head padding, for one chip";
+  let description = [{
+    Runs before the lowerings so that they read decisions instead of making
+    them. For every op with a `#mla.cache_layout` (`cache_write`,
+    `gather_cache`, `decode`, `decode_partial`, `prefill`, `attention`):
+
+    1. Page size. The kernels each chip runs fix it: 64 on `sm90` (FlashMLA's
+       paged layout), 128 on `sm100` (Cutlass MLA's), any multiple of 16 on
+       `cpu`. A layout `page_size` or a static page dimension of the cache
+       fixes the op's page size; it must be the chip's, else the pass fails
+       naming both. With neither, the op takes the size fixed by another op
+       on the same cache (a `cache_write` result is the same cache), else
+       the chip's default (64 on `cpu`, FlashMLA's). The result is always
+       written into the layout's `page_size`; two different fixed sizes on
+       one cache are an error.
+    2. Row format. With `kv-format`, every layout must end up in that format
+       (vLLM's `kv_cache_dtype`): the format is set when the cache tensor can
+       hold it (element type, and row width `getRowWidth(L, R)` when static),
+       else the pass fails naming the cache type and the element type and
+       row width it needs. `fp8_e4m3` needs a per-tensor scale that only
+       calibration can provide, so it is accepted only on layouts that
+       already are `fp8_e4m3` with their `scale`. Without `kv-format` the
+       formats are kept.
+    3. Head padding. On `sm100`, Cutlass MLA runs 128 query heads per CTA,
+       so `decode`, `decode_partial` and `attention` (whose decode requests
+       run the same kernel) with N < 128 get `mla.padded_heads = 128 : i64`,
+       which the GPU lowering reads to pad q and drop the padded heads of
+       the output; N > 128 or a dynamic N is an error. On `sm90` (FlashMLA
+       takes any head count) and `cpu` the real head count runs and the
+       attribute is removed.
+    4. The module gets `mla.target = #mla.target<chip = ...>` if it has none,
+       so later passes plan for the same chip.
+
+    The chip is the `target` option, else the module's `mla.target`; the
+    pass fails if there is neither or if they disagree.
+  }];
+  let options = [
+    Option<"target", "target", "std::string", /*default=*/"\"\"",
+           "sm90 | sm100 | cpu (empty: the module's mla.target)">,
+    Option<"kvFormat", "kv-format", "std::string", /*default=*/"\"\"",
+           "bf16 | f16 | f32 | fp8_e4m3 | fp8_e4m3_token | fp8_ds_mla "
+           "(empty: keep the layouts' formats)">
+  ];
+  let dependentDialects = ["mla::MLADialect"];
+}
+
 #endif // MLA_DIALECT_MLA_TRANSFORMS_PASSES_TD

@@ -1,0 +1,45 @@
+//===- PlanPipeline.cpp - the mla-plan pipeline ---------------------------===//
+//
+// The planning passes in the order their decisions depend on each other:
+// the layout (page size, row format) first, then which algorithm each
+// request takes, the split-KV plan of the decodes that creates, the split
+// itself, and the prefill chunking.
+//
+//===----------------------------------------------------------------------===//
+
+#include "mla/Dialect/MLA/Transforms/Passes.h"
+#include "mla/Pipelines/Pipelines.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+
+using namespace mlir;
+
+/// Splitting KV exists to fill a GPU's SMs; the CPU lowering walks pieces
+/// one after another, so there one piece per request is fastest.
+static std::string defaultSplitPolicy(StringRef target) {
+  return target == "cpu" ? "batch-invariant" : "balanced";
+}
+
+void mla::buildMLAPlanPipeline(OpPassManager &pm,
+                               const PlanPipelineOptions &options) {
+  MLASelectLayoutOptions layout;
+  layout.target = options.target;
+  layout.kvFormat = options.kvFormat;
+  pm.addPass(createMLASelectLayout(layout));
+
+  MLASelectAlgorithmOptions algorithm;
+  algorithm.decodeThreshold = options.decodeThreshold;
+  pm.addNestedPass<func::FuncOp>(createMLASelectAlgorithm(algorithm));
+
+  MLAPlanSplitsOptions splits;
+  splits.policy = options.splitPolicy.empty()
+                      ? defaultSplitPolicy(options.target)
+                      : std::string(options.splitPolicy);
+  splits.numSms = options.numSms;
+  splits.maxSeqLen = options.maxSeqLen;
+  pm.addPass(createMLAPlanSplits(splits));
+  pm.addNestedPass<func::FuncOp>(createMLASplitKV());
+
+  MLAChunkPrefillOptions chunk;
+  chunk.workspaceRows = options.workspaceRows;
+  pm.addNestedPass<func::FuncOp>(createMLAChunkPrefill(chunk));
+}
