@@ -3,6 +3,7 @@
 //   mla-run file.mlir [--entry=name] [--input=a.npy ...] [--random-seed=N]
 //           [--seq-len=N] [--output-dir=dir] [--save-inputs] [--repeat=N]
 //           [--check [--check-tol=X]] [--workspace-rows=N]
+//           [--split-policy=P] [--num-sms=N] [--decode-threshold=N]
 //
 // JIT-compiles a function through `mla-to-llvm-cpu` (exactly what the Python
 // package runs), calls it on arguments read from .npy files or drawn at
@@ -83,6 +84,19 @@ static cl::opt<int64_t> workspaceRows(
     "workspace-rows",
     cl::desc("mla-to-llvm-cpu's workspace-rows option (0: the default)"),
     cl::init(0));
+
+static cl::opt<std::string> splitPolicy(
+    "split-policy",
+    cl::desc("Split-KV policy: heuristic, balanced or batch-invariant "
+             "(default: the CPU's, batch-invariant)"),
+    cl::init(""));
+static cl::opt<int64_t> numSms(
+    "num-sms", cl::desc("SMs the split planner spreads work over (0: 132)"),
+    cl::init(0));
+static cl::opt<int64_t> decodeThreshold(
+    "decode-threshold",
+    cl::desc("mla.attention requests with q_len <= this take the decode path"),
+    cl::init(1));
 
 static llvm::Error error(const Twine &message) {
   return llvm::createStringError(message);
@@ -382,6 +396,9 @@ static llvm::Error runMain() {
 
   CpuPipelineOptions pipelineOptions;
   pipelineOptions.workspaceRows = workspaceRows;
+  pipelineOptions.splitPolicy = splitPolicy;
+  pipelineOptions.numSms = numSms;
+  pipelineOptions.decodeThreshold = decodeThreshold;
   auto fn = executor.compile(*module, entryName, pipelineOptions);
   if (!fn)
     return fn.takeError();
