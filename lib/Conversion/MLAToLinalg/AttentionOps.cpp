@@ -238,11 +238,7 @@ struct MhaLowering : OpRewritePattern<MhaOp> {
                       if (causal) {
                         // Bottom-right aligned: row i sees keys
                         // [0, kLen - qLen + i], clamped to [0, kLen].
-                        Value last = arith::SubIOp::create(
-                            b, l,
-                            arith::AddIOp::create(
-                                b, l, kLen, arith::AddIOp::create(b, l, i, c1)),
-                            qLen);
+                        Value last = causalVisible(b, l, kLen, qLen, i);
                         visible = arith::MinSIOp::create(
                             b, l, arith::MaxSIOp::create(b, l, last, c0), kLen);
                       }

@@ -210,12 +210,8 @@ struct LowerDecodePartial : public OpRewritePattern<DecodePartialOp> {
                 Value jEnd = j1;
                 if (causal) {
                   Value limit = arith::SubIOp::create(
-                      b, l,
-                      arith::AddIOp::create(
-                          b, l, len,
-                          arith::AddIOp::create(b, l, iIv, cIdx(b, l, 1))),
-                      cIdx(b, l, sq));
-                  limit = arith::SubIOp::create(b, l, limit, base);
+                      b, l, causalVisible(b, l, len, cIdx(b, l, sq), iIv),
+                      base);
                   jEnd = arith::MaxSIOp::create(
                       b, l, arith::MinSIOp::create(b, l, j1, limit), j0);
                 }

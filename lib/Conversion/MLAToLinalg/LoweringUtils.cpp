@@ -44,6 +44,13 @@ Value dimSize(OpBuilder &b, Location loc, Value tensor, int64_t dim) {
   return tensor::DimOp::create(b, loc, tensor, dim);
 }
 
+Value causalVisible(OpBuilder &b, Location loc, Value len, Value queryRows,
+                    Value row) {
+  Value seen = arith::AddIOp::create(
+      b, loc, len, arith::AddIOp::create(b, loc, row, cIdx(b, loc, 1)));
+  return arith::SubIOp::create(b, loc, seen, queryRows);
+}
+
 Value toF32(OpBuilder &b, Location loc, Value v) {
   Type f32 = b.getF32Type();
   unsigned width = v.getType().getIntOrFloatBitWidth();

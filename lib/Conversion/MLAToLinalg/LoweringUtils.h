@@ -28,6 +28,12 @@ mlir::Value extractIndex(mlir::OpBuilder &b, mlir::Location loc,
 /// Size of dimension `dim` of a tensor as an index value (static or not).
 mlir::Value dimSize(mlir::OpBuilder &b, mlir::Location loc, mlir::Value tensor,
                     int64_t dim);
+/// Positions a causal query row sees, bottom-right aligned: row `row` of
+/// `queryRows` over `len` positions sees [0, len - queryRows + row], i.e.
+/// `len - queryRows + row + 1` of them. Signed; <= 0 when it sees nothing.
+mlir::Value causalVisible(mlir::OpBuilder &b, mlir::Location loc,
+                          mlir::Value len, mlir::Value queryRows,
+                          mlir::Value row);
 /// Converts a float value to f32 (extf/truncf as needed).
 mlir::Value toF32(mlir::OpBuilder &b, mlir::Location loc, mlir::Value v);
 /// Converts an f32 value to float type `ty`.
