@@ -2,7 +2,7 @@
 // R = 64, V = 128, L = 512, a bf16 paged latent cache with 64-token pages.
 // A batch of 4 requests, each with 2 query rows (MTP: causal), up to 2048
 // cached tokens each. Run it: `mla-run examples/deepseek_v3_decode.mlir`.
-module attributes {mla.target = #mla.target<chip = cpu>} {
+module {
   func.func @decode_layer(%q: tensor<4x2x128x192xbf16>,          // [B, Sq, N, P+R]
                           %kv_b_proj: tensor<32768x512xbf16>,     // [N*(P+V), L]
                           %cache: tensor<160x64x576xbf16>,        // [pages, page, L+R]

@@ -3,7 +3,7 @@
 // new tokens in all, whose earlier context is already in the paged cache.
 // The new tokens' latent rows are written to the cache first, then attention
 // runs with at most 1024 context rows up-projected at a time.
-module attributes {mla.target = #mla.target<chip = cpu>} {
+module {
   func.func @prefill_layer(%q: tensor<96x128x192xbf16>,           // [T, N, P+R]
                            %kv_c: tensor<96x512xbf16>,             // [T, L]
                            %k_pe: tensor<96x1x64xbf16>,            // [T, 1, R]

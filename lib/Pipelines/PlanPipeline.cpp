@@ -13,12 +13,6 @@
 
 using namespace mlir;
 
-/// Splitting KV exists to fill a GPU's SMs; the CPU lowering walks pieces
-/// one after another, so there one piece per request is fastest.
-static std::string defaultSplitPolicy(StringRef target) {
-  return target == "cpu" ? "batch-invariant" : "balanced";
-}
-
 void mla::buildMLAPlanPipeline(OpPassManager &pm,
                                const PlanPipelineOptions &options) {
   MLASelectLayoutOptions layout;
@@ -31,8 +25,10 @@ void mla::buildMLAPlanPipeline(OpPassManager &pm,
   pm.addNestedPass<func::FuncOp>(createMLASelectAlgorithm(algorithm));
 
   MLAPlanSplitsOptions splits;
+  // Unless the user chose, the policy follows the target select-layout
+  // settled on (mla-plan-splits' "auto").
   splits.policy = options.splitPolicy.empty()
-                      ? defaultSplitPolicy(options.target)
+                      ? std::string("auto")
                       : std::string(options.splitPolicy);
   splits.numSms = options.numSms;
   splits.maxSeqLen = options.maxSeqLen;

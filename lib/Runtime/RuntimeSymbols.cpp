@@ -18,9 +18,10 @@ using namespace mla;
 /// Fills `out [B, S+1]` with the piece bounds of `seqLens [B]` under
 /// `policy` (0 heuristic, 1 balanced, 2 batch-invariant; the enum order of
 /// #mla.split_plan). `numSmParts` is the plan attribute's CTA count.
-/// The compiled code validated nothing about the lengths, so anything the
-/// planner rejects (a negative length) and any plan larger than the static
-/// capacity S falls back to S equal pieces, which is always correct.
+/// Negative lengths (which validated callers never pass) count as 0. A plan
+/// with more pieces than the static capacity S (a heuristic plan for longer
+/// sequences than the compile-time bound) falls back to S equal pieces,
+/// which is always correct.
 extern "C" void
 _mlir_ciface_mla_plan_split_bounds(StridedMemRefType<int32_t, 1> *seqLens,
                                    StridedMemRefType<int32_t, 2> *out,

@@ -48,9 +48,10 @@ struct PlanningOptions : public mlir::PassPipelineOptions<Derived> {
 
 /// Options of `mla-plan`.
 struct PlanPipelineOptions : public PlanningOptions<PlanPipelineOptions> {
-  Option<std::string> target{*this, "target",
-                             llvm::cl::desc("sm90 | sm100 | cpu"),
-                             llvm::cl::init("cpu")};
+  Option<std::string> target{
+      *this, "target",
+      llvm::cl::desc("sm90 | sm100 | cpu (empty: the module's mla.target)"),
+      llvm::cl::init("")};
 };
 
 /// Options of `mla-to-llvm-cpu` (it plans for target=cpu first).

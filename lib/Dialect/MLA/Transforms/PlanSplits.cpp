@@ -20,8 +20,10 @@ namespace mla {
 using namespace mlir;
 using namespace mla;
 
-/// H200's SM count, used when neither the option nor the target says.
+/// SM counts used when neither the option nor the target says: H200 for
+/// sm90 (and without a target), B200 for sm100.
 static constexpr int64_t kDefaultNumSms = 132;
+static constexpr int64_t kDefaultSm100NumSms = 148;
 
 static std::optional<std::pair<SplitPolicy, plan::SplitPolicy>>
 parsePolicy(StringRef name) {
@@ -35,25 +37,38 @@ parsePolicy(StringRef name) {
   return std::nullopt;
 }
 
+/// "auto": splitting KV exists to fill a GPU's SMs, so GPUs get the balanced
+/// plan; the CPU lowering walks pieces one after another, so there one piece
+/// per request is fastest; without a target, vLLM's heuristic.
+static std::string autoPolicy(TargetAttr target) {
+  if (!target)
+    return "heuristic";
+  return target.getChip() == Chip::cpu ? "batch-invariant" : "balanced";
+}
+
 namespace {
 struct PlanSplitsPass : public mla::impl::MLAPlanSplitsBase<PlanSplitsPass> {
   using MLAPlanSplitsBase::MLAPlanSplitsBase;
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    auto policies = parsePolicy(policy);
+    auto target =
+        module->getAttrOfType<TargetAttr>(MLADialect::getTargetAttrName());
+    auto policies = parsePolicy(policy == "auto" ? autoPolicy(target) : policy);
     if (!policies) {
       module.emitError() << "mla-plan-splits: unknown policy '" << policy
-                         << "' (expected heuristic, balanced or "
-                            "batch-invariant)";
+                         << "' (expected heuristic, balanced, "
+                            "batch-invariant or auto)";
       return signalPassFailure();
     }
     int64_t sms = numSms;
     if (sms <= 0) {
-      auto target = module->getAttrOfType<TargetAttr>(
-          MLADialect::getTargetAttrName());
-      sms = target && target.getNumSms() ? *target.getNumSms()
-                                         : kDefaultNumSms;
+      if (target && target.getNumSms())
+        sms = *target.getNumSms();
+      else if (target && target.getChip() == Chip::sm100)
+        sms = kDefaultSm100NumSms;
+      else
+        sms = kDefaultNumSms;
     }
     if (maxSeqLen <= 0) {
       module.emitError() << "mla-plan-splits: max-seq-len " << maxSeqLen

@@ -252,6 +252,8 @@ private:
         perRequest, op.getCache(), blockTable, seqLens, op.getLayoutAttr(),
         op.getSoftmaxScaleAttr(), b.getUnitAttr(), IntegerAttr(),
         SplitPlanAttr());
+    // Target annotations (mla.padded_heads) follow the work to the decode.
+    attention->setDiscardableAttrs(op->getDiscardableAttrDictionary());
     Value perToken = tensor::CollapseShapeOp::create(
         b, loc, attention.getOut(),
         ArrayRef<ReassociationIndices>{{0, 1}, {2}, {3}});

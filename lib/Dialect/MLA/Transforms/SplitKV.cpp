@@ -61,6 +61,8 @@ struct SplitDecode : public OpRewritePattern<DecodeOp> {
         op.getBlockTable(), op.getSeqLens(), bounds, op.getLayout(),
         op.getSoftmaxScaleAttr(), op.getCausalAttr(),
         rewriter.getI64IntegerAttr(splits));
+    // Target annotations (mla.padded_heads) stay with the kernel's work.
+    partial->setDiscardableAttrs(op->getDiscardableAttrDictionary());
     rewriter.replaceOpWithNewOp<CombineOp>(op, outTy, lseTy,
                                            partial.getPartialOut(),
                                            partial.getPartialLse());

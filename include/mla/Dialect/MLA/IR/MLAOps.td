@@ -248,7 +248,9 @@ def MLA_PlanSplitsOp : MLA_PureOp<"plan_splits"> {
     compile time) on run-time `seq_lens [B]` and returns the piece bounds
     `[B, S+1]` (i32) of `plan`'s policy, where `S` is the result's static
     piece capacity. `num_heads` and `query_rows` (N and Sq of the decode) size
-    the balanced plan's CTAs. Running out of capacity is a run-time error.
+    the balanced plan's CTAs. A plan with more pieces than the capacity (a
+    heuristic plan for sequences longer than the compile-time bound) falls
+    back to `S` equal pieces per request, which is always correct.
   }];
   let arguments = (ins MLA_I32Tensor:$seq_lens, MLA_SplitPlanAttr:$plan,
                        I64Attr:$num_heads, I64Attr:$query_rows);

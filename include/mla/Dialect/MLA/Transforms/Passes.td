@@ -21,8 +21,11 @@ def MLAChunkPrefill : Pass<"mla-chunk-prefill", "mlir::func::FuncOp"> {
 
     `W` is the op's `workspace_rows` if set, else the `workspace-rows` option
     if non-zero, else the primer's default
-    `min(max(8 * max-model-len, 4 * max-num-seqs * page-size), 64 * 1024)`
-    rows. Peak workspace is W rows whatever the context length.
+    `max(min(max(8 * max-model-len, 4 * max-num-seqs * page-size), 64 * 1024),
+    max-num-seqs * page-size)` rows (vLLM's budget; its one-page-per-request
+    floor wins over the 64K cap). W is then clamped to the rows a static
+    block table can address. Peak workspace is W rows whatever the context
+    length.
   }];
   let options = [
     Option<"workspaceRows", "workspace-rows", "int64_t", /*default=*/"0",
@@ -81,13 +84,15 @@ def MLAPlanSplits : Pass<"mla-plan-splits", "mlir::ModuleOp"> {
     plan's capacity (heuristic: from `max-seq-len`; balanced: `num_sm_parts`;
     batch-invariant: 1) and the same planner runs on the host at run time
     (`mla.plan_splits`, inserted by `mla-split-kv`). `num-sms` defaults to
-    the module's `#mla.target` `num_sms`, else 132 (H200).
+    the module's `#mla.target` `num_sms`, else 148 on sm100 (B200) and 132
+    otherwise (H200).
   }];
   let options = [
     Option<"numSms", "num-sms", "int64_t", /*default=*/"0",
            "Streaming multiprocessors (0: the module target's, else 132)">,
     Option<"policy", "policy", "std::string", /*default=*/"\"heuristic\"",
-           "heuristic | balanced | batch-invariant">,
+           "heuristic | balanced | batch-invariant | auto (balanced on GPU "
+           "targets, batch-invariant on the CPU, heuristic without a target)">,
     Option<"maxSeqLen", "max-seq-len", "int64_t", /*default=*/"32768",
            "Longest sequence a dynamic batch may hold (sizes heuristic plans)">
   ];
