@@ -87,7 +87,7 @@ void mla::registerMLAPipelines() {
   PassPipelineRegistration<CpuPipelineOptions>(
       "mla-to-llvm-cpu",
       "Lower mla to the LLVM dialect for in-process CPU execution "
-      "(chunk-prefill, convert-mla-to-linalg, one-shot bufferization, loops, "
-      "LLVM)",
+      "(mla-plan{target=cpu}, convert-mla-to-linalg, one-shot bufferization, "
+      "loops, LLVM)",
       buildMLAToLLVMCpuPipeline);
 }
