@@ -31,6 +31,8 @@ void mla::buildMLAToLLVMCpuPipeline(OpPassManager &pm,
   plan.maxSeqLen = options.maxSeqLen;
   plan.decodeThreshold = options.decodeThreshold;
   plan.workspaceRows = options.workspaceRows;
+  plan.maxModelLen = options.maxModelLen;
+  plan.maxNumSeqs = options.maxNumSeqs;
   plan.kvFormat = options.kvFormat;
   buildMLAPlanPipeline(pm, plan);
   pm.addPass(createConvertMLAToLinalg());

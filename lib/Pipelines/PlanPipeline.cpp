@@ -37,5 +37,10 @@ void mla::buildMLAPlanPipeline(OpPassManager &pm,
 
   MLAChunkPrefillOptions chunk;
   chunk.workspaceRows = options.workspaceRows;
+  chunk.maxModelLen = options.maxModelLen;
+  chunk.maxNumSeqs = options.maxNumSeqs;
+  // The default budget counts pages of the target's size (select-layout
+  // enforces it on GPUs; the CPU takes the common 64).
+  chunk.pageSize = options.target == "sm100" ? 128 : 64;
   pm.addNestedPass<func::FuncOp>(createMLAChunkPrefill(chunk));
 }

@@ -40,6 +40,14 @@ struct PlanningOptions : public mlir::PassPipelineOptions<Derived> {
       llvm::cl::desc("Prefill context rows up-projected at once (0: the op's "
                      "attribute or the primer's default budget)"),
       llvm::cl::init(0)};
+  typename Base::template Option<int64_t> maxModelLen{
+      *this, "max-model-len",
+      llvm::cl::desc("Longest sequence served (the default prefill budget)"),
+      llvm::cl::init(4096)};
+  typename Base::template Option<int64_t> maxNumSeqs{
+      *this, "max-num-seqs",
+      llvm::cl::desc("Most concurrent sequences (the default prefill budget)"),
+      llvm::cl::init(128)};
   typename Base::template Option<std::string> kvFormat{
       *this, "kv-format",
       llvm::cl::desc("Required cache row format (empty: as the IR says)"),
