@@ -77,19 +77,32 @@ struct LowerDecodePartial : public OpRewritePattern<DecodePartialOp> {
     auto cacheTy = op.getCache().getType();
     int64_t rowDim = qTy.getDimSize(3), latentDim = poTy.getDimSize(4);
     int64_t sq = qTy.getDimSize(1), heads = qTy.getDimSize(2);
+    CacheLayoutAttr layout = op.getLayout();
+    Value cache = op.getCache();
+    // A page size the planner chose (mla-select-layout) fixes a dynamic page
+    // dimension: view the cache with it, so tiles have static shapes.
     int64_t pageSize = cacheTy.getDimSize(1);
+    if (ShapedType::isDynamic(pageSize) && layout.getPageSize() &&
+        !ShapedType::isDynamic(rowDim) && !ShapedType::isDynamic(latentDim)) {
+      pageSize = *layout.getPageSize();
+      auto staticTy = RankedTensorType::get(
+          {cacheTy.getDimSize(0), pageSize,
+           layout.getRowWidth(latentDim, rowDim - latentDim)},
+          cacheTy.getElementType());
+      cache = tensor::CastOp::create(rewriter, loc, staticTy, cache);
+    }
     if (ShapedType::isDynamic(rowDim) || ShapedType::isDynamic(latentDim) ||
         ShapedType::isDynamic(sq) || ShapedType::isDynamic(heads) ||
         ShapedType::isDynamic(pageSize))
       // No other pattern can lower the op, so say why instead of leaving
       // only "failed to legalize".
       return op.emitOpError("the CPU decode lowering needs static Sq, N, L, "
-                            "L+R and page size");
+                            "L+R and a page size (from the cache type or the "
+                            "layout)");
     int64_t splits = op.getNumSplits();
-    CacheLayoutAttr layout = op.getLayout();
     bool causal = op.getCausal();
     Type f32 = rewriter.getF32Type();
-    Value cache = op.getCache(), q = op.getQ();
+    Value q = op.getQ();
     Value blockTable = op.getBlockTable(), seqLens = op.getSeqLens();
     Value splitBounds = op.getSplitBounds();
     double scale = op.getSoftmaxScale().convertToDouble();

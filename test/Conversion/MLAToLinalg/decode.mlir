@@ -85,3 +85,16 @@ func.func @decode_fp8_token(%q: tensor<1x1x2x80xf32>, %cache: tensor<4x16x88xi8>
       : (tensor<1x1x2x80xf32>, tensor<4x16x88xi8>, tensor<1x2xi32>, tensor<1xi32>) -> (tensor<1x1x2x64xf32>, tensor<1x2x1xf32>)
   return %o, %lse : tensor<1x1x2x64xf32>, tensor<1x2x1xf32>
 }
+
+// -----
+
+// A dynamic page dimension takes the planned page size from the layout: the
+// cache is viewed with it and tiles stay static.
+// CHECK-LABEL: func.func @decode_planned_page
+// CHECK: tensor.cast %{{.*}} : tensor<?x?x80xf32> to tensor<?x16x80xf32>
+// CHECK: tensor.extract_slice %{{.*}} [1, 16, 80] [1, 1, 1] : tensor<?x16x80xf32> to tensor<16x80xf32>
+func.func @decode_planned_page(%q: tensor<2x1x3x80xf32>, %cache: tensor<?x?x80xf32>, %bt: tensor<2x4xi32>, %lens: tensor<2xi32>) -> (tensor<2x1x3x64xf32>, tensor<2x3x1xf32>) {
+  %o, %lse = mla.decode %q, %cache[%bt, %lens] layout #mla.cache_layout<format = f32, page_size = 16> scale 0.125
+      : (tensor<2x1x3x80xf32>, tensor<?x?x80xf32>, tensor<2x4xi32>, tensor<2xi32>) -> (tensor<2x1x3x64xf32>, tensor<2x3x1xf32>)
+  return %o, %lse : tensor<2x1x3x64xf32>, tensor<2x3x1xf32>
+}
