@@ -28,7 +28,7 @@ llvm_config.with_system_environment(["HOME", "INCLUDE", "LIB", "TMP", "TEMP"])
 llvm_config.use_default_substitutions()
 
 tool_dirs = [config.mla_tools_dir, config.llvm_tools_dir]
-tools = ["mla-opt", "mla-run", "mlir-runner", "not"]
+tools = ["mla-aot", "mla-opt", "mla-run", "mlir-runner", "not"]
 llvm_config.add_tool_substitutions(tools, tool_dirs)
 # Built only where cuda.h was found; its tests are REQUIRES: cuda-sm90 anyway.
 llvm_config.add_tool_substitutions(

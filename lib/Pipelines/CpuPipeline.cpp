@@ -92,4 +92,9 @@ void mla::registerMLAPipelines() {
       "(mla-plan{target=cpu}, convert-mla-to-linalg, one-shot bufferization, "
       "loops, LLVM)",
       buildMLAToLLVMCpuPipeline);
+  PassPipelineRegistration<GpuPipelineOptions>(
+      "mla-to-nvvm",
+      "Compile mla to GPU kernels for sm_90a or sm_100a (mla-plan, "
+      "mla-select-gpu-tiling, convert-mla-to-gpu, NVVM, gpu-module-to-binary)",
+      buildMLAToNVVMPipeline);
 }

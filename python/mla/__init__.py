@@ -19,14 +19,24 @@ cache of the activations' dtype), "fp8_e4m3" (uint8 e4m3 codes with a per-tensor
 
 Invalid arguments raise ValueError before anything runs (a cache is never partly written); compiler
 failures raise RuntimeError.
+
+`decode` also runs on the GPU when `q` is a PyTorch CUDA tensor (see `mla.gpu`): that path needs neither
+numpy nor the MLIR-built CPU library, so a GPU-only installation (scripts/build-gpu-carry.sh) imports this
+package without them and raises ImportError only when a CPU function is called.
 """
 
 import ctypes
+import functools
 import operator
 
-import numpy as np
+try:
+    import numpy as np
 
-from . import _capi
+    from . import _capi
+except ImportError as error:
+    _CPU_UNAVAILABLE = error
+else:
+    _CPU_UNAVAILABLE = None
 
 __all__ = [
     "absorb_q",
@@ -40,16 +50,33 @@ __all__ = [
     "up_proj_out",
 ]
 
-_TO_CAPI = {
-    np.dtype(np.float32): _capi.DTYPE_FLOAT32,
-    np.dtype(np.float16): _capi.DTYPE_FLOAT16,
-    np.dtype(np.int32): _capi.DTYPE_INT32,
-    np.dtype(np.uint8): _capi.DTYPE_UINT8,
-}
-_FROM_CAPI = {code: dtype for dtype, code in _TO_CAPI.items()}
-_INT32 = np.iinfo(np.int32)
-_INT64 = np.iinfo(np.int64)
+if _CPU_UNAVAILABLE is None:
+    _TO_CAPI = {
+        np.dtype(np.float32): _capi.DTYPE_FLOAT32,
+        np.dtype(np.float16): _capi.DTYPE_FLOAT16,
+        np.dtype(np.int32): _capi.DTYPE_INT32,
+        np.dtype(np.uint8): _capi.DTYPE_UINT8,
+    }
+    _FROM_CAPI = {code: dtype for dtype, code in _TO_CAPI.items()}
+    _INT32 = np.iinfo(np.int32)
+    _INT64 = np.iinfo(np.int64)
 _ERROR_BYTES = 1 << 16
+
+
+def _cpu(fn):
+    """Marks a function of the CPU path, which needs numpy and libMLACAPI.so."""
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        if _CPU_UNAVAILABLE is not None:
+            raise ImportError(f"mla's CPU runtime (numpy and libMLACAPI.so) is unavailable here: "
+                              f"{_CPU_UNAVAILABLE}")
+        return fn(*args, **kwargs)
+    return wrapper
+
+
+def _is_torch_cuda(value):
+    """Whether `value` is a torch CUDA tensor, without importing torch."""
+    return type(value).__module__.startswith("torch") and getattr(value, "is_cuda", False) is True
 
 
 def _array(name, value):
@@ -154,6 +181,9 @@ def decode(q, kv_cache, block_table, seq_lens, *, head_dim_v, softmax_scale, cau
            kv_format="auto", kv_scale=None):
     """Absorbed MLA decode over a paged latent cache (FlashMLA's flash_mla_with_kvcache).
 
+    numpy arrays run on the CPU; when q is a torch CUDA tensor, every array must be a torch tensor and the
+    call runs `mla.gpu.decode` on q's device (bfloat16 or float16, kv_format "auto").
+
     q [b, s_q, h_q, d] with d = L + R (RoPE part last); kv_cache [pages, page_size, row];
     block_table [b, max_pages]; seq_lens [b] (counting the s_q new tokens). head_dim_v is the latent
     width L. With `causal`, query row i of request b sees positions [0, seq_lens[b] - s_q + i].
@@ -161,6 +191,19 @@ def decode(q, kv_cache, block_table, seq_lens, *, head_dim_v, softmax_scale, cau
     Returns out [b, s_q, h_q, head_dim_v] (q's dtype) and lse float32 [b, h_q, s_q] (natural log;
     -inf where a row sees nothing).
     """
+    if _is_torch_cuda(q):
+        from . import gpu
+
+        return gpu.decode(q, kv_cache, block_table, seq_lens, head_dim_v=head_dim_v,
+                          softmax_scale=softmax_scale, causal=causal, num_splits=num_splits,
+                          kv_format=kv_format, kv_scale=kv_scale)
+    return _decode_cpu(q, kv_cache, block_table, seq_lens, head_dim_v, softmax_scale, causal, num_splits,
+                       kv_format, kv_scale)
+
+
+@_cpu
+def _decode_cpu(q, kv_cache, block_table, seq_lens, head_dim_v, softmax_scale, causal, num_splits,
+                kv_format, kv_scale):
     arrays = [_array("q", q), _array("kv_cache", kv_cache), _indices("block_table", block_table),
               _indices("seq_lens", seq_lens)]
     opts = _capi.DecodeOptions()
@@ -175,6 +218,7 @@ def decode(q, kv_cache, block_table, seq_lens, *, head_dim_v, softmax_scale, cau
     return out, lse
 
 
+@_cpu
 def cache_write(kv_c, k_pe, kv_cache, slot_mapping, *, kv_format="auto", kv_scale=None):
     """Store concat(kv_c[t], k_pe[t]) at slot slot_mapping[t] = page * page_size + offset of kv_cache,
     in place, quantised as kv_format says; negative slots are padding tokens and write nothing.
@@ -188,6 +232,7 @@ def cache_write(kv_c, k_pe, kv_cache, slot_mapping, *, kv_format="auto", kv_scal
     _run(_capi.mlaCacheWrite, [_tensor(a) for a in arrays] + [ctypes.byref(fmt)], 0)
 
 
+@_cpu
 def split_kv_b_proj(kv_b_proj, num_heads, qk_nope_head_dim, v_head_dim):
     """kv_b_proj [N*(P+V), L] (out x in) -> (w_uk_t [N, P, L], w_uv [N, L, V])."""
     w = _array("kv_b_proj", kv_b_proj)
@@ -197,6 +242,7 @@ def split_kv_b_proj(kv_b_proj, num_heads, qk_nope_head_dim, v_head_dim):
     return w_uk_t, w_uv
 
 
+@_cpu
 def absorb_q(q, w_uk_t):
     """q [T, N, P+R] -> [T, N, L+R]: the nope part multiplied by W_UK_T per head, the RoPE part kept."""
     arrays = [_array("q", q), _array("w_uk_t", w_uk_t)]
@@ -204,6 +250,7 @@ def absorb_q(q, w_uk_t):
     return out
 
 
+@_cpu
 def up_proj_out(o, w_uv):
     """Latent attention output o [T, N, L] -> [T, N*V] through W_UV [N, L, V]."""
     arrays = [_array("o", o), _array("w_uv", w_uv)]
@@ -211,6 +258,7 @@ def up_proj_out(o, w_uv):
     return out
 
 
+@_cpu
 def merge_states(out_a, lse_a, out_b, lse_b):
     """Merge two attention states over disjoint keys by their LSE (vLLM's merge_attn_states).
 
@@ -222,6 +270,7 @@ def merge_states(out_a, lse_a, out_b, lse_b):
     return out, lse
 
 
+@_cpu
 def prefill(q, kv_c, k_pe, kv_b_proj, kv_cache, block_table, query_start_loc, seq_lens, *, softmax_scale,
             v_head_dim, workspace_rows=None, kv_format="auto", kv_scale=None):
     """Chunked-context MLA prefill: new tokens attend causally to each other and to their request's
@@ -245,6 +294,7 @@ def prefill(q, kv_c, k_pe, kv_b_proj, kv_cache, block_table, query_start_loc, se
     return out
 
 
+@_cpu
 def runtime_stats():
     """The JIT cache's counters: calls answered from it, compilations, their total wall time in seconds,
     and the kernels it holds."""
@@ -254,6 +304,7 @@ def runtime_stats():
             "cached_kernels": s.cachedKernels}
 
 
+@_cpu
 def clear_kernel_cache():
     """Drop every compiled kernel and reset runtime_stats()."""
     _capi.lib.mlaClearKernelCache()

@@ -37,4 +37,40 @@ def ConvertMLAToLinalg : Pass<"convert-mla-to-linalg", "mlir::ModuleOp"> {
   ];
 }
 
+def ConvertMLAToGPU : Pass<"convert-mla-to-gpu", "mlir::ModuleOp"> {
+  let summary = "Emit GPU kernels (gpu.module of gpu.func on NVVM) for mla ops";
+  let description = [{
+    The device half of the GPU path. Every `mla.decode`,
+    `mla.decode_partial`, `mla.combine`, `mla.cache_write`, `mla.absorb_q`
+    and `mla.up_proj_out` of a function becomes one or more kernels in a
+    `gpu.module @mla_kernels` (the module gets `gpu.container_module`);
+    `mla.plan_splits` is host work. The kernels follow the contract in
+    `mla/Runtime/Gpu/KernelABI.h` (names, raw-pointer parameters, grid,
+    block, shared memory), which the host runtime launches through the
+    CUDA driver API; the host functions themselves are removed, since the
+    runtime owns argument checks, split planning and launches.
+
+    * `sm90`: the decode partial kernel stages KV blocks in shared memory with
+      `cp.async` (swizzled, `stages` deep), computes QK^T and PV with bf16/f16
+      `mma.sync` m16n8k16 from `ldmatrix` fragments and runs a base-2 online
+      softmax (`scale * log2(e)` folded into the scores, `ex2.approx`), with
+      the row maxima and P exchanged through shared memory. Tile parameters
+      come from `mla.gpu_tiling` (`mla-select-gpu-tiling`).
+    * `sm100`: the same contract with `tcgen05` MMAs into tensor memory.
+
+    Ops the GPU path does not cover (prefill, gathers, MHA) are reported as
+    errors naming the op.
+  }];
+  let options = [
+    Option<"chip", "chip", "std::string", /*default=*/"\"\"",
+           "sm_90a or sm_100a; empty: from the module's mla.target">
+  ];
+  let dependentDialects = [
+    "mlir::arith::ArithDialect", "mlir::gpu::GPUDialect",
+    "mlir::LLVM::LLVMDialect", "mlir::NVVM::NVVMDialect",
+    "mlir::scf::SCFDialect", "mlir::vector::VectorDialect",
+    "mlir::memref::MemRefDialect"
+  ];
+}
+
 #endif // MLA_CONVERSION_PASSES_TD

@@ -65,6 +65,18 @@ struct PlanPipelineOptions : public PlanningOptions<PlanPipelineOptions> {
 /// Options of `mla-to-llvm-cpu` (it plans for target=cpu first).
 struct CpuPipelineOptions : public PlanningOptions<CpuPipelineOptions> {};
 
+/// Options of `mla-to-nvvm` (it plans for the chip's target first).
+struct GpuPipelineOptions : public PlanningOptions<GpuPipelineOptions> {
+  Option<std::string> chip{*this, "chip",
+                           llvm::cl::desc("sm_90a | sm_100a"),
+                           llvm::cl::init("sm_90a")};
+  Option<std::string> format{
+      *this, "format",
+      llvm::cl::desc("gpu.binary payload: bin (cubin, runs ptxas), isa "
+                     "(PTX), fatbin or llvm"),
+      llvm::cl::init("bin")};
+};
+
 /// The planning passes in order: select-layout, select-algorithm,
 /// plan-splits, split-kv, chunk-prefill. Every decision of the compiler is
 /// made here and is visible in the IR afterwards.
@@ -77,6 +89,13 @@ void buildMLAPlanPipeline(mlir::OpPassManager &pm,
 /// interfaces (`_mlir_ciface_<name>`).
 void buildMLAToLLVMCpuPipeline(mlir::OpPassManager &pm,
                                const CpuPipelineOptions &options);
+
+/// mla-plan{target} -> mla-select-gpu-tiling -> convert-mla-to-gpu ->
+/// nvvm-attach-target -> NVVM/LLVM inside the gpu.module ->
+/// gpu-module-to-binary. The result is a module holding one gpu.binary
+/// `@mla_kernels` whose kernels follow mla/Runtime/Gpu/KernelABI.h.
+void buildMLAToNVVMPipeline(mlir::OpPassManager &pm,
+                            const GpuPipelineOptions &options);
 
 /// Registers every named pipeline with the pass registry.
 void registerMLAPipelines();

@@ -50,6 +50,16 @@ CudaDriver::load(const char *library) {
   resolve(api.memFree, MLA_CU_SYMBOL(cuMemFree));
   resolve(api.memcpyHtoD, MLA_CU_SYMBOL(cuMemcpyHtoD));
   resolve(api.memcpyDtoH, MLA_CU_SYMBOL(cuMemcpyDtoH));
+  resolve(api.ctxGetDevice, MLA_CU_SYMBOL(cuCtxGetDevice));
+  resolve(api.memcpyHtoDAsync, MLA_CU_SYMBOL(cuMemcpyHtoDAsync));
+  resolve(api.memsetD8Async, MLA_CU_SYMBOL(cuMemsetD8Async));
+  resolve(api.streamCreate, MLA_CU_SYMBOL(cuStreamCreate));
+  resolve(api.streamDestroy, MLA_CU_SYMBOL(cuStreamDestroy));
+  resolve(api.eventCreate, MLA_CU_SYMBOL(cuEventCreate));
+  resolve(api.eventDestroy, MLA_CU_SYMBOL(cuEventDestroy));
+  resolve(api.eventRecord, MLA_CU_SYMBOL(cuEventRecord));
+  resolve(api.eventSynchronize, MLA_CU_SYMBOL(cuEventSynchronize));
+  resolve(api.eventElapsedTime, MLA_CU_SYMBOL(cuEventElapsedTime));
   if (missing) {
     ::dlclose(handle);
     return llvm::createStringError(llvm::Twine("no CUDA driver: ") + library +

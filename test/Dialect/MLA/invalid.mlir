@@ -51,7 +51,7 @@ module attributes {mla.target = #mla.target<chip = sm90, num_sms = 0>} {
 
 // -----
 
-// expected-error @+1 {{unknown mla attribute 'mla.chip'; the known ones are 'mla.target' and 'mla.padded_heads'}}
+// expected-error @+1 {{unknown mla attribute 'mla.chip'; the known ones are 'mla.target', 'mla.padded_heads' and 'mla.gpu_tiling'}}
 module attributes {mla.chip = #mla.target<chip = sm90>} {
 }
 

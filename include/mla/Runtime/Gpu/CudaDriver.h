@@ -39,12 +39,23 @@ struct CudaDriverApi {
   decltype(&::cuFuncSetAttribute) funcSetAttribute;
   decltype(&::cuLaunchKernel) launchKernel;
   decltype(&::cuStreamSynchronize) streamSynchronize;
-  /// Memory management, for tests and tools only: the runtime itself works on
-  /// buffers its caller owns.
+  decltype(&::cuCtxGetDevice) ctxGetDevice;
+  /// Uploads split bounds ahead of a decode (GpuDecoder::uploadBounds).
+  decltype(&::cuMemcpyHtoDAsync) memcpyHtoDAsync;
+  /// Memory management, streams and events, for tests and tools only: the
+  /// runtime itself works on buffers and streams its caller owns.
   decltype(&::cuMemAlloc) memAlloc;
   decltype(&::cuMemFree) memFree;
   decltype(&::cuMemcpyHtoD) memcpyHtoD;
   decltype(&::cuMemcpyDtoH) memcpyDtoH;
+  decltype(&::cuMemsetD8Async) memsetD8Async;
+  decltype(&::cuStreamCreate) streamCreate;
+  decltype(&::cuStreamDestroy) streamDestroy;
+  decltype(&::cuEventCreate) eventCreate;
+  decltype(&::cuEventDestroy) eventDestroy;
+  decltype(&::cuEventRecord) eventRecord;
+  decltype(&::cuEventSynchronize) eventSynchronize;
+  decltype(&::cuEventElapsedTime) eventElapsedTime;
 };
 
 /// A loaded libcuda with its resolved entry points.

@@ -109,3 +109,20 @@ LogicalResult TargetAttr::verify(function_ref<InFlightDiagnostic()> emitError,
     return emitError() << "num_sms " << *numSms << " must be positive";
   return success();
 }
+
+LogicalResult GpuTilingAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                                    int64_t rowsPerCta, int64_t warpsN,
+                                    int64_t kvBlock, int64_t stages) {
+  if (rowsPerCta <= 0 || rowsPerCta % 16 != 0 || rowsPerCta > 128)
+    return emitError() << "rows_per_cta " << rowsPerCta
+                       << " must be a positive multiple of 16, at most 128";
+  if (warpsN <= 0 || (rowsPerCta / 16) * warpsN > 16)
+    return emitError() << "warps_n " << warpsN << " must be positive with at "
+                       << "most 16 warps per CTA ((rows_per_cta/16) * warps_n)";
+  if (kvBlock <= 0 || kvBlock % 16 != 0)
+    return emitError() << "kv_block " << kvBlock
+                       << " must be a positive multiple of 16";
+  if (stages < 1 || stages > 8)
+    return emitError() << "stages " << stages << " must be in [1, 8]";
+  return success();
+}

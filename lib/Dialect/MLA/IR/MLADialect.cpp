@@ -60,10 +60,22 @@ LogicalResult MLADialect::verifyOperationAttribute(Operation *op,
                                                    NamedAttribute attr) {
   if (attr.getName() == getPaddedHeadsAttrName())
     return verifyPaddedHeads(op, attr.getValue());
+  if (attr.getName() == getGpuTilingAttrName()) {
+    if (!isa<GpuTilingAttr>(attr.getValue()))
+      return op->emitError() << "'" << getGpuTilingAttrName()
+                             << "' must be a #mla.gpu_tiling attribute, got "
+                             << attr.getValue();
+    if (!isa<DecodeOp, DecodePartialOp>(op))
+      return op->emitError() << "'" << getGpuTilingAttrName()
+                             << "' belongs on mla.decode or mla.decode_partial, "
+                             << "not on '" << op->getName() << "'";
+    return success();
+  }
   if (attr.getName() != getTargetAttrName())
     return op->emitError() << "unknown mla attribute '" << attr.getName().getValue()
                            << "'; the known ones are '" << getTargetAttrName()
-                           << "' and '" << getPaddedHeadsAttrName() << "'";
+                           << "', '" << getPaddedHeadsAttrName() << "' and '"
+                           << getGpuTilingAttrName() << "'";
   if (!isa<TargetAttr>(attr.getValue()))
     return op->emitError() << "'" << getTargetAttrName()
                            << "' must be a #mla.target attribute, got "

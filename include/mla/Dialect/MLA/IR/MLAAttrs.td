@@ -135,4 +135,24 @@ def MLA_SplitPlanAttr : MLA_Attr<"SplitPlan", "split_plan"> {
   let genVerifyDecl = 1;
 }
 
+def MLA_GpuTilingAttr : MLA_Attr<"GpuTiling", "gpu_tiling"> {
+  let summary = "tile parameters of a GPU decode kernel";
+  let description = [{
+    Set on `mla.decode` / `mla.decode_partial` by `mla-select-gpu-tiling`
+    (discardable attribute `mla.gpu_tiling`) and read by `convert-mla-to-gpu`.
+    A CTA owns `rows_per_cta` query rows (token-major (query token, head)
+    pairs of one request) and one split-KV piece; its warps form a
+    `(rows_per_cta / 16) x warps_n` grid: warp (i, j) scores its share of
+    each `kv_block`-token block for rows `16i..16i+15` and accumulates
+    output columns `[j*L/warps_n, (j+1)*L/warps_n)`. KV blocks are staged in
+    shared memory `stages` deep.
+
+    Example: `#mla.gpu_tiling<rows_per_cta = 64, warps_n = 2, kv_block = 32, stages = 2>`
+  }];
+  let parameters = (ins "int64_t":$rows_per_cta, "int64_t":$warps_n,
+                        "int64_t":$kv_block, "int64_t":$stages);
+  let assemblyFormat = "`<` struct(params) `>`";
+  let genVerifyDecl = 1;
+}
+
 #endif // MLA_DIALECT_MLA_IR_MLAATTRS_TD

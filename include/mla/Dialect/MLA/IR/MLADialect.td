@@ -35,6 +35,8 @@ def MLA_Dialect : Dialect {
     `mla.padded_heads` (an i64, at least N) on `mla.decode`,
     `mla.decode_partial` or `mla.attention` is the head count the chip's
     decode kernel pads q to (Cutlass MLA on sm100: 128).
+    `mla.gpu_tiling` (a `#mla.gpu_tiling`) on `mla.decode` or
+    `mla.decode_partial` holds the GPU decode kernel's tile parameters.
   }];
   let useDefaultAttributePrinterParser = 1;
   let hasOperationAttrVerify = 1;
@@ -52,6 +54,12 @@ def MLA_Dialect : Dialect {
     /// head count the kernel pads q to (set by `mla-select-layout`).
     static constexpr ::llvm::StringLiteral getPaddedHeadsAttrName() {
       return ::llvm::StringLiteral("mla.padded_heads");
+    }
+
+    /// Name of the discardable `#mla.gpu_tiling` attribute on decode ops
+    /// (set by `mla-select-gpu-tiling`).
+    static constexpr ::llvm::StringLiteral getGpuTilingAttrName() {
+      return ::llvm::StringLiteral("mla.gpu_tiling");
     }
   }];
 }

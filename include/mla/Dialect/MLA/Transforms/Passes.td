@@ -193,4 +193,19 @@ def MLASelectLayout : Pass<"mla-select-layout", "mlir::ModuleOp"> {
   let dependentDialects = ["mla::MLADialect"];
 }
 
+def MLASelectGpuTiling : Pass<"mla-select-gpu-tiling", "mlir::ModuleOp"> {
+  let summary = "Choose the GPU decode kernel's tile parameters";
+  let description = [{
+    For a module whose `mla.target` chip is `sm90` or `sm100`, sets
+    `mla.gpu_tiling = #mla.gpu_tiling<...>` on every `mla.decode` and
+    `mla.decode_partial` that has none, from the target and the op's shape
+    (heads N, query rows Sq, L, R): compute-bound shapes (N*Sq >= 64) get 64
+    query rows per CTA and two warps per row block, memory-bound ones one
+    16-row block with more warps on the output columns and deeper KV
+    staging. The choice is `mla::gpu::chooseDecodeTiling`, the function the
+    host runtime uses for kernels it compiles itself. A tiling already
+    present is checked and kept. Modules for `cpu` are left alone.
+  }];
+}
+
 #endif // MLA_DIALECT_MLA_TRANSFORMS_PASSES_TD

@@ -1,0 +1,51 @@
+//===- MLAToGPU.h - GPU kernel emitters for mla ops -------------*- C++ -*-===//
+//
+// Each emitter creates one `gpu.func` kernel at the builder's insertion point,
+// which must be inside a `gpu.module`. The kernel's name, parameters and
+// launch geometry follow mla/Runtime/Gpu/KernelABI.h. Emitters report
+// unsupported shapes with an error at `loc` and return failure.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MLA_CONVERSION_MLATOGPU_MLATOGPU_H
+#define MLA_CONVERSION_MLATOGPU_MLATOGPU_H
+
+#include "mla/Runtime/Gpu/KernelABI.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/IR/Builders.h"
+
+namespace mla::gpu_codegen {
+
+/// `mla_decode_partial` for sm_90a: cp.async staging + mma.sync m16n8k16.
+mlir::FailureOr<mlir::gpu::GPUFuncOp>
+emitDecodePartialSM90(mlir::OpBuilder &builder, mlir::Location loc,
+                      llvm::StringRef name, const gpu::DecodeShape &shape,
+                      const gpu::DecodeTiling &tiling);
+
+/// `mla_decode_partial` for sm_100a: tcgen05 MMAs with tensor memory.
+mlir::FailureOr<mlir::gpu::GPUFuncOp>
+emitDecodePartialSM100(mlir::OpBuilder &builder, mlir::Location loc,
+                       llvm::StringRef name, const gpu::DecodeShape &shape,
+                       const gpu::DecodeTiling &tiling);
+
+/// `mla_combine` (any chip).
+mlir::FailureOr<mlir::gpu::GPUFuncOp>
+emitCombine(mlir::OpBuilder &builder, mlir::Location loc, llvm::StringRef name,
+            const gpu::DecodeShape &shape);
+
+/// Kernels of the cache and projection ops (CacheWriteGPU.cpp,
+/// ProjectionGPU.cpp); their contracts are in
+/// mla/Runtime/Gpu/CacheProjectionABI.h. Each reads shapes, dtypes and the
+/// cache layout from `op` and emits at the builder's insertion point.
+mlir::LogicalResult emitCacheWriteKernels(mlir::OpBuilder &builder,
+                                          mlir::Operation *cacheWriteOp,
+                                          gpu::Chip chip);
+mlir::LogicalResult emitAbsorbQKernels(mlir::OpBuilder &builder,
+                                       mlir::Operation *absorbQOp,
+                                       gpu::Chip chip);
+mlir::LogicalResult emitUpProjOutKernels(mlir::OpBuilder &builder,
+                                         mlir::Operation *upProjOutOp,
+                                         gpu::Chip chip);
+
+} // namespace mla::gpu_codegen
+
+#endif // MLA_CONVERSION_MLATOGPU_MLATOGPU_H

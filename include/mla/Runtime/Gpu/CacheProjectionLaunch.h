@@ -1,0 +1,66 @@
+//===- CacheProjectionLaunch.h - Launch cache write / projections -*- C++ -*-===//
+//
+// Host launchers of the kernels in CacheProjectionABI.h. Each validates its
+// arguments (shape, counts, pointer alignment) and returns an llvm::Error
+// before anything is launched, then enqueues one kernel on the caller's
+// stream. They never allocate, copy or synchronise, so they can be called
+// from a C API and while a CUDA graph is being captured. No MLIR dependency.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MLA_RUNTIME_GPU_CACHEPROJECTIONLAUNCH_H
+#define MLA_RUNTIME_GPU_CACHEPROJECTIONLAUNCH_H
+
+#include "mla/Runtime/Gpu/CacheProjectionABI.h"
+#include "mla/Runtime/Gpu/CudaDriver.h"
+#include "llvm/ADT/ArrayRef.h"
+#include "llvm/Support/Error.h"
+
+namespace mla::gpu {
+
+/// Arguments of `mla_cache_write`. `shape` must be the one the kernel was
+/// compiled for (it fixes L, R, the input type and the row format).
+struct CacheWriteArgs {
+  CacheWriteShape shape;
+  CUdeviceptr kvC = 0;         // [tokens, L]
+  CUdeviceptr kPe = 0;         // [tokens, R]
+  CUdeviceptr slotMapping = 0; // [tokens] i32
+  CUdeviceptr cache = 0;       // [numSlots, cacheRowBytes(shape)] bytes
+  int64_t tokens = 0;
+  int64_t numSlots = 0; // pages * page_size
+};
+
+/// Checks `args`, then launches `kernel` (a loaded `mla_cache_write`) on
+/// `stream`. Zero tokens launch nothing.
+llvm::Error launchCacheWrite(const CudaKernel &kernel, CUstream stream,
+                             const CacheWriteArgs &args);
+
+/// The host-side slot check: every slot of a host copy of slot_mapping must
+/// be negative (padding) or below `numSlots`. The kernel skips bad slots
+/// instead of failing, so callers that want the error call this first.
+llvm::Error checkSlotMapping(llvm::ArrayRef<int32_t> slotMapping,
+                             int64_t numSlots);
+
+/// Arguments of `mla_absorb_q` (shape.ropeDim = R) and `mla_up_proj_out`
+/// (shape.ropeDim = 0): `in` [tokens, N, K(+R)], `weight` [N, K, outDim],
+/// `out` [tokens, N, outDim(+R)] (absorb_q) or [tokens, N*outDim].
+struct ProjectionArgs {
+  ProjectionShape shape;
+  CUdeviceptr in = 0;
+  CUdeviceptr weight = 0;
+  CUdeviceptr out = 0;
+  int64_t tokens = 0;
+};
+
+/// Checks `args`, then launches `kernel` (a loaded `mla_absorb_q`) on
+/// `stream`. Zero tokens launch nothing.
+llvm::Error launchAbsorbQ(const CudaKernel &kernel, CUstream stream,
+                          const ProjectionArgs &args);
+
+/// Same for `mla_up_proj_out`; `args.shape.ropeDim` must be 0.
+llvm::Error launchUpProjOut(const CudaKernel &kernel, CUstream stream,
+                            const ProjectionArgs &args);
+
+} // namespace mla::gpu
+
+#endif // MLA_RUNTIME_GPU_CACHEPROJECTIONLAUNCH_H

@@ -1,0 +1,50 @@
+//===- GpuJit.h - compile GPU kernel images from their specs ----*- C++ -*-===//
+//
+// The compiler side of the kernel cache: turns a DecodeKernelSpec into the
+// cubin of `mla_decode_partial` + `mla_combine` by building the spec's mla
+// module and running the `mla-to-nvvm` pipeline on it (the same pipeline
+// `mla-opt` runs, so any image can be rebuilt from the command line with
+// getDecodeKernelsSource's text). Links MLIR; a serving process that only
+// launches cached images needs KernelSpec.h and KernelCache.h alone.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MLA_RUNTIME_GPU_GPUJIT_H
+#define MLA_RUNTIME_GPU_GPUJIT_H
+
+#include "mla/Runtime/Gpu/KernelCache.h"
+#include "mla/Runtime/Gpu/KernelSpec.h"
+#include "llvm/Support/Error.h"
+
+#include <string>
+#include <vector>
+
+namespace mla::gpu {
+
+/// The mla module that compileDecodeKernels compiles for `spec`: one function
+/// with an `mla.decode_partial` (dynamic batch, pages and splits; the spec's
+/// tiling as `mla.gpu_tiling`) and the `mla.combine` of its partials, in a
+/// module whose `mla.target` is the spec's chip. Feeding it to
+/// `mla-opt --mla-to-nvvm=...` with pipelineFor(spec)'s options reproduces
+/// the image.
+std::string getDecodeKernelsSource(const DecodeKernelSpec &spec);
+
+/// Compiles `spec` with pipelineFor(spec) and returns the cubin of the
+/// resulting `gpu.binary @mla_kernels`. Fails with the MLIR diagnostics (or
+/// the reason the spec's tiling is unusable). Thread-safe: every call uses
+/// its own MLIRContext. This is the compiler a process that links MLIR hands
+/// the runtime for cache misses (`GpuDecoder::fromCache(spec, cache,
+/// compileDecodeKernels)`).
+llvm::Expected<std::vector<char>>
+compileDecodeKernels(const DecodeKernelSpec &spec);
+
+/// Returns the image of `spec` from `cache` (key cacheKeyFor(spec)), else
+/// compiles it and stores it there. `wasHit`, when given, tells which
+/// happened. A failed store is an error: the caller asked for a cached image.
+llvm::Expected<std::vector<char>>
+getOrCompileDecodeKernels(const DecodeKernelSpec &spec,
+                          const KernelCache &cache, bool *wasHit = nullptr);
+
+} // namespace mla::gpu
+
+#endif // MLA_RUNTIME_GPU_GPUJIT_H

@@ -1,0 +1,228 @@
+//===- GpuCodegenUtils.cpp - LLVM/NVVM-level kernel building helpers -----===//
+
+#include "GpuCodegenUtils.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/IR/SymbolTable.h"
+
+using namespace mlir;
+using namespace mla::gpu_codegen;
+
+static constexpr llvm::StringLiteral kDynSmem = "mla_dyn_smem";
+
+mlir::gpu::GPUFuncOp mla::gpu_codegen::createKernel(ImplicitLocOpBuilder &b,
+                                                   StringRef name,
+                                                   ArrayRef<Type> argTypes,
+                                                   int64_t threads) {
+  auto type = b.getFunctionType(argTypes, {});
+  auto fn = mlir::gpu::GPUFuncOp::create(b, name, type);
+  fn->setAttr(mlir::gpu::GPUDialect::getKernelFuncAttrName(), b.getUnitAttr());
+  int32_t t = static_cast<int32_t>(threads);
+  fn.setKnownBlockSizeAttr(b.getDenseI32ArrayAttr({t, 1, 1}));
+  fn->setAttr("nvvm.maxntid", b.getDenseI32ArrayAttr({t, 1, 1}));
+  b.setInsertionPointToStart(&fn.getBody().front());
+  return fn;
+}
+
+Value mla::gpu_codegen::dynamicSharedBase(ImplicitLocOpBuilder &b) {
+  Operation *fn = b.getInsertionBlock()->getParentOp();
+  while (fn && !isa<mlir::gpu::GPUModuleOp>(fn))
+    fn = fn->getParentOp();
+  auto module = cast<mlir::gpu::GPUModuleOp>(fn);
+  auto arrayType = LLVM::LLVMArrayType::get(b.getI8Type(), 0);
+  if (!SymbolTable::lookupSymbolIn(module, kDynSmem)) {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(module.getBody());
+    LLVM::GlobalOp::create(b, arrayType, /*isConstant=*/false,
+                           LLVM::Linkage::External, kDynSmem, Attribute(),
+                           /*alignment=*/1024, /*addrSpace=*/3);
+  }
+  auto ptrType = LLVM::LLVMPointerType::get(b.getContext(), 3);
+  return LLVM::AddressOfOp::create(b, ptrType, kDynSmem);
+}
+
+DeviceBuilder::DeviceBuilder(ImplicitLocOpBuilder &b) : b(b) {
+  i1 = b.getI1Type();
+  i32 = b.getI32Type();
+  i64 = b.getI64Type();
+  f32 = b.getF32Type();
+  ptrGlobal = LLVM::LLVMPointerType::get(b.getContext(), 1);
+  ptrShared = LLVM::LLVMPointerType::get(b.getContext(), 3);
+}
+
+Value DeviceBuilder::c32(int64_t v) {
+  return arith::ConstantIntOp::create(b, i32, v);
+}
+Value DeviceBuilder::c64(int64_t v) {
+  return arith::ConstantIntOp::create(b, i64, v);
+}
+Value DeviceBuilder::f(float v) {
+  return arith::ConstantFloatOp::create(b, cast<FloatType>(f32), APFloat(v));
+}
+Value DeviceBuilder::negInf() {
+  return arith::ConstantFloatOp::create(
+      b, cast<FloatType>(f32), APFloat::getInf(APFloat::IEEEsingle(), true));
+}
+
+Value DeviceBuilder::add(Value x, Value y) { return arith::AddIOp::create(b, x, y); }
+Value DeviceBuilder::sub(Value x, Value y) { return arith::SubIOp::create(b, x, y); }
+Value DeviceBuilder::mul(Value x, Value y) { return arith::MulIOp::create(b, x, y); }
+Value DeviceBuilder::divu(Value x, Value y) { return arith::DivUIOp::create(b, x, y); }
+Value DeviceBuilder::remu(Value x, Value y) { return arith::RemUIOp::create(b, x, y); }
+Value DeviceBuilder::bitXor(Value x, Value y) { return arith::XOrIOp::create(b, x, y); }
+Value DeviceBuilder::bitAnd(Value x, Value y) { return arith::AndIOp::create(b, x, y); }
+Value DeviceBuilder::minsi(Value x, Value y) { return arith::MinSIOp::create(b, x, y); }
+Value DeviceBuilder::maxsi(Value x, Value y) { return arith::MaxSIOp::create(b, x, y); }
+Value DeviceBuilder::slt(Value x, Value y) {
+  return arith::CmpIOp::create(b, arith::CmpIPredicate::slt, x, y);
+}
+Value DeviceBuilder::sge(Value x, Value y) {
+  return arith::CmpIOp::create(b, arith::CmpIPredicate::sge, x, y);
+}
+Value DeviceBuilder::eq(Value x, Value y) {
+  return arith::CmpIOp::create(b, arith::CmpIPredicate::eq, x, y);
+}
+Value DeviceBuilder::andi(Value x, Value y) { return arith::AndIOp::create(b, x, y); }
+Value DeviceBuilder::select(Value c, Value x, Value y) {
+  return arith::SelectOp::create(b, c, x, y);
+}
+Value DeviceBuilder::toI64(Value x) { return arith::ExtSIOp::create(b, i64, x); }
+
+Value DeviceBuilder::fadd(Value x, Value y) { return arith::AddFOp::create(b, x, y); }
+Value DeviceBuilder::fsub(Value x, Value y) { return arith::SubFOp::create(b, x, y); }
+Value DeviceBuilder::fmul(Value x, Value y) { return arith::MulFOp::create(b, x, y); }
+Value DeviceBuilder::fdiv(Value x, Value y) { return arith::DivFOp::create(b, x, y); }
+Value DeviceBuilder::fmax(Value x, Value y) { return LLVM::MaxNumOp::create(b, x, y); }
+Value DeviceBuilder::feq(Value x, Value y) {
+  return arith::CmpFOp::create(b, arith::CmpFPredicate::OEQ, x, y);
+}
+
+static Value unaryAsm(ImplicitLocOpBuilder &b, StringRef text, Value x) {
+  return LLVM::InlineAsmOp::create(b, x.getType(), ValueRange{x}, text, "=f,f",
+                                   /*has_side_effects=*/false,
+                                   /*is_align_stack=*/false,
+                                   LLVM::tailcallkind::TailCallKind::None,
+                                   LLVM::AsmDialectAttr(), ArrayAttr())
+      .getResult(0);
+}
+Value DeviceBuilder::exp2(Value x) {
+  return unaryAsm(b, "ex2.approx.ftz.f32 $0, $1;", x);
+}
+Value DeviceBuilder::log2(Value x) {
+  return unaryAsm(b, "lg2.approx.ftz.f32 $0, $1;", x);
+}
+
+Value DeviceBuilder::gep(Value base, Type elemType, Value index) {
+  return LLVM::GEPOp::create(b, base.getType(), elemType, base,
+                             ValueRange{index});
+}
+Value DeviceBuilder::gepBytes(Value base, Value byteOffset) {
+  return gep(base, b.getI8Type(), byteOffset);
+}
+Value DeviceBuilder::load(Type type, Value ptr, unsigned align) {
+  return LLVM::LoadOp::create(b, type, ptr, align);
+}
+void DeviceBuilder::store(Value value, Value ptr, unsigned align) {
+  LLVM::StoreOp::create(b, value, ptr, align);
+}
+
+Value DeviceBuilder::threadIdX() { return NVVM::ThreadIdXOp::create(b, i32); }
+Value DeviceBuilder::blockIdX() { return NVVM::BlockIdXOp::create(b, i32); }
+Value DeviceBuilder::blockIdY() { return NVVM::BlockIdYOp::create(b, i32); }
+Value DeviceBuilder::blockIdZ() { return NVVM::BlockIdZOp::create(b, i32); }
+void DeviceBuilder::barrier() { NVVM::Barrier0Op::create(b); }
+
+Value DeviceBuilder::shflXor(Value v, int offset) {
+  return NVVM::ShflOp::create(b, v.getType(), c32(-1), v, c32(offset),
+                              c32(0x1f), NVVM::ShflKind::bfly, UnitAttr());
+}
+
+void DeviceBuilder::cpAsync16(Value dstShared, Value srcGlobal,
+                              Value srcBytes) {
+  NVVM::CpAsyncOp::create(
+      b, dstShared, srcGlobal, b.getI32IntegerAttr(16),
+      NVVM::LoadCacheModifierKindAttr::get(b.getContext(),
+                                           NVVM::LoadCacheModifierKind::CG),
+      srcBytes);
+}
+void DeviceBuilder::cpAsyncCommit() { NVVM::CpAsyncCommitGroupOp::create(b); }
+void DeviceBuilder::cpAsyncWait(int64_t pending) {
+  NVVM::CpAsyncWaitGroupOp::create(b, b.getI32IntegerAttr(pending));
+}
+
+std::array<Value, 4> DeviceBuilder::ldmatrixX4(Value sharedPtr, bool trans) {
+  MLIRContext *ctx = b.getContext();
+  auto structType = LLVM::LLVMStructType::getLiteral(ctx, {i32, i32, i32, i32});
+  Value r = NVVM::LdMatrixOp::create(
+      b, structType, sharedPtr, b.getI32IntegerAttr(4),
+      NVVM::MMALayoutAttr::get(ctx, trans ? NVVM::MMALayout::col
+                                          : NVVM::MMALayout::row),
+      NVVM::LdStMatrixShapeAttr::get(ctx, 8, 8),
+      NVVM::LdStMatrixEltTypeAttr::get(ctx, NVVM::LdStMatrixEltType::B16));
+  std::array<Value, 4> out;
+  for (int i = 0; i < 4; ++i)
+    out[i] = LLVM::ExtractValueOp::create(b, r, i);
+  return out;
+}
+
+std::array<Value, 4> DeviceBuilder::mma16816(ArrayRef<Value> a,
+                                             ArrayRef<Value> bv,
+                                             ArrayRef<Value> c, bool bf16) {
+  MLIRContext *ctx = b.getContext();
+  auto structType = LLVM::LLVMStructType::getLiteral(ctx, {f32, f32, f32, f32});
+  NVVM::MMATypes t = bf16 ? NVVM::MMATypes::bf16 : NVVM::MMATypes::f16;
+  // bf16 fragments are i32-packed pairs; f16 ones are vector<2xf16>.
+  SmallVector<Value, 4> aOps(a.begin(), a.end()), bOps(bv.begin(), bv.end());
+  if (!bf16) {
+    auto v2h = VectorType::get({2}, b.getF16Type());
+    for (Value &v : aOps)
+      v = LLVM::BitcastOp::create(b, v2h, v);
+    for (Value &v : bOps)
+      v = LLVM::BitcastOp::create(b, v2h, v);
+  }
+  Value r = NVVM::MmaOp::create(
+      b, structType, aOps, bOps, c, ArrayRef<int64_t>{16, 8, 16}, std::nullopt,
+      std::nullopt, std::array<NVVM::MMATypes, 2>{t, t},
+      std::array<NVVM::MMALayout, 2>{NVVM::MMALayout::row,
+                                     NVVM::MMALayout::col});
+  std::array<Value, 4> out;
+  for (int i = 0; i < 4; ++i)
+    out[i] = LLVM::ExtractValueOp::create(b, r, i);
+  return out;
+}
+
+Value DeviceBuilder::pack2(Value lo, Value hi, Type halfType) {
+  auto v2f = VectorType::get({2}, f32);
+  auto v2h = VectorType::get({2}, halfType);
+  Value v = LLVM::UndefOp::create(b, v2f);
+  v = LLVM::InsertElementOp::create(b, v, lo, c32(0));
+  v = LLVM::InsertElementOp::create(b, v, hi, c32(1));
+  Value h = arith::TruncFOp::create(b, v2h, v);
+  return LLVM::BitcastOp::create(b, i32, h);
+}
+
+void DeviceBuilder::ifThen(Value cond, llvm::function_ref<void()> body) {
+  auto ifOp = scf::IfOp::create(b, cond, /*withElseRegion=*/false);
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPoint(ifOp.thenBlock()->getTerminator());
+  body();
+}
+
+SmallVector<Value> DeviceBuilder::forLoop(
+    Value lb, Value ub, Value step, ValueRange inits,
+    llvm::function_ref<SmallVector<Value>(Value, ValueRange)> body) {
+  auto forOp = scf::ForOp::create(b, lb, ub, step, inits);
+  {
+    OpBuilder::InsertionGuard guard(b);
+    Block *block = forOp.getBody();
+    if (!block->empty() && block->back().hasTrait<OpTrait::IsTerminator>())
+      block->back().erase();
+    b.setInsertionPointToEnd(block);
+    SmallVector<Value> next = body(forOp.getInductionVar(),
+                                   forOp.getRegionIterArgs());
+    scf::YieldOp::create(b, next);
+  }
+  return SmallVector<Value>(forOp.getResults());
+}

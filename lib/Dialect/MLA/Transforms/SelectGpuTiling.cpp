@@ -1,0 +1,94 @@
+//===- SelectGpuTiling.cpp - the mla-select-gpu-tiling pass ---------------===//
+//
+// Chooses the tile parameters of every GPU decode kernel (rows per CTA, warp
+// grid, KV block, staging depth) from the target and the op's shape, and
+// records them as `mla.gpu_tiling` so the lowering reads a decision instead
+// of a constant. The choice itself is mla::gpu::chooseDecodeTiling, shared
+// with the host runtime.
+//
+//===----------------------------------------------------------------------===//
+
+#include "mla/Dialect/MLA/Transforms/Passes.h"
+#include "mla/Runtime/Gpu/KernelABI.h"
+#include "mlir/IR/BuiltinOps.h"
+
+namespace mla {
+#define GEN_PASS_DEF_MLASELECTGPUTILING
+#include "mla/Dialect/MLA/Transforms/Passes.h.inc"
+} // namespace mla
+
+using namespace mlir;
+using namespace mla;
+
+namespace {
+
+/// The decode shape of `op` as the tiling needs it, or failure (with a
+/// diagnostic) when its sizes are not static.
+FailureOr<gpu::DecodeShape> tilingShape(Operation *op) {
+  auto qType = cast<RankedTensorType>(op->getOperand(0).getType());
+  auto outType = cast<RankedTensorType>(op->getResult(0).getType());
+  if (qType.isDynamicDim(1) || qType.isDynamicDim(2) ||
+      qType.isDynamicDim(3) || outType.isDynamicDim(outType.getRank() - 1))
+    return op->emitError() << "mla-select-gpu-tiling needs static Sq, N, L "
+                              "and L+R; q is "
+                           << qType;
+  gpu::DecodeShape shape;
+  shape.queryRows = qType.getDimSize(1);
+  shape.numHeads = qType.getDimSize(2);
+  shape.latentDim = outType.getDimSize(outType.getRank() - 1);
+  shape.ropeDim = qType.getDimSize(3) - shape.latentDim;
+  auto layout = op->getAttrOfType<CacheLayoutAttr>("layout");
+  if (!layout.getPageSize())
+    return op->emitError() << "mla-select-gpu-tiling needs a planned page "
+                              "size (run mla-select-layout first)";
+  shape.pageSize = *layout.getPageSize();
+  return shape;
+}
+
+struct SelectGpuTilingPass
+    : public mla::impl::MLASelectGpuTilingBase<SelectGpuTilingPass> {
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    auto target =
+        module->getAttrOfType<TargetAttr>(MLADialect::getTargetAttrName());
+    if (!target || target.getChip() == Chip::cpu)
+      return;
+    gpu::Chip chip =
+        target.getChip() == Chip::sm90 ? gpu::Chip::SM90a : gpu::Chip::SM100a;
+    StringAttr name =
+        StringAttr::get(&getContext(), MLADialect::getGpuTilingAttrName());
+    WalkResult result = module.walk([&](Operation *op) {
+      if (!isa<DecodeOp, DecodePartialOp>(op))
+        return WalkResult::advance();
+      FailureOr<gpu::DecodeShape> shape = tilingShape(op);
+      if (failed(shape))
+        return WalkResult::interrupt();
+      if (auto given = op->getAttrOfType<GpuTilingAttr>(name)) {
+        gpu::DecodeTiling tiling{given.getRowsPerCta(), given.getWarpsN(),
+                                 given.getKvBlock(), given.getStages()};
+        std::string why = gpu::checkDecodeTiling(chip, *shape, tiling);
+        if (!why.empty()) {
+          op->emitError() << "the given " << given << " cannot run this "
+                          << "decode on " << gpu::chipName(chip) << ": " << why;
+          return WalkResult::interrupt();
+        }
+        return WalkResult::advance();
+      }
+      gpu::DecodeTiling tiling = gpu::chooseDecodeTiling(chip, *shape);
+      std::string why = gpu::checkDecodeTiling(chip, *shape, tiling);
+      if (!why.empty()) {
+        op->emitError() << "no GPU decode tiling for this shape on "
+                        << gpu::chipName(chip) << ": " << why;
+        return WalkResult::interrupt();
+      }
+      op->setAttr(name, GpuTilingAttr::get(&getContext(), tiling.rowsPerCta,
+                                           tiling.warpsN, tiling.kvBlock,
+                                           tiling.stages));
+      return WalkResult::advance();
+    });
+    if (result.wasInterrupted())
+      signalPassFailure();
+  }
+};
+
+} // namespace

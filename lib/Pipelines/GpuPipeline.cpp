@@ -1,0 +1,71 @@
+//===- GpuPipeline.cpp - the mla-to-nvvm pipeline -------------------------===//
+//
+// Planning for the chip, kernel emission, then the device-side NVVM lowering
+// known to work with MLIR 22 (vector and scf before the nvgpu/nvvm
+// conversions; bare-pointer kernel parameters) and serialisation of the
+// gpu.module into a gpu.binary.
+//
+//===----------------------------------------------------------------------===//
+
+#include "mla/Conversion/Passes.h"
+#include "mla/Dialect/MLA/Transforms/Passes.h"
+#include "mla/Pipelines/Pipelines.h"
+#include "mla/Runtime/Gpu/KernelABI.h"
+#include "mlir/Conversion/Passes.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/GPU/Transforms/Passes.h"
+#include "mlir/Dialect/LLVMIR/Transforms/Passes.h"
+#include "mlir/Dialect/MemRef/Transforms/Passes.h"
+#include "mlir/Transforms/Passes.h"
+
+using namespace mlir;
+
+void mla::buildMLAToNVVMPipeline(OpPassManager &pm,
+                                 const GpuPipelineOptions &options) {
+  gpu::Chip chip = gpu::Chip::SM90a;
+  // An unknown chip is reported by convert-mla-to-gpu, which gets it as is.
+  bool known = gpu::parseChip(options.chip, chip);
+
+  PlanPipelineOptions plan;
+  plan.target = chip == gpu::Chip::SM90a ? "sm90" : "sm100";
+  plan.splitPolicy = options.splitPolicy;
+  plan.numSms = options.numSms;
+  plan.maxSeqLen = options.maxSeqLen;
+  plan.decodeThreshold = options.decodeThreshold;
+  plan.workspaceRows = options.workspaceRows;
+  plan.maxModelLen = options.maxModelLen;
+  plan.maxNumSeqs = options.maxNumSeqs;
+  plan.kvFormat = options.kvFormat;
+  buildMLAPlanPipeline(pm, plan);
+  pm.addPass(createMLASelectGpuTiling());
+
+  ConvertMLAToGPUOptions toGpu;
+  toGpu.chip = options.chip;
+  pm.addPass(createConvertMLAToGPU(toGpu));
+  if (!known)
+    return;
+
+  GpuNVVMAttachTargetOptions attach;
+  attach.triple = "nvptx64-nvidia-cuda";
+  attach.chip = gpu::chipName(chip);
+  attach.features = chip == gpu::Chip::SM90a ? "+ptx80" : "+ptx88";
+  attach.optLevel = 3;
+  pm.addPass(createGpuNVVMAttachTarget(attach));
+
+  OpPassManager &dev = pm.nest<mlir::gpu::GPUModuleOp>();
+  dev.addPass(createConvertVectorToLLVMPass());
+  dev.addPass(createSCFToControlFlowPass());
+  dev.addPass(createConvertNVGPUToNVVMPass());
+  dev.addPass(createConvertNVVMToLLVMPass());
+  dev.addPass(memref::createExpandStridedMetadataPass());
+  ConvertGpuOpsToNVVMOpsOptions toNvvm;
+  toNvvm.useBarePtrCallConv = true;
+  dev.addPass(createConvertGpuOpsToNVVMOps(toNvvm));
+  dev.addPass(createCanonicalizerPass());
+  dev.addPass(createCSEPass());
+  dev.addPass(createReconcileUnrealizedCastsPass());
+
+  GpuModuleToBinaryPassOptions binary;
+  binary.compilationTarget = options.format;
+  pm.addPass(createGpuModuleToBinaryPass(binary));
+}

@@ -1,0 +1,47 @@
+// The sm_90a decode: partial kernel (cp.async staging, ldmatrix, mma.sync,
+// base-2 softmax) plus the combine kernel, and the PTX they become.
+// RUN: mla-opt %s --mla-select-gpu-tiling --convert-mla-to-gpu | FileCheck %s
+// RUN: mla-opt %s --mla-to-nvvm="chip=sm_90a format=isa" | FileCheck %s --check-prefix=PTX
+
+// CHECK: module attributes {gpu.container_module}
+// CHECK-NOT: func.func
+// CHECK: gpu.module @mla_kernels
+// CHECK: llvm.mlir.global external @mla_dyn_smem() {addr_space = 3 : i32, alignment = 1024 : i64}
+// CHECK-LABEL: gpu.func @mla_decode_partial(
+// CHECK-SAME: !llvm.ptr<1>, %{{.*}}: !llvm.ptr<1>, %{{.*}}: !llvm.ptr<1>, %{{.*}}: !llvm.ptr<1>, %{{.*}}: !llvm.ptr<1>, %{{.*}}: !llvm.ptr<1>, %{{.*}}: !llvm.ptr<1>, %{{.*}}: i32, %{{.*}}: i32, %{{.*}}: i32) kernel
+// CHECK-SAME: known_block_size = array<i32: 256, 1, 1>
+// CHECK-SAME: nvvm.maxntid = array<i32: 256, 1, 1>
+// CHECK: nvvm.cp.async.shared.global {{.*}}, 16, cache = cg
+// CHECK: nvvm.cp.async.commit.group
+// CHECK: scf.for
+// CHECK: nvvm.cp.async.wait.group 0
+// CHECK: nvvm.ldmatrix {{.*}}layout = #nvvm.mma_layout<row>, num = 4 : i32
+// CHECK: nvvm.mma.sync A[{{.*}}]  B[{{.*}}]  C[{{.*}}]  {layoutA = #nvvm.mma_layout<row>, layoutB = #nvvm.mma_layout<col>, multiplicandAPtxType = #nvvm.mma_type<bf16>, multiplicandBPtxType = #nvvm.mma_type<bf16>, shape = #nvvm.shape<m = 16, n = 8, k = 16>}
+// CHECK: nvvm.shfl.sync bfly
+// CHECK: ex2.approx.ftz.f32
+// CHECK: nvvm.ldmatrix {{.*}}layout = #nvvm.mma_layout<col>, num = 4 : i32
+// CHECK: lg2.approx.ftz.f32
+// CHECK-LABEL: gpu.func @mla_combine(
+// CHECK-SAME: known_block_size = array<i32: 128, 1, 1>
+
+// PTX: .target sm_90a
+// PTX: .extern .shared .align 1024 .b8 mla_dyn_smem[]
+// PTX: .entry mla_decode_partial(
+// PTX: cp.async.cg.shared.global
+// PTX: ldmatrix.sync.aligned.m8n8.x4.shared.b16
+// PTX: mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32
+// PTX: ex2.approx.ftz.f32
+// PTX: ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16
+// PTX: .entry mla_combine(
+
+module attributes {mla.target = #mla.target<chip = sm90>} {
+  func.func @decode(%q: tensor<?x1x128x576xbf16>, %cache: tensor<?x64x576xbf16>,
+                    %bt: tensor<?x?xi32>, %lens: tensor<?xi32>)
+      -> (tensor<?x1x128x512xbf16>, tensor<?x128x1xf32>) {
+    %o, %l = mla.decode %q, %cache[%bt, %lens]
+        layout #mla.cache_layout<format = bf16, page_size = 64> scale 0.0721687824
+        : (tensor<?x1x128x576xbf16>, tensor<?x64x576xbf16>, tensor<?x?xi32>, tensor<?xi32>)
+        -> (tensor<?x1x128x512xbf16>, tensor<?x128x1xf32>)
+    return %o, %l : tensor<?x1x128x512xbf16>, tensor<?x128x1xf32>
+  }
+}

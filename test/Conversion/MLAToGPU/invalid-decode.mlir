@@ -1,0 +1,49 @@
+// convert-mla-to-gpu reports what it cannot lower, naming the op and why.
+// RUN: mla-opt %s --split-input-file --convert-mla-to-gpu --verify-diagnostics
+
+module attributes {mla.target = #mla.target<chip = sm90>} {
+  func.func @no_tiling(%q: tensor<2x1x16x576xbf16>, %c: tensor<8x64x576xbf16>, %bt: tensor<2x4xi32>, %l: tensor<2xi32>)
+      -> (tensor<2x1x16x512xbf16>, tensor<2x16x1xf32>) {
+    // expected-error @+1 {{GPU decode needs 'mla.gpu_tiling': run mla-select-gpu-tiling (part of mla-plan for GPU targets) first}}
+    %o, %s = mla.decode %q, %c[%bt, %l] layout #mla.cache_layout<format = bf16, page_size = 64> scale 0.0721687824
+        : (tensor<2x1x16x576xbf16>, tensor<8x64x576xbf16>, tensor<2x4xi32>, tensor<2xi32>) -> (tensor<2x1x16x512xbf16>, tensor<2x16x1xf32>)
+    return %o, %s : tensor<2x1x16x512xbf16>, tensor<2x16x1xf32>
+  }
+}
+
+// -----
+
+module attributes {mla.target = #mla.target<chip = sm90>} {
+  func.func @fp8(%q: tensor<2x1x16x576xbf16>, %c: tensor<8x64x576xi8>, %bt: tensor<2x4xi32>, %l: tensor<2xi32>)
+      -> (tensor<2x1x16x512xbf16>, tensor<2x16x1xf32>) {
+    // expected-error @+1 {{GPU decode supports bf16 and f16 caches; the fp8_e4m3 format runs on the CPU path only}}
+    %o, %s = mla.decode %q, %c[%bt, %l] layout #mla.cache_layout<format = fp8_e4m3, page_size = 64, scale = 1.0 : f32> scale 0.0721687824
+        {mla.gpu_tiling = #mla.gpu_tiling<rows_per_cta = 16, warps_n = 4, kv_block = 64, stages = 2>}
+        : (tensor<2x1x16x576xbf16>, tensor<8x64x576xi8>, tensor<2x4xi32>, tensor<2xi32>) -> (tensor<2x1x16x512xbf16>, tensor<2x16x1xf32>)
+    return %o, %s : tensor<2x1x16x512xbf16>, tensor<2x16x1xf32>
+  }
+}
+
+// -----
+
+// expected-error @+1 {{convert-mla-to-gpu: the module targets the CPU; use mla-to-llvm-cpu instead}}
+module attributes {mla.target = #mla.target<chip = cpu>} {
+}
+
+// -----
+
+// expected-error @+1 {{convert-mla-to-gpu needs a chip: pass chip=sm_90a|sm_100a or set the module's 'mla.target'}}
+module {
+}
+
+// -----
+
+module attributes {mla.target = #mla.target<chip = sm90>} {
+  func.func @mha(%q: tensor<4x16x192xbf16>, %k: tensor<8x16x192xbf16>, %v: tensor<8x16x128xbf16>, %cq: tensor<2xi32>, %ck: tensor<2xi32>)
+      -> (tensor<4x16x128xbf16>, tensor<16x4xf32>) {
+    // expected-error @+1 {{'mla.mha' has no GPU lowering yet; run it on the CPU path (mla-to-llvm-cpu)}}
+    %o, %l = mla.mha %q, %k, %v, %cq, %ck scale 0.0721687824
+        : (tensor<4x16x192xbf16>, tensor<8x16x192xbf16>, tensor<8x16x128xbf16>, tensor<2xi32>, tensor<2xi32>) -> (tensor<4x16x128xbf16>, tensor<16x4xf32>)
+    return %o, %l : tensor<4x16x128xbf16>, tensor<16x4xf32>
+  }
+}

@@ -1,0 +1,180 @@
+"""Argument checks of mla's GPU path (mla.gpu and libMLAGpuCAPI.so) that need no GPU.
+
+Everything here is rejected before a CUDA driver is touched: spec construction, the C API's validation of
+sizes, lengths and split choices (called through ctypes as the package calls it), and, where torch is
+installed, the Python layer's checks of tensors (CPU tensors reach every check but the last, which says
+the GPU path takes CUDA tensors). Numerical results are checked on a GPU by test_gpu_decode.py.
+"""
+
+import ctypes
+import importlib.util
+import struct
+
+import pytest
+
+import mla
+from mla import gpu
+
+SCALE = 192**-0.5
+HAS_TORCH = importlib.util.find_spec("torch") is not None
+
+
+@pytest.fixture(scope="module")
+def lib():
+    try:
+        return gpu._library()
+    except RuntimeError as error:
+        pytest.skip(f"libMLAGpuCAPI.so is not built here (the build found no cuda.h): {error}")
+
+
+def spec_text(heads=128, sq=1, causal=False, dtype="bf16", tile=None):
+    return gpu.decode_spec(heads, sq, 512, 64, 64, dtype, causal, SCALE, "sm_90a", tile)
+
+
+def test_spec_text_is_canonical(lib):
+    bits = struct.unpack("<I", struct.pack("<f", SCALE))[0]
+    assert spec_text() == (f"decode chip=sm_90a N=128 Sq=1 L=512 R=64 page=64 dtype=bf16 causal=0 "
+                           f"scale=0x{bits:08x} tile=64x2x32x2")
+    assert spec_text(16, 2, True).endswith("causal=1 scale=0x3d93cd3a tile=32x2x32x2")
+    assert spec_text(16, tile="64x2x32x2").endswith("tile=64x2x32x2")
+    assert "dtype=f16" in spec_text(dtype="f16")
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(latent_dim=500), "no decode kernel for this shape"),
+    (dict(dtype="fp32"), "dtype must be 'bf16' or 'f16'"),
+    (dict(chip="sm_80"), "unknown chip 'sm_80'"),
+    (dict(softmax_scale=0.0), "softmax_scale must be positive"),
+    (dict(num_heads=0), "number of heads must be in [1"),
+    (dict(tile="64x2x48x2"), "the given tile cannot run this shape"),
+])
+def test_spec_rejects_what_no_kernel_can_run(lib, kwargs, message):
+    args = dict(num_heads=128, query_rows=1, latent_dim=512, rope_dim=64, page_size=64, dtype="bf16",
+                causal=False, softmax_scale=SCALE, chip="sm_90a")
+    args.update(kwargs)
+    with pytest.raises(ValueError, match=message.replace("[", r"\[")):
+        gpu.decode_spec(**args)
+
+
+def c_decode(lib, *, spec=None, lens=(64, 128), batch=None, max_pages=2, num_pages=4, num_splits=2, policy=0,
+             pointers=0, workspace=0, workspace_bytes=1 << 30, host_lens=True):
+    """Calls mlaGpuDecode as mla.gpu does; returns (code, message, workspace bytes)."""
+    spec = (spec if spec is not None else spec_text()).encode()
+    host = (ctypes.c_int32 * len(lens))(*lens)
+    size = ctypes.c_size_t(workspace_bytes)
+    err = ctypes.create_string_buffer(4096)
+    code = lib.mlaGpuDecode(spec, 0, pointers, pointers, pointers, pointers,
+                            ctypes.cast(host, ctypes.POINTER(ctypes.c_int32)) if host_lens else None,
+                            len(lens) if batch is None else batch, max_pages, num_pages, num_splits, policy,
+                            pointers, pointers, workspace, ctypes.byref(size), None, err, len(err))
+    return code, err.value.decode(), size.value
+
+
+def test_workspace_size_query_needs_no_gpu(lib):
+    code, message, size = c_decode(lib, num_splits=3)
+    assert code == gpu.SUCCESS, message
+    rows = 3 * 2 * 1 * 128  # S * B * Sq * N
+    align = lambda n: (n + 255) // 256 * 256  # noqa: E731
+    assert size == align(rows * 512 * 4) + align(rows * 4) + 2 * (3 + 1) * 4
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(spec="decode chip=sm_90a N=128"), "bad kernel spec"),
+    (dict(batch=0, lens=()), "batch size must be in [1, 65535]"),
+    (dict(max_pages=0), "at least one column"),
+    (dict(num_pages=0), "between 1 and"),
+    (dict(num_splits=-1), "num_splits must be positive"),
+    (dict(num_splits=70000), "number of splits must be in [1, 65535]"),
+    (dict(num_splits=0, policy=7), "unknown split policy 7"),
+    (dict(lens=(64, 129)), "seq_lens[1] = 129 exceeds the block table's capacity 128"),
+    (dict(lens=(-1, 3)), "seq_lens[0] = -1 is negative"),
+    (dict(num_splits=0, policy=1, host_lens=False), "pass them on the host"),
+    (dict(workspace=256), "device pointer q is null"),
+])
+def test_c_api_rejects_bad_calls_before_touching_the_gpu(lib, kwargs, message):
+    code, text, _ = c_decode(lib, **kwargs)
+    assert code == gpu.ERROR_INVALID_ARGUMENT, text
+    assert message in text
+
+
+def test_causal_rows_need_their_tokens_in_the_cache(lib):
+    # Two causal query rows are the request's last two positions: one cached token cannot hold them.
+    code, text, _ = c_decode(lib, spec=spec_text(16, 2, causal=True), lens=(1, 64))
+    assert code == gpu.ERROR_INVALID_ARGUMENT, text
+    assert "causal decode needs seq_lens[0] = 1 >= s_q = 2" in text
+    code, text, _ = c_decode(lib, spec=spec_text(16, 2, causal=True), lens=(0, 2))
+    assert code == gpu.SUCCESS, text
+
+
+def test_small_workspace_is_rejected(lib):
+    code, text, _ = c_decode(lib, pointers=4096, workspace=4096, workspace_bytes=4096)
+    assert code == gpu.ERROR_INVALID_ARGUMENT
+    assert "the workspace holds" in text and "need" in text
+
+
+@pytest.mark.skipif(HAS_TORCH, reason="torch is installed: its absence cannot be tested")
+def test_gpu_path_without_torch_names_torch():
+    with pytest.raises(ValueError, match="torch is not installed"):
+        gpu.decode(None, None, None, None, head_dim_v=512, softmax_scale=SCALE)
+
+
+def test_numpy_inputs_never_take_the_gpu_path():
+    assert not mla._is_torch_cuda([1.0])
+    assert not mla._is_torch_cuda(None)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Python-level tensor checks (torch CPU tensors)
+# ---------------------------------------------------------------------------------------------------
+
+def cpu_inputs(torch, b=2, sq=1, n=16, pages=4, page=64, d=576, max_pages=2):
+    return dict(q=torch.zeros(b, sq, n, d, dtype=torch.bfloat16),
+                kv_cache=torch.zeros(pages, page, d, dtype=torch.bfloat16),
+                block_table=torch.zeros(b, max_pages, dtype=torch.int32),
+                seq_lens=torch.zeros(b, dtype=torch.int32))
+
+
+def mutations(torch):
+    f32 = torch.float32
+    return [
+        ("q not a tensor", lambda a: a.update(q=[[1.0]]), "q must be a torch tensor"),
+        ("q rank", lambda a: a.update(q=a["q"][0]), "q must have rank 4"),
+        ("q dtype", lambda a: a.update(q=a["q"].to(f32)), "bfloat16 or float16"),
+        ("q strided", lambda a: a.update(q=a["q"].repeat(1, 1, 1, 2)[..., ::2]), "q must be contiguous"),
+        ("cache dtype", lambda a: a.update(kv_cache=a["kv_cache"].half()), "must match q's"),
+        ("cache width", lambda a: a.update(kv_cache=a["kv_cache"][:, :, :512].contiguous()), "rows are 512 wide"),
+        ("table dtype", lambda a: a.update(block_table=a["block_table"].long()), "block_table has dtype"),
+        ("lens dtype", lambda a: a.update(seq_lens=a["seq_lens"].long()), "seq_lens has dtype"),
+        ("lens batch", lambda a: a.update(seq_lens=a["seq_lens"][:1]), "batch size 2"),
+        ("lens rank", lambda a: a.update(seq_lens=a["seq_lens"].view(2, 1)), "seq_lens must be a rank-1"),
+        ("table width", lambda a: a.update(block_table=a["block_table"][:, :0]), "at least one column"),
+    ]
+
+
+@pytest.mark.skipif(not HAS_TORCH, reason="torch is not installed: the tensor checks need torch tensors")
+def test_tensor_checks_raise_value_error():
+    import torch
+    for name, mutate, message in mutations(torch):
+        args = cpu_inputs(torch)
+        mutate(args)
+        with pytest.raises(ValueError, match=message):
+            gpu.decode(**args, head_dim_v=512, softmax_scale=SCALE)
+
+
+@pytest.mark.skipif(not HAS_TORCH, reason="torch is not installed: the option checks need torch tensors")
+@pytest.mark.parametrize("options, message", [
+    (dict(head_dim_v=576), r"head_dim_v = 576 must be in \[1, 575\]"),
+    (dict(head_dim_v="512"), "head_dim_v must be an integer"),
+    (dict(softmax_scale=-1.0), "softmax_scale must be positive and finite"),
+    (dict(softmax_scale=float("nan")), "softmax_scale must be positive and finite"),
+    (dict(num_splits=0), r"num_splits = 0 must be in \[1, 65535\]"),
+    (dict(split_policy="fast"), "split_policy must be one of"),
+    (dict(kv_format="fp8_e4m3", kv_scale=1.0), "kv_format='auto'"),
+    (dict(), "q is on cpu; the GPU path takes CUDA tensors"),
+])
+def test_option_checks_raise_value_error(options, message):
+    import torch
+    kwargs = dict(head_dim_v=512, softmax_scale=SCALE)
+    kwargs.update(options)
+    with pytest.raises(ValueError, match=message):
+        gpu.decode(**cpu_inputs(torch), **kwargs)

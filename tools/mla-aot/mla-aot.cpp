@@ -1,0 +1,273 @@
+//===- mla-aot.cpp - pre-build the GPU kernel cache -----------------------===//
+//
+// Compiling a decode image takes seconds; a serving process should never pay
+// that on its first request. mla-aot compiles every listed kernel spec into
+// the on-disk kernel cache ahead of time (a hit costs a file read), and can
+// print the keys, time warm lookups, or print the module the JIT compiles so
+// that `mla-opt` can replay it.
+//
+//===----------------------------------------------------------------------===//
+
+#include "mla/Runtime/Gpu/GpuJit.h"
+#include "mla/Runtime/Gpu/KernelCache.h"
+#include "mla/Runtime/Gpu/KernelSpec.h"
+#include "llvm/ADT/StringRef.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/Format.h"
+#include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <optional>
+#include <string>
+#include <vector>
+
+using namespace mla::gpu;
+namespace cl = llvm::cl;
+
+namespace {
+
+cl::OptionCategory category("mla-aot options");
+
+cl::opt<std::string> cacheDir(
+    "cache-dir",
+    cl::desc("Kernel cache directory (default: $MLA_KERNEL_CACHE_DIR, else "
+             "$XDG_CACHE_HOME/mla, else ~/.cache/mla)"),
+    cl::value_desc("dir"), cl::cat(category));
+cl::list<std::string>
+    specs("spec",
+          cl::desc("A kernel spec, e.g. \"decode chip=sm_90a N=128 Sq=1 L=512 "
+                   "R=64 page=64 dtype=bf16 causal=0 scale=0x3d93cd3a\" "
+                   "(repeatable)"),
+          cl::value_desc("text"), cl::cat(category));
+cl::list<std::string>
+    specFiles("spec-file",
+              cl::desc("A file of kernel specs, one per line; '#' starts a "
+                       "comment (repeatable)"),
+              cl::value_desc("file"), cl::cat(category));
+cl::list<std::string>
+    shapes("shapes",
+           cl::desc("Named spec sets: 'deepseek' is sm_90a bf16 page 64, "
+                    "L=512 R=64, N in {16,32,64,128} x (Sq=1, Sq=2 causal)"),
+           cl::value_desc("name"), cl::cat(category));
+cl::opt<bool> printKey("print-key",
+                       cl::desc("Print each spec's key and entry path; "
+                                "compile nothing"),
+                       cl::cat(category));
+cl::opt<bool>
+    lookupOnly("lookup-only",
+               cl::desc("Look each spec up and time the lookup; compile "
+                        "nothing and fail when an entry is missing"),
+               cl::cat(category));
+cl::opt<unsigned>
+    repeat("repeat",
+           cl::desc("With --lookup-only: look each spec up this many times "
+                    "and also report the fastest"),
+           cl::init(1), cl::cat(category));
+cl::opt<bool> emitMlir("emit-mlir",
+                       cl::desc("Print the mla module compiled for each spec; "
+                                "compile nothing"),
+                       cl::cat(category));
+
+int fail(const llvm::Twine &message) {
+  llvm::errs() << "mla-aot: error: " << message << "\n";
+  return 1;
+}
+
+/// The benchmark shapes of DeepSeek-V3 decode on Hopper.
+std::vector<DecodeKernelSpec> getDeepSeekSpecs() {
+  std::vector<DecodeKernelSpec> result;
+  for (int64_t heads : {16, 32, 64, 128}) {
+    for (bool mtp : {false, true}) {
+      DecodeKernelSpec spec;
+      spec.chip = Chip::SM90a;
+      spec.shape.numHeads = heads;
+      spec.shape.queryRows = mtp ? 2 : 1;
+      spec.shape.causal = mtp;
+      spec.shape.latentDim = 512;
+      spec.shape.ropeDim = 64;
+      spec.shape.pageSize = 64;
+      spec.shape.elem = ElemType::BF16;
+      // Softmax scale of the 128 + 64 wide query-key product.
+      spec.shape.scale = static_cast<float>(1.0 / std::sqrt(192.0));
+      spec.tiling = chooseDecodeTiling(spec.chip, spec.shape);
+      result.push_back(spec);
+    }
+  }
+  return result;
+}
+
+/// Parses one spec, naming `where` it came from in the error.
+bool addSpec(llvm::StringRef text, const llvm::Twine &where,
+             std::vector<DecodeKernelSpec> &out) {
+  DecodeKernelSpec spec;
+  std::string error;
+  if (!parseDecodeKernelSpec(text.str(), spec, error)) {
+    fail(where + ": invalid kernel spec '" + text + "': " + error);
+    return false;
+  }
+  out.push_back(spec);
+  return true;
+}
+
+/// Every spec named on the command line, in order, or std::nullopt after
+/// reporting the first malformed one (before anything is compiled).
+std::optional<std::vector<DecodeKernelSpec>> collectSpecs() {
+  std::vector<DecodeKernelSpec> result;
+  for (const std::string &name : shapes) {
+    if (name != "deepseek") {
+      fail("unknown --shapes '" + name + "' (known: deepseek)");
+      return std::nullopt;
+    }
+    std::vector<DecodeKernelSpec> set = getDeepSeekSpecs();
+    result.insert(result.end(), set.begin(), set.end());
+  }
+  for (const auto &[i, text] : llvm::enumerate(specs))
+    if (!addSpec(text, "--spec #" + llvm::Twine(i + 1), result))
+      return std::nullopt;
+  for (const std::string &file : specFiles) {
+    llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> buffer =
+        llvm::MemoryBuffer::getFile(file);
+    if (!buffer) {
+      fail("cannot read --spec-file '" + file +
+           "': " + buffer.getError().message());
+      return std::nullopt;
+    }
+    llvm::SmallVector<llvm::StringRef> lines;
+    (*buffer)->getBuffer().split(lines, '\n');
+    for (const auto &[i, line] : llvm::enumerate(lines)) {
+      llvm::StringRef text = line.split('#').first.trim();
+      if (!text.empty() &&
+          !addSpec(text, file + ":" + llvm::Twine(i + 1), result))
+        return std::nullopt;
+    }
+  }
+  return result;
+}
+
+double secondsSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+      .count();
+}
+
+/// What became of one spec.
+enum class Outcome { Hit, Compiled, Failed };
+
+/// Times what a serving process pays per image on a warm cache: the key and
+/// one file read. The first lookup of the process is the one a request waits
+/// for; repeats show the cost without first-touch effects.
+Outcome lookUp(const DecodeKernelSpec &spec, const KernelCache &cache) {
+  std::string text = toString(spec);
+  std::optional<std::vector<char>> image;
+  std::string key;
+  double first = 0, best = 0;
+  for (unsigned i = 0; i < std::max(1u, unsigned(repeat)); ++i) {
+    auto start = std::chrono::steady_clock::now();
+    key = cacheKeyFor(spec);
+    image = cache.lookup(key);
+    double micros = secondsSince(start) * 1e6;
+    best = i == 0 ? micros : std::min(best, micros);
+    if (i == 0)
+      first = micros;
+  }
+  llvm::outs() << key << (image ? "  hit " : "  miss") << "  lookup "
+               << llvm::format("%.1f", first) << " us  ";
+  if (repeat > 1)
+    llvm::outs() << "(best " << llvm::format("%.1f", best) << " us of "
+                 << repeat << ")  ";
+  if (!image) {
+    llvm::outs() << text << "\n";
+    llvm::errs() << "mla-aot: error: '" << text << "' is not in "
+                 << cache.getDirectory() << "\n";
+    return Outcome::Failed;
+  }
+  llvm::outs() << image->size() << " bytes  " << text << "\n";
+  return Outcome::Hit;
+}
+
+/// Makes sure the cache holds `spec`'s image, compiling it on a miss.
+Outcome fill(const DecodeKernelSpec &spec, const KernelCache &cache) {
+  std::string text = toString(spec);
+  std::string key = cacheKeyFor(spec);
+  auto start = std::chrono::steady_clock::now();
+  bool wasHit = false;
+  llvm::Expected<std::vector<char>> image =
+      getOrCompileDecodeKernels(spec, cache, &wasHit);
+  double seconds = secondsSince(start);
+  if (!image) {
+    llvm::outs() << key << "  fail  " << text << "\n";
+    std::string message = llvm::toString(image.takeError());
+    llvm::errs() << "mla-aot: error: " << message
+                 << (llvm::StringRef(message).ends_with("\n") ? "" : "\n");
+    return Outcome::Failed;
+  }
+  if (wasHit)
+    llvm::outs() << key << "  hit   lookup "
+                 << llvm::format("%.1f", seconds * 1e6) << " us  ";
+  else
+    llvm::outs() << key << "  miss  compile " << llvm::format("%.2f", seconds)
+                 << " s  ";
+  llvm::outs() << image->size() << " bytes  " << text << "\n";
+  return wasHit ? Outcome::Hit : Outcome::Compiled;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  llvm::InitLLVM init(argc, argv);
+  cl::HideUnrelatedOptions(category);
+  cl::ParseCommandLineOptions(argc, argv,
+                              "mla-aot: compile GPU kernel specs into the "
+                              "kernel cache ahead of time\n");
+
+  if (printKey + lookupOnly + emitMlir > 1)
+    return fail("--print-key, --lookup-only and --emit-mlir exclude each "
+                "other");
+  std::optional<std::vector<DecodeKernelSpec>> all = collectSpecs();
+  if (!all)
+    return 1;
+  if (all->empty())
+    return fail("no kernel specs: give --spec, --spec-file or --shapes");
+
+  if (emitMlir) {
+    // One module per spec, in mla-opt's --split-input-file form.
+    for (const auto &[i, spec] : llvm::enumerate(*all))
+      llvm::outs() << (i ? "// -----\n" : "") << getDecodeKernelsSource(spec);
+    return 0;
+  }
+
+  std::optional<KernelCache> cache;
+  if (!cacheDir.empty()) {
+    cache.emplace(cacheDir);
+  } else {
+    llvm::Expected<KernelCache> opened = KernelCache::openDefault();
+    if (!opened)
+      return fail("no kernel cache directory: " +
+                  llvm::toString(opened.takeError()));
+    cache.emplace(std::move(*opened));
+  }
+
+  if (printKey) {
+    for (const DecodeKernelSpec &spec : *all) {
+      std::string key = cacheKeyFor(spec);
+      llvm::outs() << key << "  " << cache->getEntryPath(key) << "  "
+                   << toString(spec) << "\n";
+    }
+    return 0;
+  }
+
+  int counts[3] = {0, 0, 0};
+  for (const DecodeKernelSpec &spec : *all)
+    ++counts[static_cast<int>(lookupOnly ? lookUp(spec, *cache)
+                                         : fill(spec, *cache))];
+  llvm::outs().flush();
+  llvm::errs() << "mla-aot: " << all->size()
+               << " specs: " << counts[static_cast<int>(Outcome::Hit)]
+               << " cached, " << counts[static_cast<int>(Outcome::Compiled)]
+               << " compiled, " << counts[static_cast<int>(Outcome::Failed)]
+               << " failed (" << cache->getDirectory() << ")\n";
+  return counts[static_cast<int>(Outcome::Failed)] ? 1 : 0;
+}

@@ -1,0 +1,55 @@
+//===- DecodeReference.h - float64 MLA decode on the host, for --check ----===//
+//
+// The simplest correct decode (primer sections 5 and 6): for every query row,
+// whole-sequence scores, softmax and weighted sum in double precision, with
+// no paging tricks, tiling or online softmax, so that it shares no structure
+// with the GPU kernels it checks.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MLA_TOOLS_MLABENCH_DECODEREFERENCE_H
+#define MLA_TOOLS_MLABENCH_DECODEREFERENCE_H
+
+#include "mla/Runtime/Gpu/KernelABI.h"
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+namespace mla::bench {
+
+/// bf16 <-> float, round to nearest even (NaN stays NaN).
+inline uint16_t floatToBf16(float value) {
+  uint32_t bits;
+  std::memcpy(&bits, &value, sizeof(bits));
+  if ((bits & 0x7fffffffu) > 0x7f800000u)
+    return 0x7fc0;
+  bits += 0x7fffu + ((bits >> 16) & 1u);
+  return static_cast<uint16_t>(bits >> 16);
+}
+
+inline float bf16ToFloat(uint16_t value) {
+  uint32_t bits = static_cast<uint32_t>(value) << 16;
+  float result;
+  std::memcpy(&result, &bits, sizeof(result));
+  return result;
+}
+
+/// Host copies of one decode's inputs, as bf16 bit patterns.
+struct DecodeInputs {
+  int64_t batch = 0, maxPages = 0, numPages = 0;
+  std::vector<uint16_t> q;          // [B, Sq, N, L+R]
+  std::vector<uint16_t> cache;      // [numPages, page, L+R]
+  std::vector<int32_t> blockTable;  // [B, maxPages]
+  std::vector<int32_t> seqLens;     // [B]
+};
+
+/// out [B, Sq, N, L] and lse [B, N, Sq] in double; a row that sees no
+/// position has out 0 and lse -inf. Causal row i of request b sees positions
+/// [0, seq_lens[b] - Sq + i]. Runs on `threads` host threads.
+void referenceDecode(const gpu::DecodeShape &shape, const DecodeInputs &in,
+                     std::vector<double> &out, std::vector<double> &lse,
+                     unsigned threads);
+
+} // namespace mla::bench
+
+#endif // MLA_TOOLS_MLABENCH_DECODEREFERENCE_H

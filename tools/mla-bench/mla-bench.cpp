@@ -1,0 +1,640 @@
+//===- mla-bench.cpp - time and check MLA decode on the GPU ---------------===//
+//
+// Runs the cached decode kernels (GpuDecoder) without MLIR, so it can be
+// built here and carried to a GPU machine that has only a driver.
+//
+//   mla-bench --cache-dir DIR [--shapes default | --b B --n N --seq S --sq Q
+//             [--causal]] [--iters 20] [--warmup 5] [--splits auto|K]
+//             [--policy heuristic|balanced|batch-invariant] [--tile RxWxKxS]
+//             [--no-flush]
+//   mla-bench --cache-dir DIR --check      GPU against a float64 reference
+//   mla-bench --list-specs [--chip sm_90a] the spec texts mla-aot must build
+//
+// Timing covers mla_decode_partial + mla_combine only: the split plan is
+// made and uploaded before, and L2 is flushed (a 512 MiB memset) between
+// iterations outside the timed region. Speed is reported by the primer's
+// section 9 accounting, from the median time.
+//
+//===----------------------------------------------------------------------===//
+
+#include "DecodeReference.h"
+#include "mla/Runtime/Gpu/GpuDecode.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/ScopeExit.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/Format.h"
+#include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/raw_ostream.h"
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <random>
+#include <thread>
+
+using namespace mla;
+using namespace mla::gpu;
+namespace cl = llvm::cl;
+
+static cl::opt<std::string> cacheDir("cache-dir",
+                                     cl::desc("Kernel cache directory"),
+                                     cl::value_desc("dir"));
+static cl::opt<std::string>
+    shapesOpt("shapes", cl::init(""),
+              cl::desc("'default': the standard decode shapes (ignored when "
+                       "--b/--n/--seq/--sq are given)"));
+static cl::opt<int64_t> batchOpt("b", cl::init(0), cl::desc("Batch size"));
+static cl::opt<int64_t> headsOpt("n", cl::init(128), cl::desc("Query heads"));
+static cl::opt<int64_t> seqOpt("seq", cl::init(4096),
+                               cl::desc("seq_len of every request"));
+static cl::opt<int64_t> sqOpt("sq", cl::init(1),
+                              cl::desc("Query rows per request"));
+static cl::opt<bool> causalOpt("causal", cl::desc("Causal query rows"));
+static cl::opt<int> itersOpt("iters", cl::init(20),
+                             cl::desc("Timed iterations"));
+static cl::opt<int> warmupOpt("warmup", cl::init(5),
+                              cl::desc("Untimed iterations first"));
+static cl::opt<std::string> splitsOpt("splits", cl::init("auto"),
+                                      cl::desc("'auto' (from --policy) or "
+                                               "pieces per request"));
+static cl::opt<std::string>
+    policyOpt("policy", cl::init("heuristic"),
+              cl::desc("Split policy for --splits auto: heuristic, balanced "
+                       "or batch-invariant"));
+static cl::opt<std::string> tileOpt("tile", cl::init(""),
+                                    cl::desc("Tiling RxWxKxS (default: "
+                                             "chooseDecodeTiling)"));
+static cl::opt<bool> noFlush("no-flush",
+                             cl::desc("Keep L2 warm between iterations"));
+static cl::opt<bool> checkMode("check",
+                               cl::desc("Compare against a float64 host "
+                                        "reference instead of timing"));
+static cl::opt<bool> noPoison(
+    "no-poison",
+    cl::desc("--check: fill unused cache slots with zeros, not NaN"));
+static cl::opt<bool> listSpecs("list-specs",
+                               cl::desc("Print the kernel specs the timing "
+                                        "shapes and --check use, and exit"));
+static cl::opt<std::string> chipOpt("chip", cl::init(""),
+                                    cl::desc("sm_90a or sm_100a (default: "
+                                             "device 0's)"));
+
+/// --check tolerances (q and cache uniform in [-1, 1), so |out| <= 1): the
+/// output is rounded to bf16 (2^-9 relative) and the kernels may hold
+/// probabilities in bf16 for the PV product, a few ulps at 1.0 in all;
+/// scores and lse are accumulated in f32.
+static constexpr double kOutTol = 2e-2;
+static constexpr double kLseTol = 1e-2;
+
+namespace {
+
+struct Shape {
+  int64_t batch, heads, seq, sq;
+  bool causal;
+};
+
+/// A device allocation freed on scope exit.
+class DeviceBuffer {
+public:
+  static llvm::Expected<DeviceBuffer> alloc(const CudaDriver &driver,
+                                            size_t bytes) {
+    CUdeviceptr ptr = 0;
+    if (llvm::Error error = driver.check(
+            driver.api().memAlloc(&ptr, std::max<size_t>(bytes, 1)),
+            "cuMemAlloc(" + llvm::Twine(bytes) + " bytes)"))
+      return std::move(error);
+    return DeviceBuffer(driver, ptr);
+  }
+  DeviceBuffer(DeviceBuffer &&other)
+      : driver(other.driver), ptr(std::exchange(other.ptr, 0)) {}
+  ~DeviceBuffer() {
+    if (ptr)
+      (void)driver->api().memFree(ptr);
+  }
+  CUdeviceptr get() const { return ptr; }
+
+private:
+  DeviceBuffer(const CudaDriver &driver, CUdeviceptr ptr)
+      : driver(&driver), ptr(ptr) {}
+  const CudaDriver *driver;
+  CUdeviceptr ptr;
+};
+
+llvm::Expected<Chip> deviceChip() {
+  llvm::Expected<std::pair<int, int>> cc = CudaRuntime::getComputeCapability();
+  if (!cc)
+    return cc.takeError();
+  if (cc->first == 9)
+    return Chip::SM90a;
+  if (cc->first == 10)
+    return Chip::SM100a;
+  return llvm::createStringError("device 0 is sm_" + llvm::Twine(cc->first) +
+                                 llvm::Twine(cc->second) +
+                                 "; the decode kernels target sm_90a/sm_100a");
+}
+
+llvm::Expected<Chip> targetChip() {
+  if (chipOpt.empty())
+    return deviceChip();
+  Chip chip;
+  if (!parseChip(chipOpt, chip))
+    return llvm::createStringError("unknown --chip '" + chipOpt + "'");
+  return chip;
+}
+
+llvm::Expected<DecodeKernelSpec> makeSpec(Chip chip, const Shape &shape) {
+  DecodeKernelSpec spec;
+  spec.chip = chip;
+  spec.shape.numHeads = shape.heads;
+  spec.shape.queryRows = shape.sq;
+  spec.shape.latentDim = 512;
+  spec.shape.ropeDim = 64;
+  spec.shape.pageSize = 64;
+  spec.shape.elem = ElemType::BF16;
+  spec.shape.causal = shape.causal;
+  spec.shape.scale = static_cast<float>(1.0 / std::sqrt(192.0));
+  // Through the spec text, so --tile gets the parser's checks.
+  std::string text = toString(spec);
+  text = text.substr(0, text.rfind(" tile="));
+  if (!tileOpt.empty())
+    text += " tile=" + tileOpt;
+  std::string why;
+  if (!parseDecodeKernelSpec(text, spec, why))
+    return llvm::createStringError(why);
+  return spec;
+}
+
+/// One custom shape when --b is given, else the standard set.
+std::vector<Shape> timingShapes() {
+  if (batchOpt > 0)
+    return {{batchOpt, headsOpt, seqOpt, sqOpt, causalOpt}};
+  return {{64, 128, 4096, 1, false},  {132, 128, 8192, 1, false},
+          {32, 128, 16384, 1, false}, {128, 16, 8192, 1, false},
+          {64, 16, 32768, 1, false},  {128, 128, 8192, 2, true}};
+}
+
+/// --check configurations: N in {16, 128}, plain decode and two causal rows.
+std::vector<Shape> checkShapes() {
+  return {{6, 16, 0, 1, false},
+          {6, 128, 0, 1, false},
+          {6, 16, 0, 2, true},
+          {6, 128, 0, 2, true}};
+}
+
+/// Mixed lengths: empty, one token, page edges and a long request. With two
+/// causal rows a request holds at least both query tokens.
+std::vector<int32_t> checkSeqLens(const Shape &shape) {
+  int32_t shortest = shape.causal ? static_cast<int32_t>(shape.sq) : 1;
+  return {0, shortest, 63, 64, 65, 8191};
+}
+
+/// Random bf16 in [-1, 1).
+std::vector<uint16_t> randomBf16(size_t count, std::mt19937 &rng) {
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::vector<uint16_t> values(count);
+  for (uint16_t &v : values)
+    v = bench::floatToBf16(dist(rng));
+  return values;
+}
+
+/// Fills `count` bf16 elements at `dst` by repeating `pattern`.
+llvm::Error fillDevice(const CudaDriver &driver, CUdeviceptr dst, size_t count,
+                       const std::vector<uint16_t> &pattern) {
+  for (size_t done = 0; done < count;) {
+    size_t n = std::min(pattern.size(), count - done);
+    if (llvm::Error error = driver.check(
+            driver.api().memcpyHtoD(dst + done * 2, pattern.data(), n * 2),
+            "cuMemcpyHtoD"))
+      return error;
+    done += n;
+  }
+  return llvm::Error::success();
+}
+
+llvm::Error upload(const CudaDriver &driver, CUdeviceptr dst, const void *src,
+                   size_t bytes) {
+  return driver.check(driver.api().memcpyHtoD(dst, src, bytes), "cuMemcpyHtoD");
+}
+
+llvm::Expected<SplitBounds> planFor(const DecodeKernelSpec &spec,
+                                    llvm::ArrayRef<int32_t> lens,
+                                    llvm::StringRef splits,
+                                    llvm::StringRef policy, int64_t numSms) {
+  if (splits != "auto") {
+    int64_t k = 0;
+    if (splits.getAsInteger(10, k) || k < 1)
+      return llvm::createStringError("--splits must be 'auto' or a positive "
+                                     "integer, got '" + splits + "'");
+    return planUniformBounds(lens, k, spec.shape.pageSize);
+  }
+  plan::SplitPolicy p;
+  if (policy == "heuristic")
+    p = plan::SplitPolicy::Heuristic;
+  else if (policy == "balanced")
+    p = plan::SplitPolicy::Balanced;
+  else if (policy == "batch-invariant")
+    p = plan::SplitPolicy::BatchInvariant;
+  else
+    return llvm::createStringError("--policy must be heuristic, balanced or "
+                                   "batch-invariant, got '" + policy + "'");
+  return planBounds(lens, decodePlanOptions(spec, p, numSms));
+}
+
+llvm::Expected<int64_t> numSmsOfDevice(const CudaDriver &driver) {
+  CUdevice device;
+  int count = 0;
+  if (llvm::Error error =
+          driver.check(driver.api().deviceGet(&device, 0), "cuDeviceGet"))
+    return std::move(error);
+  if (llvm::Error error = driver.check(
+          driver.api().deviceGetAttribute(
+              &count, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, device),
+          "cuDeviceGetAttribute"))
+    return std::move(error);
+  return count;
+}
+
+/// Device buffers of one decode problem.
+struct Problem {
+  int64_t batch, maxPages, numPages;
+  DeviceBuffer q, cache, blockTable, seqLens, out, lse;
+};
+
+/// Allocates and fills a problem. `host`, when given, receives the inputs
+/// (for the reference) and the cache is built from it exactly; otherwise the
+/// cache is filled with a repeated random pattern (values do not matter for
+/// timing).
+llvm::Expected<Problem> makeProblem(const CudaDriver &driver,
+                                    const DecodeShape &shape,
+                                    llvm::ArrayRef<int32_t> lens,
+                                    std::mt19937 &rng,
+                                    bench::DecodeInputs *host) {
+  int64_t batch = lens.size(), page = shape.pageSize, d = shape.rowDim();
+  int64_t longest = *std::max_element(lens.begin(), lens.end());
+  int64_t maxPages = std::max<int64_t>(1, (longest + page - 1) / page);
+  int64_t numPages = batch * maxPages;
+  std::vector<int32_t> table(numPages);
+  std::iota(table.begin(), table.end(), 0);
+  std::shuffle(table.begin(), table.end(), rng);
+
+  size_t qCount = batch * shape.queryRows * shape.numHeads * d;
+  size_t cacheCount = numPages * page * d;
+  size_t outCount = batch * shape.queryRows * shape.numHeads * shape.latentDim;
+  size_t lseCount = batch * shape.numHeads * shape.queryRows;
+  auto alloc = [&](size_t bytes) { return DeviceBuffer::alloc(driver, bytes); };
+  llvm::Expected<DeviceBuffer> q = alloc(qCount * 2), cache = alloc(cacheCount * 2),
+                               bt = alloc(table.size() * 4),
+                               sl = alloc(lens.size() * 4),
+                               out = alloc(outCount * 2), lse = alloc(lseCount * 4);
+  for (llvm::Expected<DeviceBuffer> *b : {&q, &cache, &bt, &sl, &out, &lse})
+    if (!*b)
+      return b->takeError();
+
+  std::vector<uint16_t> qHost = randomBf16(qCount, rng);
+  if (llvm::Error error = upload(driver, q->get(), qHost.data(), qCount * 2))
+    return std::move(error);
+  if (host) {
+    // Slots no request reads hold NaN (or 0): they must never leak.
+    uint16_t unused = noPoison ? 0 : 0x7fc0;
+    std::vector<uint16_t> cacheHost(cacheCount, unused);
+    std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+    for (int64_t b = 0; b < batch; ++b)
+      for (int64_t j = 0; j < lens[b]; ++j) {
+        int64_t slot = table[b * maxPages + j / page] * page + j % page;
+        for (int64_t c = 0; c < d; ++c)
+          cacheHost[slot * d + c] = bench::floatToBf16(dist(rng));
+      }
+    if (llvm::Error error =
+            upload(driver, cache->get(), cacheHost.data(), cacheCount * 2))
+      return std::move(error);
+    *host = {batch, maxPages, numPages, std::move(qHost), std::move(cacheHost),
+             table, std::vector<int32_t>(lens.begin(), lens.end())};
+  } else if (llvm::Error error = fillDevice(driver, cache->get(), cacheCount,
+                                            randomBf16(1 << 24, rng))) {
+    return std::move(error);
+  }
+  if (llvm::Error error =
+          upload(driver, bt->get(), table.data(), table.size() * 4))
+    return std::move(error);
+  if (llvm::Error error = upload(driver, sl->get(), lens.data(), lens.size() * 4))
+    return std::move(error);
+  return Problem{batch,         maxPages,      numPages,
+                 std::move(*q), std::move(*cache), std::move(*bt),
+                 std::move(*sl), std::move(*out), std::move(*lse)};
+}
+
+/// Uploads `bounds` into a fresh workspace and returns it with the args.
+llvm::Expected<DeviceBuffer> prepare(const CudaDriver &driver,
+                                     const GpuDecoder &decoder,
+                                     const Problem &p, const SplitBounds &bounds,
+                                     DecodeArgs &args) {
+  size_t bytes = decoder.workspaceBytes(p.batch, bounds.numSplits);
+  llvm::Expected<DeviceBuffer> workspace = DeviceBuffer::alloc(driver, bytes);
+  if (!workspace)
+    return workspace.takeError();
+  args = {p.q.get(),   p.cache.get(), p.blockTable.get(), p.seqLens.get(),
+          p.out.get(), p.lse.get(),   workspace->get(),   bytes,
+          p.batch,     p.maxPages,    p.numPages,         bounds.numSplits};
+  if (llvm::Error error = decoder.uploadBounds(nullptr, workspace->get(), bytes,
+                                               p.batch, bounds))
+    return std::move(error);
+  return workspace;
+}
+
+std::string tileText(const DecodeTiling &t) {
+  return std::to_string(t.rowsPerCta) + "x" + std::to_string(t.warpsN) + "x" +
+         std::to_string(t.kvBlock) + "x" + std::to_string(t.stages);
+}
+
+llvm::Error timeShape(const CudaDriver &driver, const KernelCache &cache,
+                      Chip chip, int64_t numSms, const Shape &shape,
+                      CUdeviceptr flush, size_t flushBytes) {
+  const CudaDriverApi &api = driver.api();
+  llvm::Expected<DecodeKernelSpec> spec = makeSpec(chip, shape);
+  if (!spec)
+    return spec.takeError();
+  llvm::Expected<GpuDecoder> decoder = GpuDecoder::fromCache(*spec, cache);
+  if (!decoder)
+    return decoder.takeError();
+  std::mt19937 rng(1234);
+  std::vector<int32_t> lens(shape.batch, static_cast<int32_t>(shape.seq));
+  llvm::Expected<Problem> problem =
+      makeProblem(driver, spec->shape, lens, rng, nullptr);
+  if (!problem)
+    return problem.takeError();
+  llvm::Expected<SplitBounds> bounds =
+      planFor(*spec, lens, splitsOpt, policyOpt, numSms);
+  if (!bounds)
+    return bounds.takeError();
+  DecodeArgs args;
+  llvm::Expected<DeviceBuffer> workspace =
+      prepare(driver, *decoder, *problem, *bounds, args);
+  if (!workspace)
+    return workspace.takeError();
+
+  CUstream stream;
+  if (llvm::Error error = driver.check(
+          api.streamCreate(&stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate"))
+    return error;
+  auto destroyStream =
+      llvm::scope_exit([&] { (void)api.streamDestroy(stream); });
+  CUevent start, stop;
+  if (llvm::Error error = driver.check(api.eventCreate(&start, CU_EVENT_DEFAULT),
+                                       "cuEventCreate"))
+    return error;
+  auto destroyStart = llvm::scope_exit([&] { (void)api.eventDestroy(start); });
+  if (llvm::Error error = driver.check(api.eventCreate(&stop, CU_EVENT_DEFAULT),
+                                       "cuEventCreate"))
+    return error;
+  auto destroyStop = llvm::scope_exit([&] { (void)api.eventDestroy(stop); });
+  // The bounds went up on the legacy stream: finish that before timing.
+  if (llvm::Error error =
+          driver.check(api.streamSynchronize(nullptr), "cuStreamSynchronize"))
+    return error;
+
+  for (int i = 0; i < warmupOpt; ++i)
+    if (llvm::Error error = decoder->run(stream, args))
+      return error;
+  std::vector<float> times;
+  for (int i = 0; i < itersOpt; ++i) {
+    if (flush)
+      if (llvm::Error error = driver.check(
+              api.memsetD8Async(flush, static_cast<unsigned char>(i), flushBytes,
+                                stream),
+              "cuMemsetD8Async"))
+        return error;
+    if (llvm::Error error = driver.check(api.eventRecord(start, stream),
+                                         "cuEventRecord"))
+      return error;
+    if (llvm::Error error = decoder->run(stream, args))
+      return error;
+    if (llvm::Error error =
+            driver.check(api.eventRecord(stop, stream), "cuEventRecord"))
+      return error;
+    if (llvm::Error error =
+            driver.check(api.eventSynchronize(stop), "cuEventSynchronize"))
+      return error;
+    float ms = 0;
+    if (llvm::Error error = driver.check(api.eventElapsedTime(&ms, start, stop),
+                                         "cuEventElapsedTime"))
+      return error;
+    times.push_back(ms);
+  }
+  std::sort(times.begin(), times.end());
+  double median = times.empty() ? 0
+                  : times.size() % 2 ? times[times.size() / 2]
+                                     : (times[times.size() / 2 - 1] +
+                                        times[times.size() / 2]) / 2;
+  double best = times.empty() ? 0 : times.front();
+
+  // Primer section 9.
+  const DecodeShape &s = spec->shape;
+  double totalLen = static_cast<double>(shape.batch) * shape.seq;
+  double flops = 2.0 * s.queryRows * totalLen * s.numHeads *
+                 (s.rowDim() + s.latentDim);
+  double bytes = (totalLen * s.rowDim() +
+                  shape.batch * s.queryRows * s.numHeads * s.rowDim() +
+                  shape.batch * s.queryRows * s.numHeads * s.latentDim) *
+                 elemBytes(s.elem);
+  llvm::outs() << llvm::format(
+      "%5lld %4lld %6lld %3lld %6s %6lld %10s %10.4f %10.4f %9.1f %9.1f\n",
+      (long long)shape.batch, (long long)shape.heads, (long long)shape.seq,
+      (long long)shape.sq, shape.causal ? "yes" : "no",
+      (long long)bounds->numSplits, tileText(spec->tiling).c_str(), median,
+      best, median > 0 ? flops / (median * 1e-3) / 1e12 : 0.0,
+      median > 0 ? bytes / (median * 1e-3) / 1e9 : 0.0);
+  return llvm::Error::success();
+}
+
+llvm::Error runTiming(const CudaDriver &driver, const KernelCache &cache,
+                      Chip chip, int64_t numSms) {
+  size_t flushBytes = size_t(512) << 20;
+  std::optional<DeviceBuffer> flush;
+  if (!noFlush) {
+    llvm::Expected<DeviceBuffer> buffer = DeviceBuffer::alloc(driver, flushBytes);
+    if (!buffer)
+      return buffer.takeError();
+    flush.emplace(std::move(*buffer));
+  }
+  llvm::outs() << "# " << itersOpt << " timed iterations after " << warmupOpt
+               << " warm-up; L2 " << (noFlush ? "warm" : "flushed")
+               << "; splits " << splitsOpt
+               << (splitsOpt == "auto" ? " (" + policyOpt + ")" : "")
+               << "; TFLOPS and GB/s from the median\n";
+  llvm::outs() << "#   b    N    seq  Sq causal splits       tile  median_ms"
+                  "     min_ms    TFLOPS      GB/s\n";
+  for (const Shape &shape : timingShapes())
+    if (llvm::Error error = timeShape(driver, cache, chip, numSms, shape,
+                                      flush ? flush->get() : 0, flushBytes))
+      return error;
+  return llvm::Error::success();
+}
+
+/// Runs one check configuration for every split choice; false on a mismatch.
+llvm::Expected<bool> checkShape(const CudaDriver &driver,
+                                const KernelCache &cache, Chip chip,
+                                int64_t numSms, const Shape &shape) {
+  llvm::Expected<DecodeKernelSpec> spec = makeSpec(chip, shape);
+  if (!spec)
+    return spec.takeError();
+  llvm::Expected<GpuDecoder> decoder = GpuDecoder::fromCache(*spec, cache);
+  if (!decoder)
+    return decoder.takeError();
+  const DecodeShape &s = spec->shape;
+  std::mt19937 rng(42 + shape.heads * 10 + shape.sq);
+  std::vector<int32_t> lens = checkSeqLens(shape);
+  bench::DecodeInputs host;
+  llvm::Expected<Problem> problem = makeProblem(driver, s, lens, rng, &host);
+  if (!problem)
+    return problem.takeError();
+  std::vector<double> refOut, refLse;
+  bench::referenceDecode(s, host, refOut, refLse,
+                         std::max(1u, std::thread::hardware_concurrency()));
+
+  bool allPassed = true;
+  const std::pair<const char *, const char *> choices[] = {
+      {"1", ""},    {"7", ""},        {"64", ""},
+      {"auto", "heuristic"}, {"auto", "balanced"}, {"auto", "batch-invariant"}};
+  for (auto [splits, policy] : choices) {
+    llvm::Expected<SplitBounds> bounds =
+        planFor(*spec, lens, splits, policy, numSms);
+    if (!bounds)
+      return bounds.takeError();
+    DecodeArgs args;
+    llvm::Expected<DeviceBuffer> workspace =
+        prepare(driver, *decoder, *problem, *bounds, args);
+    if (!workspace)
+      return workspace.takeError();
+    if (llvm::Error error = decoder->run(nullptr, args))
+      return std::move(error);
+    if (llvm::Error error = driver.check(driver.api().streamSynchronize(nullptr),
+                                         "cuStreamSynchronize"))
+      return std::move(error);
+    std::vector<uint16_t> out(refOut.size());
+    std::vector<float> lse(refLse.size());
+    if (llvm::Error error = driver.check(
+            driver.api().memcpyDtoH(out.data(), args.out, out.size() * 2),
+            "cuMemcpyDtoH"))
+      return std::move(error);
+    if (llvm::Error error = driver.check(
+            driver.api().memcpyDtoH(lse.data(), args.lse, lse.size() * 4),
+            "cuMemcpyDtoH"))
+      return std::move(error);
+
+    double outErr = 0, lseErr = 0;
+    int64_t bad = 0;
+    for (size_t i = 0; i < out.size(); ++i) {
+      double e = std::fabs(bench::bf16ToFloat(out[i]) - refOut[i]);
+      if (!(e <= kOutTol))
+        ++bad;
+      outErr = std::isnan(e) ? NAN : std::max(outErr, e);
+    }
+    for (size_t i = 0; i < lse.size(); ++i) {
+      double e;
+      if (std::isinf(refLse[i]))
+        e = lse[i] == refLse[i] ? 0 : INFINITY; // -inf exactly, empty rows
+      else
+        e = std::fabs(lse[i] - refLse[i]);
+      if (!(e <= kLseTol))
+        ++bad;
+      lseErr = std::isnan(e) ? NAN : std::max(lseErr, e);
+    }
+    bool passed = bad == 0;
+    allPassed &= passed;
+    llvm::outs() << llvm::format(
+        "N=%-3lld Sq=%lld causal=%d splits=%-4s %-15s S=%-3lld "
+        "max|out err|=%.3e max|lse err|=%.3e %s\n",
+        (long long)s.numHeads, (long long)s.queryRows, s.causal ? 1 : 0,
+        splits, policy, (long long)bounds->numSplits, outErr, lseErr,
+        passed ? "PASS" : "FAIL");
+    if (!passed)
+      llvm::outs() << "  " << bad << " values outside tolerance\n";
+  }
+  return allPassed;
+}
+
+llvm::Expected<bool> runCheck(const CudaDriver &driver,
+                              const KernelCache &cache, Chip chip,
+                              int64_t numSms) {
+  llvm::outs() << "# GPU vs float64 host reference; seq_lens {0, 1 (2 for "
+                  "causal Sq=2), 63, 64, 65, 8191}; unused cache slots "
+               << (noPoison ? "zero" : "NaN") << "; tolerance |out| "
+               << kOutTol << ", |lse| " << kLseTol << " absolute\n";
+  bool passed = true;
+  for (const Shape &shape : checkShapes()) {
+    llvm::Expected<bool> ok = checkShape(driver, cache, chip, numSms, shape);
+    if (!ok)
+      return ok.takeError();
+    passed &= *ok;
+  }
+  return passed;
+}
+
+llvm::Error printSpecs() {
+  llvm::Expected<Chip> chip = targetChip();
+  if (!chip)
+    return chip.takeError();
+  std::vector<std::string> seen;
+  std::vector<Shape> shapes = timingShapes();
+  llvm::append_range(shapes, checkShapes());
+  for (const Shape &shape : shapes) {
+    llvm::Expected<DecodeKernelSpec> spec = makeSpec(*chip, shape);
+    if (!spec)
+      return spec.takeError();
+    std::string text = toString(*spec);
+    if (llvm::is_contained(seen, text))
+      continue;
+    seen.push_back(text);
+    llvm::outs() << text << "\n";
+  }
+  return llvm::Error::success();
+}
+
+llvm::Expected<bool> runMain() {
+  if (listSpecs) {
+    if (llvm::Error error = printSpecs())
+      return std::move(error);
+    return true;
+  }
+  if (cacheDir.empty())
+    return llvm::createStringError("--cache-dir is required");
+  if (!shapesOpt.empty() && shapesOpt != "default")
+    return llvm::createStringError("--shapes takes 'default' only; give one "
+                                   "shape with --b/--n/--seq/--sq");
+  if (itersOpt < 1 || warmupOpt < 0)
+    return llvm::createStringError("--iters must be >= 1 and --warmup >= 0");
+  for (int64_t v : {(int64_t)headsOpt, (int64_t)seqOpt, (int64_t)sqOpt})
+    if (v < 1)
+      return llvm::createStringError("--n, --seq and --sq must be positive");
+  llvm::Expected<const CudaDriver &> driver = CudaRuntime::get();
+  if (!driver)
+    return driver.takeError();
+  if (llvm::Error error = CudaRuntime::ensureContext())
+    return std::move(error);
+  llvm::Expected<Chip> chip = targetChip();
+  if (!chip)
+    return chip.takeError();
+  llvm::Expected<int64_t> numSms = numSmsOfDevice(*driver);
+  if (!numSms)
+    return numSms.takeError();
+  KernelCache cache(cacheDir);
+  if (checkMode)
+    return runCheck(*driver, cache, *chip, *numSms);
+  if (llvm::Error error = runTiming(*driver, cache, *chip, *numSms))
+    return std::move(error);
+  return true;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  llvm::InitLLVM init(argc, argv);
+  cl::ParseCommandLineOptions(argc, argv, "mla GPU decode benchmark\n");
+  llvm::Expected<bool> passed = runMain();
+  if (!passed) {
+    llvm::errs() << "error: " << llvm::toString(passed.takeError()) << "\n";
+    return 1;
+  }
+  if (checkMode)
+    llvm::outs() << (*passed ? "PASS" : "FAIL") << "\n";
+  return *passed ? 0 : 1;
+}

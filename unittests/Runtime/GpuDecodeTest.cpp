@@ -1,0 +1,217 @@
+//===- GpuDecodeTest.cpp - host-side logic of GPU decode ------------------===//
+//
+// Everything GpuDecoder checks or plans before a launch needs no GPU: the
+// workspace layout, split bounds, argument validation and the cache-miss
+// message. Launches are covered by `mla-bench --check` and
+// test/python/test_gpu_decode.py on a GPU machine.
+//
+//===----------------------------------------------------------------------===//
+
+#include "mla/Runtime/Gpu/GpuDecode.h"
+#include "llvm/Support/FileSystem.h"
+#include "gtest/gtest.h"
+
+using namespace mla::gpu;
+
+namespace {
+
+DecodeKernelSpec deepSeekSpec(int64_t heads = 128, int64_t sq = 1,
+                              bool causal = false) {
+  DecodeKernelSpec spec;
+  spec.shape.numHeads = heads;
+  spec.shape.queryRows = sq;
+  spec.shape.causal = causal;
+  spec.tiling = chooseDecodeTiling(spec.chip, spec.shape);
+  return spec;
+}
+
+/// The error's message; fails the test when there is no error.
+std::string errorText(llvm::Error error) {
+  EXPECT_TRUE(static_cast<bool>(error));
+  return llvm::toString(std::move(error));
+}
+
+bool contains(const std::string &text, llvm::StringRef part) {
+  return llvm::StringRef(text).contains(part);
+}
+
+TEST(GpuDecode, WorkspaceLayoutIsAlignedAndSizedPerAbi) {
+  DecodeShape shape; // N=128, Sq=1, L=512
+  DecodeWorkspaceLayout layout = decodeWorkspaceLayout(shape, 3, 5);
+  size_t partialOut = size_t(5) * 3 * 128 * 512 * 4;
+  EXPECT_EQ(layout.partialOut, 0u);
+  EXPECT_EQ(layout.partialLse, partialOut);
+  EXPECT_EQ(layout.splitBounds % 256, 0u);
+  EXPECT_GE(layout.splitBounds, layout.partialLse + 5 * 3 * 128 * 4);
+  EXPECT_EQ(layout.totalBytes, layout.splitBounds + 3 * 6 * 4);
+  // The ABI's float count is the two f32 sections without padding.
+  EXPECT_LE(static_cast<size_t>(decodeWorkspaceFloats(shape, 3, 5)) * 4,
+            layout.splitBounds);
+
+  // Odd sizes still give aligned sections.
+  shape.numHeads = 3;
+  shape.latentDim = 48;
+  layout = decodeWorkspaceLayout(shape, 1, 1);
+  EXPECT_EQ(layout.partialLse % 256, 0u);
+  EXPECT_EQ(layout.splitBounds % 256, 0u);
+}
+
+TEST(GpuDecode, UniformBoundsCoverEachRequestInAlignedPieces) {
+  llvm::Expected<SplitBounds> bounds =
+      planUniformBounds({0, 1, 65, 8191}, 4, 64);
+  ASSERT_TRUE(static_cast<bool>(bounds)) << llvm::toString(bounds.takeError());
+  EXPECT_EQ(bounds->numSplits, 4);
+  std::vector<int32_t> expected = {
+      0, 0,    0,    0,    0,    // empty request: every piece empty
+      0, 1,    1,    1,    1,    // one token: one piece
+      0, 64,   65,   65,   65,   // ceil(65/4) = 17 -> 64
+      0, 2048, 4096, 6144, 8191, // ceil(8191/4) = 2048
+  };
+  EXPECT_EQ(bounds->bounds, expected);
+}
+
+TEST(GpuDecode, UniformBoundsRejectBadCounts) {
+  EXPECT_TRUE(contains(errorText(planUniformBounds({1}, 0, 64).takeError()),
+                       "number of splits must be in [1, 65535]"));
+  EXPECT_TRUE(contains(
+      errorText(planUniformBounds({1}, 65536, 64).takeError()), "65536"));
+  EXPECT_TRUE(contains(errorText(planUniformBounds({-3}, 2, 64).takeError()),
+                       "seq_lens[0] = -3 is negative"));
+}
+
+TEST(GpuDecode, CapacityBoundsIgnoreLengths) {
+  llvm::Expected<SplitBounds> bounds = planCapacityBounds(2, 256, 2, 64);
+  ASSERT_TRUE(static_cast<bool>(bounds)) << llvm::toString(bounds.takeError());
+  EXPECT_EQ(bounds->bounds, (std::vector<int32_t>{0, 128, 256, 0, 128, 256}));
+}
+
+TEST(GpuDecode, PlannedBoundsFollowThePolicy) {
+  DecodeKernelSpec spec = deepSeekSpec();
+  std::vector<int32_t> lens = {0, 1, 4096, 8191};
+
+  llvm::Expected<SplitBounds> invariant = planBounds(
+      lens, decodePlanOptions(spec, mla::plan::SplitPolicy::BatchInvariant,
+                              132));
+  ASSERT_TRUE(static_cast<bool>(invariant));
+  EXPECT_EQ(invariant->numSplits, 1);
+  EXPECT_EQ(invariant->bounds,
+            (std::vector<int32_t>{0, 0, 0, 1, 0, 4096, 0, 8191}));
+
+  // vLLM's count: next_pow2(8191 / 512) = 16 pieces for every request.
+  llvm::Expected<SplitBounds> heuristic = planBounds(
+      lens, decodePlanOptions(spec, mla::plan::SplitPolicy::Heuristic, 132));
+  ASSERT_TRUE(static_cast<bool>(heuristic));
+  EXPECT_EQ(heuristic->numSplits, 16);
+  EXPECT_EQ(heuristic->bounds.size(), lens.size() * 17);
+
+  llvm::Expected<SplitBounds> balanced = planBounds(
+      lens, decodePlanOptions(spec, mla::plan::SplitPolicy::Balanced, 132));
+  ASSERT_TRUE(static_cast<bool>(balanced));
+  for (size_t b = 0; b < lens.size(); ++b) {
+    const int32_t *row = &balanced->bounds[b * (balanced->numSplits + 1)];
+    EXPECT_EQ(row[0], 0);
+    EXPECT_EQ(row[balanced->numSplits], lens[b]);
+  }
+
+  mla::plan::SplitPlanOptions options =
+      decodePlanOptions(spec, mla::plan::SplitPolicy::Balanced, 132);
+  EXPECT_EQ(options.numHeadsQ, 128);
+  EXPECT_EQ(options.rowsPerCta, spec.tiling.rowsPerCta);
+  options.numSms = 0;
+  llvm::Expected<SplitBounds> bad = planBounds(lens, options);
+  ASSERT_FALSE(static_cast<bool>(bad));
+  EXPECT_TRUE(contains(llvm::toString(bad.takeError()), "numSms"));
+}
+
+TEST(GpuDecode, SeqLensAreCheckedAgainstCapacityAndQueryRows) {
+  DecodeKernelSpec spec = deepSeekSpec(16, 2, /*causal=*/true);
+  EXPECT_FALSE(static_cast<bool>(checkSeqLens(spec, {0, 2, 128}, 2)));
+  EXPECT_TRUE(contains(errorText(checkSeqLens(spec, {0, 129}, 2)),
+                       "seq_lens[1] = 129 exceeds the block table's capacity "
+                       "128 (2 pages of 64)"));
+  EXPECT_TRUE(contains(errorText(checkSeqLens(spec, {1}, 2)),
+                       "causal decode needs seq_lens[0] = 1 >= s_q = 2"));
+  EXPECT_TRUE(contains(errorText(checkSeqLens(spec, {-1}, 2)), "negative"));
+  spec.shape.causal = false;
+  EXPECT_FALSE(static_cast<bool>(checkSeqLens(spec, {1}, 2)));
+}
+
+DecodeArgs validArgs(const DecodeKernelSpec &spec) {
+  DecodeArgs args;
+  args.q = 0x1000;
+  args.cache = 0x2000;
+  args.blockTable = 0x3000;
+  args.seqLens = 0x4000;
+  args.out = 0x5000;
+  args.lse = 0x6000;
+  args.workspace = 0x7000;
+  args.batch = 4;
+  args.maxPages = 8;
+  args.numPages = 32;
+  args.numSplits = 3;
+  args.workspaceBytes = decodeWorkspaceLayout(spec.shape, 4, 3).totalBytes;
+  return args;
+}
+
+TEST(GpuDecode, ArgumentsAreValidatedWithoutAGpu) {
+  DecodeKernelSpec spec = deepSeekSpec();
+  EXPECT_FALSE(static_cast<bool>(checkDecodeArgs(spec, validArgs(spec))));
+
+  auto rejects = [&](auto mutate, llvm::StringRef part) {
+    DecodeArgs args = validArgs(spec);
+    mutate(args);
+    std::string message = errorText(checkDecodeArgs(spec, args));
+    EXPECT_TRUE(contains(message, part)) << message;
+  };
+  rejects([](DecodeArgs &a) { a.q = 0; }, "device pointer q is null");
+  rejects([](DecodeArgs &a) { a.lse = 0; }, "device pointer lse is null");
+  rejects([](DecodeArgs &a) { a.cache += 8; }, "cache is not 16-byte aligned");
+  rejects([](DecodeArgs &a) { a.seqLens += 2; },
+          "seq_lens is not 4-byte aligned");
+  rejects([](DecodeArgs &a) { a.batch = 0; }, "batch size must be in [1, 65535]");
+  rejects([](DecodeArgs &a) { a.batch = 70000; }, "got 70000");
+  rejects([](DecodeArgs &a) { a.maxPages = 0; }, "at least one column");
+  rejects([](DecodeArgs &a) { a.maxPages = int64_t(1) << 30; },
+          "fits in int32");
+  rejects([](DecodeArgs &a) { a.numPages = 0; }, "between 1 and");
+  rejects([](DecodeArgs &a) { a.numSplits = 0; }, "number of splits");
+  rejects([](DecodeArgs &a) { a.workspaceBytes -= 1; },
+          "4 requests in 3 pieces need");
+}
+
+TEST(GpuDecode, CacheMissNamesTheAotCommand) {
+  llvm::SmallString<128> dir;
+  ASSERT_FALSE(llvm::sys::fs::createUniqueDirectory("mla-gpudecode", dir));
+  KernelCache cache(std::string(dir.str()));
+  DecodeKernelSpec spec = deepSeekSpec();
+
+  llvm::Expected<GpuDecoder> decoder = GpuDecoder::fromCache(spec, cache);
+  ASSERT_FALSE(static_cast<bool>(decoder));
+  std::string message = llvm::toString(decoder.takeError());
+  EXPECT_TRUE(contains(message, "mla-aot --cache-dir " + std::string(dir) +
+                                    " --spec \"" + toString(spec) + "\""))
+      << message;
+  EXPECT_TRUE(contains(message, cacheKeyFor(spec))) << message;
+
+  // A fallback's failure is the load's failure, and nothing is stored.
+  decoder = GpuDecoder::fromCache(
+      spec, cache, [](const DecodeKernelSpec &) -> llvm::Expected<std::vector<char>> {
+        return llvm::createStringError("compiler unavailable");
+      });
+  ASSERT_FALSE(static_cast<bool>(decoder));
+  EXPECT_EQ(llvm::toString(decoder.takeError()), "compiler unavailable");
+  EXPECT_FALSE(cache.lookup(cacheKeyFor(spec)).has_value());
+  llvm::sys::fs::remove_directories(dir);
+}
+
+TEST(GpuDecode, UnusableTilingIsRejectedBeforeLoading) {
+  DecodeKernelSpec spec = deepSeekSpec();
+  spec.tiling.kvBlock = 48; // does not divide the 64-token page
+  llvm::Expected<GpuDecoder> decoder =
+      GpuDecoder::create(spec, std::vector<char>{'x'});
+  ASSERT_FALSE(static_cast<bool>(decoder));
+  std::string message = llvm::toString(decoder.takeError());
+  EXPECT_TRUE(contains(message, "is unusable")) << message;
+}
+
+} // namespace
