@@ -35,46 +35,48 @@ using namespace mla;
 using namespace mla::gpu;
 namespace cl = llvm::cl;
 
-static cl::opt<std::string> cacheDir("cache-dir",
+static cl::OptionCategory benchCategory("mla-bench options");
+
+static cl::opt<std::string> cacheDir("cache-dir", cl::cat(benchCategory),
                                      cl::desc("Kernel cache directory"),
                                      cl::value_desc("dir"));
 static cl::opt<std::string>
-    shapesOpt("shapes", cl::init(""),
+    shapesOpt("shapes", cl::cat(benchCategory), cl::init(""),
               cl::desc("'default': the standard decode shapes (ignored when "
                        "--b/--n/--seq/--sq are given)"));
-static cl::opt<int64_t> batchOpt("b", cl::init(0), cl::desc("Batch size"));
-static cl::opt<int64_t> headsOpt("n", cl::init(128), cl::desc("Query heads"));
-static cl::opt<int64_t> seqOpt("seq", cl::init(4096),
+static cl::opt<int64_t> batchOpt("b", cl::cat(benchCategory), cl::init(0), cl::desc("Batch size"));
+static cl::opt<int64_t> headsOpt("n", cl::cat(benchCategory), cl::init(128), cl::desc("Query heads"));
+static cl::opt<int64_t> seqOpt("seq", cl::cat(benchCategory), cl::init(4096),
                                cl::desc("seq_len of every request"));
-static cl::opt<int64_t> sqOpt("sq", cl::init(1),
+static cl::opt<int64_t> sqOpt("sq", cl::cat(benchCategory), cl::init(1),
                               cl::desc("Query rows per request"));
-static cl::opt<bool> causalOpt("causal", cl::desc("Causal query rows"));
-static cl::opt<int> itersOpt("iters", cl::init(20),
+static cl::opt<bool> causalOpt("causal", cl::cat(benchCategory), cl::desc("Causal query rows"));
+static cl::opt<int> itersOpt("iters", cl::cat(benchCategory), cl::init(20),
                              cl::desc("Timed iterations"));
-static cl::opt<int> warmupOpt("warmup", cl::init(5),
+static cl::opt<int> warmupOpt("warmup", cl::cat(benchCategory), cl::init(5),
                               cl::desc("Untimed iterations first"));
-static cl::opt<std::string> splitsOpt("splits", cl::init("auto"),
+static cl::opt<std::string> splitsOpt("splits", cl::cat(benchCategory), cl::init("auto"),
                                       cl::desc("'auto' (from --policy) or "
                                                "pieces per request"));
 static cl::opt<std::string>
-    policyOpt("policy", cl::init("heuristic"),
+    policyOpt("policy", cl::cat(benchCategory), cl::init("heuristic"),
               cl::desc("Split policy for --splits auto: heuristic, balanced "
                        "or batch-invariant"));
-static cl::opt<std::string> tileOpt("tile", cl::init(""),
+static cl::opt<std::string> tileOpt("tile", cl::cat(benchCategory), cl::init(""),
                                     cl::desc("Tiling RxWxKxS (default: "
                                              "chooseDecodeTiling)"));
-static cl::opt<bool> noFlush("no-flush",
+static cl::opt<bool> noFlush("no-flush", cl::cat(benchCategory),
                              cl::desc("Keep L2 warm between iterations"));
-static cl::opt<bool> checkMode("check",
+static cl::opt<bool> checkMode("check", cl::cat(benchCategory),
                                cl::desc("Compare against a float64 host "
                                         "reference instead of timing"));
 static cl::opt<bool> noPoison(
     "no-poison",
     cl::desc("--check: fill unused cache slots with zeros, not NaN"));
-static cl::opt<bool> listSpecs("list-specs",
+static cl::opt<bool> listSpecs("list-specs", cl::cat(benchCategory),
                                cl::desc("Print the kernel specs the timing "
                                         "shapes and --check use, and exit"));
-static cl::opt<std::string> chipOpt("chip", cl::init(""),
+static cl::opt<std::string> chipOpt("chip", cl::cat(benchCategory), cl::init(""),
                                     cl::desc("sm_90a or sm_100a (default: "
                                              "device 0's)"));
 
@@ -628,6 +630,7 @@ llvm::Expected<bool> runMain() {
 
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
+  cl::HideUnrelatedOptions(benchCategory);
   cl::ParseCommandLineOptions(argc, argv, "mla GPU decode benchmark\n");
   llvm::Expected<bool> passed = runMain();
   if (!passed) {
