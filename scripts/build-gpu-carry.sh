@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Builds the MLIR-free GPU decode runtime for machines that have a CUDA driver
-# but no LLVM/MLIR (the H200), into gpu-carry/ (or $1):
+# Builds the MLIR-free GPU runtime (decode, cache write, projections) for
+# machines that have a CUDA driver but no LLVM/MLIR (the H200), into
+# gpu-carry/ (or $1):
 #   bin/mla-bench              timing and --check, LLVM Support linked statically
 #   python/mla/                the Python package, with _lib/libMLAGpuCAPI.so
 #                              (LLVM Support linked statically, its symbols
@@ -23,6 +24,7 @@ fi
 RUNTIME_SOURCES=(
   lib/Runtime/KernelABI.cpp
   lib/Runtime/SplitPlanner.cpp
+  lib/Runtime/Gpu/CacheProjectionLaunch.cpp
   lib/Runtime/Gpu/CudaDriver.cpp
   lib/Runtime/Gpu/GpuDecode.cpp
   lib/Runtime/Gpu/KernelCache.cpp

@@ -1,6 +1,7 @@
-/*===-- mla-c/Gpu.h - C API of the mla GPU decode runtime --------*- C -*-===*\
+/*===-- mla-c/Gpu.h - C API of the mla GPU runtime ---------------*- C -*-===*\
 |*                                                                            *|
-|* MLA decode on an NVIDIA GPU from kernels compiled ahead of time: this      *|
+|* MLA decode, the cache write before it and the absorbed projections around  *|
+|* it on an NVIDIA GPU from kernels compiled ahead of time: this              *|
 |* library (libMLAGpuCAPI.so) links neither MLIR nor the CUDA runtime, only   *|
 |* libcuda at run time (dlopen), so a serving process or the Python package   *|
 |* can use it on a machine where only the driver is installed.                *|
@@ -45,6 +46,7 @@ extern "C" {
 #define MLA_GPU_SPLIT_HEURISTIC 0       /* vLLM Triton MLA's count */
 #define MLA_GPU_SPLIT_BALANCED 1        /* FlashMLA's balanced schedule */
 #define MLA_GPU_SPLIT_BATCH_INVARIANT 2 /* one piece per request */
+#define MLA_GPU_SPLIT_GRID 3            /* one count fitted to the SMs (default) */
 
 /* Writes the canonical spec text of a decode kernel into `spec` (`specLen`
  * bytes, NUL included). `chip` is "sm_90a" or "sm_100a", or NULL for the
@@ -83,7 +85,47 @@ int mlaGpuDecode(const char *spec, int32_t device, uint64_t q, uint64_t cache,
                  size_t *workspaceBytes, void *stream, char *err,
                  size_t errLen);
 
-/* Drops every loaded kernel. */
+/* Writes the canonical text of a kernel spec of any family ("decode ...",
+ * "cache_write ...", "absorb_q ...", "up_proj_out ...": the text mla-aot
+ * --spec takes, keys in any order, scales as decimals or f32 bit patterns)
+ * into `spec` (`specLen` bytes, NUL included). Fails on malformed text or a
+ * shape no kernel of the family can run. */
+int mlaGpuCanonicalSpec(const char *text, char *spec, size_t specLen,
+                        char *err, size_t errLen);
+
+/* vLLM's concat_and_cache_mla on the GPU, for the "cache_write" kernel
+ * `spec` (which fixes L, R, the input dtype and the cache row format):
+ *   kvC [T, L], kPe [T, R] (spec dtype), slotMapping int32 [T] (device),
+ *   cache [numSlots, row] (numSlots = pages * page size; rows of the spec's
+ *   format: 2 or 4 bytes per entry for bf16/f16/f32, L+R, L+R+8 or
+ *   L + 4*L/128 + 2*R bytes for fp8_e4m3, fp8_e4m3_token, fp8_ds_mla).
+ * Token t is written to row slotMapping[t] in place; negative slots are
+ * padding and write nothing. `slotMappingHost` holds the same slots on the
+ * host: when given, a slot >= numSlots is MLA_GPU_ERROR_INVALID_ARGUMENT and
+ * nothing is enqueued; with NULL the kernel skips such slots. Pointers must be
+ * 16-byte aligned. Enqueues one kernel on `stream`, without copies, so it may
+ * be captured in a CUDA graph. */
+int mlaGpuCacheWrite(const char *spec, int32_t device, uint64_t kvC,
+                     uint64_t kPe, uint64_t slotMapping,
+                     const int32_t *slotMappingHost, uint64_t cache,
+                     int64_t tokens, int64_t numSlots, void *stream, char *err,
+                     size_t errLen);
+
+/* q [T, N, P+R] -> out [T, N, L+R] (spec dtype) for the "absorb_q" kernel
+ * `spec`: out[t, n, :L] = q[t, n, :P] @ wUkT[n] with wUkT [N, P, L], and
+ * out[t, n, L:] = q[t, n, P:]. Enqueues one kernel on `stream`. */
+int mlaGpuAbsorbQ(const char *spec, int32_t device, uint64_t q, uint64_t wUkT,
+                  uint64_t out, int64_t tokens, void *stream, char *err,
+                  size_t errLen);
+
+/* o [T, N, L] -> out [T, N*V] (spec dtype) for the "up_proj_out" kernel
+ * `spec`: out[t, n*V:(n+1)*V] = o[t, n] @ wUv[n] with wUv [N, L, V].
+ * Enqueues one kernel on `stream`. */
+int mlaGpuUpProjOut(const char *spec, int32_t device, uint64_t o,
+                    uint64_t wUv, uint64_t out, int64_t tokens, void *stream,
+                    char *err, size_t errLen);
+
+/* Drops every loaded kernel (decode, cache write and projections). */
 void mlaGpuClearDecoders(void);
 
 #ifdef __cplusplus

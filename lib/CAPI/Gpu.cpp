@@ -1,13 +1,15 @@
-//===- Gpu.cpp - C API of the mla GPU decode runtime ----------------------===//
+//===- Gpu.cpp - C API of the mla GPU runtime -----------------------------===//
 //
-// Decoders are loaded once per (spec, CUDA context) and kept for the life of
-// the process (or until mlaGpuClearDecoders): loading a module costs far more
-// than a decode step. Everything that can be rejected is rejected before the
-// bounds upload, the first thing enqueued.
+// Decoders and the cache write / projection kernels are loaded once per
+// (spec, CUDA context) and kept for the life of the process (or until
+// mlaGpuClearDecoders): loading a module costs far more than a launch.
+// Everything that can be rejected is rejected before the first thing
+// enqueued (the bounds upload of a decode, the one launch of the others).
 //
 //===----------------------------------------------------------------------===//
 
 #include "mla-c/Gpu.h"
+#include "mla/Runtime/Gpu/CacheProjectionLaunch.h"
 #include "mla/Runtime/Gpu/GpuDecode.h"
 #include "llvm/ADT/Twine.h"
 #include <algorithm>
@@ -55,11 +57,14 @@ int report(llvm::Error error, char *err, size_t errLen) {
   return code;
 }
 
-/// The process's decoders and per-device facts, under one lock.
+/// The process's loaded kernels and per-device facts, under one lock.
 struct State {
   std::mutex mutex;
   std::map<std::pair<std::string, CUcontext>, std::unique_ptr<GpuDecoder>>
       decoders;
+  /// Single-kernel images (cache write, projections) by spec text.
+  std::map<std::pair<std::string, CUcontext>, std::unique_ptr<CudaKernel>>
+      kernels;
   std::map<int32_t, CUcontext> primaryContexts;
   std::map<int32_t, int64_t> numSms;
 };
@@ -236,6 +241,108 @@ getDecoder(State &s, const DecodeKernelSpec &spec, CUcontext context) {
   return *slot;
 }
 
+/// The kernel of a single-kernel spec in context `context`, loaded on first
+/// use with `load`. Caller holds the state lock.
+template <typename Spec, typename Loader>
+llvm::Expected<const CudaKernel &> getKernel(State &s, const Spec &spec,
+                                             CUcontext context, Loader load) {
+  auto key = std::make_pair(toString(spec), context);
+  if (auto it = s.kernels.find(key); it != s.kernels.end())
+    return *it->second;
+  llvm::Expected<KernelCache> cache = KernelCache::openDefault();
+  if (!cache)
+    return cache.takeError();
+  llvm::Expected<CudaKernel> kernel = load(spec, *cache);
+  if (!kernel)
+    return kernel.takeError();
+  auto &slot = s.kernels[key];
+  slot = std::make_unique<CudaKernel>(std::move(*kernel));
+  return *slot;
+}
+
+/// Parses `text` as a spec of the family `Spec` parses.
+template <typename Spec>
+llvm::Expected<Spec> parseFamily(const char *text, const char *family,
+                                 bool (*parse)(const std::string &, Spec &,
+                                               std::string &)) {
+  if (!text)
+    return invalid("the kernel spec is null");
+  Spec spec;
+  std::string why;
+  if (!parse(text, spec, why))
+    return invalid(Twine("bad ") + family + " kernel spec '" + text +
+                   "': " + why);
+  return spec;
+}
+
+struct CacheWriteCall {
+  const char *spec;
+  int32_t device;
+  CacheWriteArgs args;
+  const int32_t *slotMappingHost;
+  CUstream stream;
+};
+
+llvm::Error cacheWrite(const CacheWriteCall &call) {
+  llvm::Expected<CacheWriteKernelSpec> spec = parseFamily<CacheWriteKernelSpec>(
+      call.spec, "cache_write", parseCacheWriteKernelSpec);
+  if (!spec)
+    return spec.takeError();
+  CacheWriteArgs args = call.args;
+  args.shape = spec->shape;
+  if (llvm::Error error = checkCacheWriteArgs(args))
+    return error;
+  if (args.tokens == 0)
+    return llvm::Error::success();
+  if (call.slotMappingHost)
+    if (llvm::Error error = checkSlotMapping(
+            llvm::ArrayRef(call.slotMappingHost, args.tokens), args.numSlots))
+      return error;
+
+  State &s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  llvm::Expected<CUcontext> context = useDevice(s, call.device);
+  if (!context)
+    return context.takeError();
+  llvm::Expected<const CudaKernel &> kernel =
+      getKernel(s, *spec, *context, loadCacheWriteKernel);
+  if (!kernel)
+    return kernel.takeError();
+  return launchCacheWrite(*kernel, call.stream, args);
+}
+
+llvm::Error project(ProjectionKind kind, const char *specText, int32_t device,
+                    ProjectionArgs args, CUstream stream) {
+  bool absorb = kind == ProjectionKind::AbsorbQ;
+  const char *family = absorb ? "absorb_q" : "up_proj_out";
+  llvm::Expected<ProjectionKernelSpec> spec =
+      parseFamily<ProjectionKernelSpec>(specText, family,
+                                        parseProjectionKernelSpec);
+  if (!spec)
+    return spec.takeError();
+  if (spec->kind != kind)
+    return invalid(Twine("the kernel spec '") + specText + "' is not an " +
+                   family + " spec");
+  args.shape = spec->shape;
+  if (llvm::Error error =
+          absorb ? checkAbsorbQArgs(args) : checkUpProjOutArgs(args))
+    return error;
+  if (args.tokens == 0)
+    return llvm::Error::success();
+
+  State &s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  llvm::Expected<CUcontext> context = useDevice(s, device);
+  if (!context)
+    return context.takeError();
+  llvm::Expected<const CudaKernel &> kernel =
+      getKernel(s, *spec, *context, loadProjectionKernel);
+  if (!kernel)
+    return kernel.takeError();
+  return absorb ? launchAbsorbQ(*kernel, stream, args)
+                : launchUpProjOut(*kernel, stream, args);
+}
+
 struct DecodeCall {
   const char *spec;
   int32_t device;
@@ -267,6 +374,10 @@ llvm::Error decode(const DecodeCall &call) {
     break;
   case MLA_GPU_SPLIT_BATCH_INVARIANT:
     policy = mla::plan::SplitPolicy::BatchInvariant;
+    break;
+  case MLA_GPU_SPLIT_GRID:
+    // Planned below from the lengths (or the capacity) and the SM count.
+    policy = mla::plan::SplitPolicy::Heuristic;
     break;
   default:
     return invalid("unknown split policy " + Twine(call.splitPolicy));
@@ -301,6 +412,18 @@ llvm::Error decode(const DecodeCall &call) {
     llvm::Expected<int64_t> numSms = getNumSms(s, call.device);
     if (!numSms)
       return numSms.takeError();
+    if (call.splitPolicy == MLA_GPU_SPLIT_GRID) {
+      int64_t longest = capacity;
+      if (call.seqLensHost) {
+        longest = 0;
+        for (int32_t len : lens)
+          longest = std::max<int64_t>(longest, len);
+      }
+      int64_t count = chooseGridSplits(*spec, args.batch, longest, *numSms);
+      return call.seqLensHost
+                 ? planUniformBounds(lens, count, alignTokens)
+                 : planCapacityBounds(args.batch, capacity, count, alignTokens);
+    }
     if (!call.seqLensHost)
       return planCapacityBounds(
           args.batch, capacity,
@@ -389,8 +512,74 @@ extern "C" int mlaGpuDecode(const char *spec, int32_t device, uint64_t q,
   return report(decode(call), err, errLen);
 }
 
+extern "C" int mlaGpuCanonicalSpec(const char *text, char *spec,
+                                   size_t specLen, char *err, size_t errLen) {
+  if (!text)
+    return report(invalid("the kernel spec is null"), err, errLen);
+  KernelSpec parsed;
+  std::string why;
+  if (!parseKernelSpec(text, parsed, why))
+    return report(invalid(Twine("bad kernel spec '") + text + "': " + why),
+                  err, errLen);
+  std::string canonical = toString(parsed);
+  if (!spec || specLen <= canonical.size())
+    return report(invalid("the spec buffer holds " + Twine(specLen) +
+                          " bytes; the spec needs " +
+                          Twine(canonical.size() + 1)),
+                  err, errLen);
+  writeMessage(canonical, spec, specLen);
+  return MLA_GPU_SUCCESS;
+}
+
+extern "C" int mlaGpuCacheWrite(const char *spec, int32_t device,
+                                uint64_t kvC, uint64_t kPe,
+                                uint64_t slotMapping,
+                                const int32_t *slotMappingHost, uint64_t cache,
+                                int64_t tokens, int64_t numSlots, void *stream,
+                                char *err, size_t errLen) {
+  CacheWriteCall call;
+  call.spec = spec;
+  call.device = device;
+  call.args.kvC = kvC;
+  call.args.kPe = kPe;
+  call.args.slotMapping = slotMapping;
+  call.args.cache = cache;
+  call.args.tokens = tokens;
+  call.args.numSlots = numSlots;
+  call.slotMappingHost = slotMappingHost;
+  call.stream = static_cast<CUstream>(stream);
+  return report(cacheWrite(call), err, errLen);
+}
+
+extern "C" int mlaGpuAbsorbQ(const char *spec, int32_t device, uint64_t q,
+                             uint64_t wUkT, uint64_t out, int64_t tokens,
+                             void *stream, char *err, size_t errLen) {
+  ProjectionArgs args;
+  args.in = q;
+  args.weight = wUkT;
+  args.out = out;
+  args.tokens = tokens;
+  return report(project(ProjectionKind::AbsorbQ, spec, device, args,
+                        static_cast<CUstream>(stream)),
+                err, errLen);
+}
+
+extern "C" int mlaGpuUpProjOut(const char *spec, int32_t device, uint64_t o,
+                               uint64_t wUv, uint64_t out, int64_t tokens,
+                               void *stream, char *err, size_t errLen) {
+  ProjectionArgs args;
+  args.in = o;
+  args.weight = wUv;
+  args.out = out;
+  args.tokens = tokens;
+  return report(project(ProjectionKind::UpProjOut, spec, device, args,
+                        static_cast<CUstream>(stream)),
+                err, errLen);
+}
+
 extern "C" void mlaGpuClearDecoders(void) {
   State &s = state();
   std::lock_guard<std::mutex> lock(s.mutex);
   s.decoders.clear();
+  s.kernels.clear();
 }

@@ -38,12 +38,21 @@ std::string checkDecodeTilingSM100(const DecodeShape &shape,
 DecodeTiling chooseDecodeTiling(Chip chip, const DecodeShape &shape) {
   if (chip == Chip::SM100a)
     return chooseDecodeTilingSM100(shape);
+  // Warpgroup MMAs on 128B-swizzled tiles when the shape allows them: on
+  // the H200 2.1-2.3x the mma.sync kernel at N=128 and +5% at N=16, where
+  // the 64-row tile idles MMA rows but the kernel is bound by HBM anyway
+  // (docs/benchmarks.md).
+  DecodeTiling wgmmaTiling{64, 2, 64, 2, /*wgmma=*/true};
+  if (checkDecodeTiling(chip, shape, wgmmaTiling).empty())
+    return wgmmaTiling;
   DecodeTiling tiling;
   int64_t rows = shape.numHeads * shape.queryRows;
   if (rows >= 64) {
     // Compute-bound (FLOP/byte ~ 2*N*Sq): 64 rows share each KV block; two
     // warps per 16-row block split the 512-wide output (128 f32 per thread).
-    tiling = {64, 2, 32, 2};
+    // Three stages: +8.5% over two at (132,128,8192) on the H200
+    // (docs/benchmarks.md), still one CTA per SM.
+    tiling = {64, 2, 32, 3};
   } else if (rows > 16) {
     tiling = {32, 2, 32, 2};
   } else {
@@ -54,6 +63,16 @@ DecodeTiling chooseDecodeTiling(Chip chip, const DecodeShape &shape) {
   // Narrow latents (L = 256, ...) leave too few output columns per warp.
   while (tiling.warpsN > 1 && (shape.latentDim / tiling.warpsN) % 16 != 0)
     tiling.warpsN /= 2;
+  // A KV block never straddles a page: small pages get smaller blocks (and
+  // fewer warps sharing a block's tokens).
+  while (shape.pageSize > 0 && shape.pageSize % tiling.kvBlock != 0) {
+    if (tiling.kvBlock / 2 >= 16 * tiling.warpsN && tiling.kvBlock > 16)
+      tiling.kvBlock /= 2;
+    else if (tiling.warpsN > 1)
+      tiling.warpsN /= 2;
+    else
+      break;
+  }
   return tiling;
 }
 
@@ -65,6 +84,15 @@ int64_t decodeSharedBytes(Chip chip, const DecodeShape &shape,
                           const DecodeTiling &tiling) {
   if (chip == Chip::SM100a)
     return decodeSharedBytesSM100(shape, tiling);
+  if (tiling.wgmma) {
+    // 64-column boxes of 128-byte rows; every section 1024-byte aligned (the
+    // 128-byte swizzle atom).
+    int64_t row = shape.rowDim() * elemBytes(shape.elem);
+    return alignTo(tiling.rowsPerCta * row, 1024) +
+           alignTo(tiling.stages * tiling.kvBlock * row, 1024) +
+           alignTo(tiling.rowsPerCta * tiling.kvBlock * 2, 1024) +
+           alignTo(tiling.rowsPerCta * tiling.warpsN * 4, 128);
+  }
   // Shared rows are padded to whole 128-byte swizzle groups.
   int64_t rowBytes = alignTo(shape.rowDim() * elemBytes(shape.elem), 128);
   int64_t q = alignTo(tiling.rowsPerCta * rowBytes, 128);
@@ -77,6 +105,8 @@ int64_t decodeSharedBytes(Chip chip, const DecodeShape &shape,
 
 std::string checkDecodeTiling(Chip chip, const DecodeShape &shape,
                               const DecodeTiling &tiling) {
+  if (chip == Chip::SM100a && tiling.wgmma)
+    return "wgmma is an sm_90a instruction; sm_100a uses tcgen05";
   if (chip == Chip::SM100a)
     return checkDecodeTilingSM100(shape, tiling);
   auto str = [](int64_t v) { return std::to_string(v); };
@@ -99,6 +129,12 @@ std::string checkDecodeTiling(Chip chip, const DecodeShape &shape,
     return "kv_block = " + str(tiling.kvBlock) +
            " must divide the page size " + str(shape.pageSize) +
            " (a block never straddles pages)";
+  if (tiling.wgmma &&
+      (tiling.rowsPerCta != 64 || tiling.warpsN != 2 || tiling.kvBlock != 64 ||
+       shape.rowDim() % 64 != 0 || shape.latentDim % 128 != 0 ||
+       shape.latentDim > 512))
+    return "wgmma needs rows_per_cta 64, warps_n 2, kv_block 64, L+R a "
+           "multiple of 64 and L a multiple of 128 up to 512";
   if (tiling.stages < 2)
     return "stages = " + str(tiling.stages) +
            " must be at least 2 (cp.async double buffering)";

@@ -20,9 +20,10 @@ cache of the activations' dtype), "fp8_e4m3" (uint8 e4m3 codes with a per-tensor
 Invalid arguments raise ValueError before anything runs (a cache is never partly written); compiler
 failures raise RuntimeError.
 
-`decode` also runs on the GPU when `q` is a PyTorch CUDA tensor (see `mla.gpu`): that path needs neither
-numpy nor the MLIR-built CPU library, so a GPU-only installation (scripts/build-gpu-carry.sh) imports this
-package without them and raises ImportError only when a CPU function is called.
+`decode`, `absorb_q` and `up_proj_out` also run on the GPU when their first argument is a PyTorch CUDA
+tensor, and `cache_write` when kv_c or kv_cache is (see `mla.gpu`): that path needs neither numpy nor the
+MLIR-built CPU library, so a GPU-only installation (scripts/build-gpu-carry.sh) imports this package
+without them and raises ImportError only when a CPU function is called.
 """
 
 import ctypes
@@ -218,14 +219,23 @@ def _decode_cpu(q, kv_cache, block_table, seq_lens, head_dim_v, softmax_scale, c
     return out, lse
 
 
-@_cpu
 def cache_write(kv_c, k_pe, kv_cache, slot_mapping, *, kv_format="auto", kv_scale=None):
     """Store concat(kv_c[t], k_pe[t]) at slot slot_mapping[t] = page * page_size + offset of kv_cache,
     in place, quantised as kv_format says; negative slots are padding tokens and write nothing.
 
     kv_c [T, L], k_pe [T, R] or [T, 1, R], kv_cache [pages, page_size, row] (C-contiguous, writeable),
-    slot_mapping [T]. Returns None.
+    slot_mapping [T]. Returns None. When kv_c or kv_cache is a torch CUDA tensor, every array must be a
+    torch tensor and the call runs `mla.gpu.cache_write` on their device (same bytes).
     """
+    if _is_torch_cuda(kv_c) or _is_torch_cuda(kv_cache):
+        from . import gpu
+
+        return gpu.cache_write(kv_c, k_pe, kv_cache, slot_mapping, kv_format=kv_format, kv_scale=kv_scale)
+    return _cache_write_cpu(kv_c, k_pe, kv_cache, slot_mapping, kv_format, kv_scale)
+
+
+@_cpu
+def _cache_write_cpu(kv_c, k_pe, kv_cache, slot_mapping, kv_format, kv_scale):
     cache = _cache_to_write(kv_cache)
     arrays = [_array("kv_c", kv_c), _array("k_pe", k_pe), cache, _indices("slot_mapping", slot_mapping)]
     fmt = _cache_format(kv_format, kv_scale)
@@ -242,17 +252,39 @@ def split_kv_b_proj(kv_b_proj, num_heads, qk_nope_head_dim, v_head_dim):
     return w_uk_t, w_uv
 
 
-@_cpu
 def absorb_q(q, w_uk_t):
-    """q [T, N, P+R] -> [T, N, L+R]: the nope part multiplied by W_UK_T per head, the RoPE part kept."""
+    """q [T, N, P+R] -> [T, N, L+R]: the nope part multiplied by W_UK_T per head, the RoPE part kept.
+
+    When q is a torch CUDA tensor, w_uk_t must be one too and the call runs `mla.gpu.absorb_q`.
+    """
+    if _is_torch_cuda(q):
+        from . import gpu
+
+        return gpu.absorb_q(q, w_uk_t)
+    return _absorb_q_cpu(q, w_uk_t)
+
+
+@_cpu
+def _absorb_q_cpu(q, w_uk_t):
     arrays = [_array("q", q), _array("w_uk_t", w_uk_t)]
     (out,) = _run(_capi.mlaAbsorbQ, [_tensor(a) for a in arrays], 1)
     return out
 
 
-@_cpu
 def up_proj_out(o, w_uv):
-    """Latent attention output o [T, N, L] -> [T, N*V] through W_UV [N, L, V]."""
+    """Latent attention output o [T, N, L] -> [T, N*V] through W_UV [N, L, V].
+
+    When o is a torch CUDA tensor, w_uv must be one too and the call runs `mla.gpu.up_proj_out`.
+    """
+    if _is_torch_cuda(o):
+        from . import gpu
+
+        return gpu.up_proj_out(o, w_uv)
+    return _up_proj_out_cpu(o, w_uv)
+
+
+@_cpu
+def _up_proj_out_cpu(o, w_uv):
     arrays = [_array("o", o), _array("w_uv", w_uv)]
     (out,) = _run(_capi.mlaUpProjOut, [_tensor(a) for a in arrays], 1)
     return out

@@ -34,8 +34,8 @@ def spec_text(heads=128, sq=1, causal=False, dtype="bf16", tile=None):
 def test_spec_text_is_canonical(lib):
     bits = struct.unpack("<I", struct.pack("<f", SCALE))[0]
     assert spec_text() == (f"decode chip=sm_90a N=128 Sq=1 L=512 R=64 page=64 dtype=bf16 causal=0 "
-                           f"scale=0x{bits:08x} tile=64x2x32x2")
-    assert spec_text(16, 2, True).endswith("causal=1 scale=0x3d93cd3a tile=32x2x32x2")
+                           f"scale=0x{bits:08x} tile=64x2x64x2w")
+    assert spec_text(16, 2, True).endswith("causal=1 scale=0x3d93cd3a tile=64x2x64x2w")
     assert spec_text(16, tile="64x2x32x2").endswith("tile=64x2x32x2")
     assert "dtype=f16" in spec_text(dtype="f16")
 

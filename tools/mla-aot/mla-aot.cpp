@@ -1,8 +1,9 @@
 //===- mla-aot.cpp - pre-build the GPU kernel cache -----------------------===//
 //
-// Compiling a decode image takes seconds; a serving process should never pay
-// that on its first request. mla-aot compiles every listed kernel spec into
-// the on-disk kernel cache ahead of time (a hit costs a file read), and can
+// Compiling a kernel image takes seconds; a serving process should never pay
+// that on its first request. mla-aot compiles every listed kernel spec
+// (decode, cache_write, absorb_q, up_proj_out) into the on-disk kernel cache
+// ahead of time (a hit costs a file read), and can
 // print the keys, time warm lookups, or print the module the JIT compiles so
 // that `mla-opt` can replay it.
 //
@@ -40,8 +41,10 @@ cl::opt<std::string> cacheDir(
 cl::list<std::string>
     specs("spec",
           cl::desc("A kernel spec, e.g. \"decode chip=sm_90a N=128 Sq=1 L=512 "
-                   "R=64 page=64 dtype=bf16 causal=0 scale=0x3d93cd3a\" "
-                   "(repeatable)"),
+                   "R=64 page=64 dtype=bf16 causal=0 scale=0x3d93cd3a\", "
+                   "\"cache_write chip=sm_90a L=512 R=64 page=64 dtype=bf16 "
+                   "format=fp8_ds_mla\" or \"absorb_q chip=sm_90a N=128 P=128 "
+                   "L=512 R=64 dtype=bf16\" (repeatable)"),
           cl::value_desc("text"), cl::cat(category));
 cl::list<std::string>
     specFiles("spec-file",
@@ -50,8 +53,11 @@ cl::list<std::string>
               cl::value_desc("file"), cl::cat(category));
 cl::list<std::string>
     shapes("shapes",
-           cl::desc("Named spec sets: 'deepseek' is sm_90a bf16 page 64, "
-                    "L=512 R=64, N in {16,32,64,128} x (Sq=1, Sq=2 causal)"),
+           cl::desc("Named spec sets: 'deepseek' is sm_90a, bf16, page 64, "
+                    "L=512 R=64: decode for N in {16,32,64,128} x (Sq=1, "
+                    "Sq=2 causal), cache_write into every row format "
+                    "(fp8_e4m3 with scale 1.0), absorb_q (P=128) and "
+                    "up_proj_out (V=128) for N in {16,128}"),
            cl::value_desc("name"), cl::cat(category));
 cl::opt<bool> printKey("print-key",
                        cl::desc("Print each spec's key and entry path; "
@@ -77,9 +83,10 @@ int fail(const llvm::Twine &message) {
   return 1;
 }
 
-/// The benchmark shapes of DeepSeek-V3 decode on Hopper.
-std::vector<DecodeKernelSpec> getDeepSeekSpecs() {
-  std::vector<DecodeKernelSpec> result;
+/// The benchmark shapes of DeepSeek-V3 on Hopper: decode, the cache write
+/// before it and the projections around it.
+std::vector<KernelSpec> getDeepSeekSpecs() {
+  std::vector<KernelSpec> result;
   for (int64_t heads : {16, 32, 64, 128}) {
     for (bool mtp : {false, true}) {
       DecodeKernelSpec spec;
@@ -97,15 +104,45 @@ std::vector<DecodeKernelSpec> getDeepSeekSpecs() {
       result.push_back(spec);
     }
   }
+  for (CacheFormat format :
+       {CacheFormat::BF16, CacheFormat::F16, CacheFormat::F32,
+        CacheFormat::FP8E4M3, CacheFormat::FP8E4M3Token,
+        CacheFormat::FP8DsMla}) {
+    CacheWriteKernelSpec spec;
+    spec.chip = Chip::SM90a;
+    spec.shape.latentDim = 512;
+    spec.shape.ropeDim = 64;
+    spec.shape.input = ActType::BF16;
+    spec.shape.format = format;
+    // The per-tensor scale is baked into the fp8_e4m3 kernel: a model
+    // calibrated to another scale needs its own spec (--spec "... scale=S").
+    spec.shape.scale = 1.0f;
+    spec.pageSize = 64;
+    result.push_back(spec);
+  }
+  for (int64_t heads : {16, 128}) {
+    ProjectionKernelSpec absorb;
+    absorb.kind = ProjectionKind::AbsorbQ;
+    absorb.chip = Chip::SM90a;
+    absorb.shape = {heads, /*inDim=P*/ 128, /*outDim=L*/ 512, /*ropeDim=*/64,
+                    ActType::BF16};
+    result.push_back(absorb);
+    ProjectionKernelSpec up;
+    up.kind = ProjectionKind::UpProjOut;
+    up.chip = Chip::SM90a;
+    up.shape = {heads, /*inDim=L*/ 512, /*outDim=V*/ 128, /*ropeDim=*/0,
+                ActType::BF16};
+    result.push_back(up);
+  }
   return result;
 }
 
 /// Parses one spec, naming `where` it came from in the error.
 bool addSpec(llvm::StringRef text, const llvm::Twine &where,
-             std::vector<DecodeKernelSpec> &out) {
-  DecodeKernelSpec spec;
+             std::vector<KernelSpec> &out) {
+  KernelSpec spec;
   std::string error;
-  if (!parseDecodeKernelSpec(text.str(), spec, error)) {
+  if (!parseKernelSpec(text.str(), spec, error)) {
     fail(where + ": invalid kernel spec '" + text + "': " + error);
     return false;
   }
@@ -115,14 +152,14 @@ bool addSpec(llvm::StringRef text, const llvm::Twine &where,
 
 /// Every spec named on the command line, in order, or std::nullopt after
 /// reporting the first malformed one (before anything is compiled).
-std::optional<std::vector<DecodeKernelSpec>> collectSpecs() {
-  std::vector<DecodeKernelSpec> result;
+std::optional<std::vector<KernelSpec>> collectSpecs() {
+  std::vector<KernelSpec> result;
   for (const std::string &name : shapes) {
     if (name != "deepseek") {
       fail("unknown --shapes '" + name + "' (known: deepseek)");
       return std::nullopt;
     }
-    std::vector<DecodeKernelSpec> set = getDeepSeekSpecs();
+    std::vector<KernelSpec> set = getDeepSeekSpecs();
     result.insert(result.end(), set.begin(), set.end());
   }
   for (const auto &[i, text] : llvm::enumerate(specs))
@@ -159,7 +196,7 @@ enum class Outcome { Hit, Compiled, Failed };
 /// Times what a serving process pays per image on a warm cache: the key and
 /// one file read. The first lookup of the process is the one a request waits
 /// for; repeats show the cost without first-touch effects.
-Outcome lookUp(const DecodeKernelSpec &spec, const KernelCache &cache) {
+Outcome lookUp(const KernelSpec &spec, const KernelCache &cache) {
   std::string text = toString(spec);
   std::optional<std::vector<char>> image;
   std::string key;
@@ -189,13 +226,13 @@ Outcome lookUp(const DecodeKernelSpec &spec, const KernelCache &cache) {
 }
 
 /// Makes sure the cache holds `spec`'s image, compiling it on a miss.
-Outcome fill(const DecodeKernelSpec &spec, const KernelCache &cache) {
+Outcome fill(const KernelSpec &spec, const KernelCache &cache) {
   std::string text = toString(spec);
   std::string key = cacheKeyFor(spec);
   auto start = std::chrono::steady_clock::now();
   bool wasHit = false;
   llvm::Expected<std::vector<char>> image =
-      getOrCompileDecodeKernels(spec, cache, &wasHit);
+      getOrCompileKernels(spec, cache, &wasHit);
   double seconds = secondsSince(start);
   if (!image) {
     llvm::outs() << key << "  fail  " << text << "\n";
@@ -226,7 +263,7 @@ int main(int argc, char **argv) {
   if (printKey + lookupOnly + emitMlir > 1)
     return fail("--print-key, --lookup-only and --emit-mlir exclude each "
                 "other");
-  std::optional<std::vector<DecodeKernelSpec>> all = collectSpecs();
+  std::optional<std::vector<KernelSpec>> all = collectSpecs();
   if (!all)
     return 1;
   if (all->empty())
@@ -235,7 +272,7 @@ int main(int argc, char **argv) {
   if (emitMlir) {
     // One module per spec, in mla-opt's --split-input-file form.
     for (const auto &[i, spec] : llvm::enumerate(*all))
-      llvm::outs() << (i ? "// -----\n" : "") << getDecodeKernelsSource(spec);
+      llvm::outs() << (i ? "// -----\n" : "") << getKernelSource(spec);
     return 0;
   }
 
@@ -251,7 +288,7 @@ int main(int argc, char **argv) {
   }
 
   if (printKey) {
-    for (const DecodeKernelSpec &spec : *all) {
+    for (const KernelSpec &spec : *all) {
       std::string key = cacheKeyFor(spec);
       llvm::outs() << key << "  " << cache->getEntryPath(key) << "  "
                    << toString(spec) << "\n";
@@ -260,7 +297,7 @@ int main(int argc, char **argv) {
   }
 
   int counts[3] = {0, 0, 0};
-  for (const DecodeKernelSpec &spec : *all)
+  for (const KernelSpec &spec : *all)
     ++counts[static_cast<int>(lookupOnly ? lookUp(spec, *cache)
                                          : fill(spec, *cache))];
   llvm::outs().flush();

@@ -59,9 +59,10 @@ static cl::opt<std::string> splitsOpt("splits", cl::cat(benchCategory), cl::init
                                       cl::desc("'auto' (from --policy) or "
                                                "pieces per request"));
 static cl::opt<std::string>
-    policyOpt("policy", cl::cat(benchCategory), cl::init("heuristic"),
-              cl::desc("Split policy for --splits auto: heuristic, balanced "
-                       "or batch-invariant"));
+    policyOpt("policy", cl::cat(benchCategory), cl::init("grid"),
+              cl::desc("Split policy for --splits auto: grid (one uniform "
+                       "count fitted to the SMs, chooseGridSplits), "
+                       "heuristic, balanced or batch-invariant"));
 static cl::opt<std::string> tileOpt("tile", cl::cat(benchCategory), cl::init(""),
                                     cl::desc("Tiling RxWxKxS (default: "
                                              "chooseDecodeTiling)"));
@@ -70,6 +71,10 @@ static cl::opt<bool> noFlush("no-flush", cl::cat(benchCategory),
 static cl::opt<bool> checkMode("check", cl::cat(benchCategory),
                                cl::desc("Compare against a float64 host "
                                         "reference instead of timing"));
+static cl::opt<bool> checkBench(
+    "check-bench", cl::cat(benchCategory),
+    cl::desc("With --check: check the timing shapes (batch capped at 4, "
+             "every request at seq) instead of the mixed-length batches"));
 static cl::opt<bool> noPoison(
     "no-poison",
     cl::desc("--check: fill unused cache slots with zeros, not NaN"));
@@ -228,6 +233,14 @@ llvm::Expected<SplitBounds> planFor(const DecodeKernelSpec &spec,
                                      "integer, got '" + splits + "'");
     return planUniformBounds(lens, k, spec.shape.pageSize);
   }
+  if (policy == "grid") {
+    int64_t maxLen = 0;
+    for (int32_t len : lens)
+      maxLen = std::max<int64_t>(maxLen, len);
+    return planUniformBounds(
+        lens, chooseGridSplits(spec, lens.size(), maxLen, numSms),
+        spec.shape.pageSize);
+  }
   plan::SplitPolicy p;
   if (policy == "heuristic")
     p = plan::SplitPolicy::Heuristic;
@@ -236,8 +249,9 @@ llvm::Expected<SplitBounds> planFor(const DecodeKernelSpec &spec,
   else if (policy == "batch-invariant")
     p = plan::SplitPolicy::BatchInvariant;
   else
-    return llvm::createStringError("--policy must be heuristic, balanced or "
-                                   "batch-invariant, got '" + policy + "'");
+    return llvm::createStringError("--policy must be grid, heuristic, "
+                                   "balanced or batch-invariant, got '" +
+                                   policy + "'");
   return planBounds(lens, decodePlanOptions(spec, p, numSms));
 }
 
@@ -474,7 +488,8 @@ llvm::Error runTiming(const CudaDriver &driver, const KernelCache &cache,
 /// Runs one check configuration for every split choice; false on a mismatch.
 llvm::Expected<bool> checkShape(const CudaDriver &driver,
                                 const KernelCache &cache, Chip chip,
-                                int64_t numSms, const Shape &shape) {
+                                int64_t numSms, const Shape &shape,
+                                bool benchShape = false) {
   llvm::Expected<DecodeKernelSpec> spec = makeSpec(chip, shape);
   if (!spec)
     return spec.takeError();
@@ -483,7 +498,10 @@ llvm::Expected<bool> checkShape(const CudaDriver &driver,
     return decoder.takeError();
   const DecodeShape &s = spec->shape;
   std::mt19937 rng(42 + shape.heads * 10 + shape.sq);
-  std::vector<int32_t> lens = checkSeqLens(shape);
+  // Benchmark shapes: every request at `seq`, as timed; else mixed lengths.
+  std::vector<int32_t> lens =
+      benchShape ? std::vector<int32_t>(shape.batch, shape.seq)
+                 : checkSeqLens(shape);
   bench::DecodeInputs host;
   llvm::Expected<Problem> problem = makeProblem(driver, s, lens, rng, &host);
   if (!problem)
@@ -495,8 +513,11 @@ llvm::Expected<bool> checkShape(const CudaDriver &driver,
   bool allPassed = true;
   const std::pair<const char *, const char *> choices[] = {
       {"1", ""},    {"7", ""},        {"64", ""},
-      {"auto", "heuristic"}, {"auto", "balanced"}, {"auto", "batch-invariant"}};
+      {"auto", "grid"}, {"auto", "heuristic"}, {"auto", "balanced"},
+      {"auto", "batch-invariant"}};
   for (auto [splits, policy] : choices) {
+    if (benchShape && llvm::StringRef(policy) != "grid")
+      continue;
     llvm::Expected<SplitBounds> bounds =
         planFor(*spec, lens, splits, policy, numSms);
     if (!bounds)
@@ -562,6 +583,20 @@ llvm::Expected<bool> runCheck(const CudaDriver &driver,
                << (noPoison ? "zero" : "NaN") << "; tolerance |out| "
                << kOutTol << ", |lse| " << kLseTol << " absolute\n";
   bool passed = true;
+  if (checkBench) {
+    // The timing shapes themselves (batch capped at 4 to bound the float64
+    // host reference), every request at its full length.
+    for (Shape shape : timingShapes()) {
+      shape.batch = std::min<int64_t>(shape.batch, 4);
+      llvm::outs() << "b=" << shape.batch << " seq=" << shape.seq << " ";
+      llvm::Expected<bool> ok =
+          checkShape(driver, cache, chip, numSms, shape, /*benchShape=*/true);
+      if (!ok)
+        return ok.takeError();
+      passed &= *ok;
+    }
+    return passed;
+  }
   for (const Shape &shape : checkShapes()) {
     llvm::Expected<bool> ok = checkShape(driver, cache, chip, numSms, shape);
     if (!ok)

@@ -214,4 +214,29 @@ TEST(GpuDecode, UnusableTilingIsRejectedBeforeLoading) {
   EXPECT_TRUE(contains(message, "is unusable")) << message;
 }
 
+TEST(GpuDecode, GridSplitsFillTheSmsWithoutExtraWaves) {
+  auto spec = [](int64_t n) {
+    DecodeKernelSpec s;
+    s.shape.numHeads = n;
+    s.tiling = chooseDecodeTiling(s.chip, s.shape);
+    return s;
+  };
+  // One CTA per SM for both DeepSeek tiles.
+  EXPECT_EQ(decodeCtasPerSm(spec(128)), 1);
+  EXPECT_EQ(decodeCtasPerSm(spec(16)), 1);
+  // The requests' row blocks already fill 132 SMs in whole waves: 1 piece.
+  EXPECT_EQ(chooseGridSplits(spec(128), 132, 8192, 132), 1);
+  EXPECT_EQ(chooseGridSplits(spec(128), 64, 4096, 132), 1);
+  EXPECT_EQ(chooseGridSplits(spec(16), 128, 8192, 132), 1);
+  // 64 or 32 requests leave half the SMs idle: 2 pieces.
+  EXPECT_EQ(chooseGridSplits(spec(128), 32, 16384, 132), 2);
+  EXPECT_EQ(chooseGridSplits(spec(16), 64, 32768, 132), 2);
+  // One long request spreads over many SMs, never beyond one page a piece.
+  int64_t s = chooseGridSplits(spec(16), 1, 32768, 132);
+  EXPECT_GE(s, 32);
+  EXPECT_LE(s, 64);
+  EXPECT_EQ(chooseGridSplits(spec(16), 1, 100, 132), 2);
+  EXPECT_EQ(chooseGridSplits(spec(16), 4, 0, 132), 1);
+}
+
 } // namespace

@@ -20,7 +20,7 @@ namespace {
 
 const char *const kDeepSeek =
     "decode chip=sm_90a N=128 Sq=1 L=512 R=64 page=64 dtype=bf16 causal=0 "
-    "scale=0x3d93cd3a tile=64x2x32x2";
+    "scale=0x3d93cd3a tile=64x2x64x2w";
 
 DecodeKernelSpec parseOrDie(const std::string &text) {
   DecodeKernelSpec spec;
@@ -82,7 +82,7 @@ TEST(KernelSpecTest, RoundTripsExactly) {
 
 TEST(KernelSpecTest, KeysInAnyOrderAndOptionalTile) {
   DecodeKernelSpec spec = parseOrDie(
-      "decode tile=64x2x32x2 scale=0x3d93cd3a causal=0 dtype=bf16 page=64 "
+      "decode tile=64x2x64x2w scale=0x3d93cd3a causal=0 dtype=bf16 page=64 "
       "R=64 L=512 Sq=1 N=128 chip=sm90");
   EXPECT_EQ(toString(spec), kDeepSeek);
   // Without a tile the spec gets chooseDecodeTiling's.
@@ -150,8 +150,9 @@ TEST(KernelSpecTest, KeyChangesWithEveryField) {
   });
   vary([](DecodeKernelSpec &s) { s.tiling.rowsPerCta = 32; });
   vary([](DecodeKernelSpec &s) { s.tiling.warpsN = 4; });
-  vary([](DecodeKernelSpec &s) { s.tiling.kvBlock = 64; });
+  vary([](DecodeKernelSpec &s) { s.tiling.kvBlock = 32; });
   vary([](DecodeKernelSpec &s) { s.tiling.stages = 3; });
+  vary([](DecodeKernelSpec &s) { s.tiling.wgmma = false; });
 
   std::set<std::string> keys = {cacheKeyFor(base)};
   for (const DecodeKernelSpec &spec : variants)
@@ -221,6 +222,195 @@ TEST(KernelSpecTest, UnusableTilingIsRejected) {
                        "dtype=bf16 causal=0 scale=0x3d93cd3a")
                 .find("the default tile cannot run this shape on sm_90a: "),
             std::string::npos);
+}
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// cache_write and projection specs
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+const char *const kCacheWriteBf16 =
+    "cache_write chip=sm_90a L=512 R=64 page=64 dtype=bf16 format=bf16";
+const char *const kCacheWriteFp8 = "cache_write chip=sm_90a L=512 R=64 page=64 "
+                                   "dtype=bf16 format=fp8_e4m3 scale=0x3f800000";
+const char *const kAbsorbQ =
+    "absorb_q chip=sm_90a N=128 P=128 L=512 R=64 dtype=bf16";
+const char *const kUpProjOut =
+    "up_proj_out chip=sm_90a N=128 L=512 V=128 dtype=bf16";
+
+KernelSpec parseAnyOrDie(const std::string &text) {
+  KernelSpec spec;
+  std::string error;
+  EXPECT_TRUE(parseKernelSpec(text, spec, error)) << error;
+  return spec;
+}
+
+std::string parseAnyError(const std::string &text) {
+  KernelSpec spec;
+  std::string error;
+  EXPECT_FALSE(parseKernelSpec(text, spec, error)) << text;
+  return error;
+}
+
+TEST(KernelSpecTest, DefaultCacheWriteAndProjectionSpecsPrintTheDocumentedText) {
+  EXPECT_EQ(toString(CacheWriteKernelSpec()), kCacheWriteBf16);
+  CacheWriteKernelSpec fp8;
+  fp8.shape.format = CacheFormat::FP8E4M3;
+  EXPECT_EQ(toString(fp8), kCacheWriteFp8);
+  ProjectionKernelSpec absorb;
+  absorb.shape = {128, 128, 512, 64, ActType::BF16};
+  EXPECT_EQ(toString(absorb), kAbsorbQ);
+  ProjectionKernelSpec up;
+  up.kind = ProjectionKind::UpProjOut;
+  up.shape = {128, 512, 128, 0, ActType::BF16};
+  EXPECT_EQ(toString(up), kUpProjOut);
+}
+
+TEST(KernelSpecTest, EveryFamilyRoundTripsThroughTheDispatchingParser) {
+  for (const char *text :
+       {kDeepSeek, kCacheWriteBf16, kCacheWriteFp8, kAbsorbQ, kUpProjOut,
+        "cache_write chip=sm_100a L=256 R=32 page=16 dtype=f32 format=f16",
+        "cache_write chip=sm_90a L=512 R=64 page=64 dtype=f16 "
+        "format=fp8_e4m3_token",
+        "cache_write chip=sm_90a L=512 R=64 page=64 dtype=bf16 "
+        "format=fp8_ds_mla",
+        "cache_write chip=sm_90a L=512 R=64 page=64 dtype=bf16 format=f32",
+        "absorb_q chip=sm_100a N=4 P=16 L=72 R=32 dtype=f16",
+        "up_proj_out chip=sm_90a N=16 L=300 V=100 dtype=f32"}) {
+    KernelSpec spec = parseAnyOrDie(text);
+    EXPECT_EQ(toString(spec), text);
+    EXPECT_EQ(cacheKeyFor(parseAnyOrDie(toString(spec))), cacheKeyFor(spec));
+  }
+  EXPECT_TRUE(std::holds_alternative<DecodeKernelSpec>(parseAnyOrDie(kDeepSeek)));
+  KernelSpec cacheWrite = parseAnyOrDie(
+      "cache_write format=fp8_e4m3 scale=0.02 dtype=f16 page=32 R=64 L=512 "
+      "chip=sm90");
+  ASSERT_TRUE(std::holds_alternative<CacheWriteKernelSpec>(cacheWrite));
+  const auto &cw = std::get<CacheWriteKernelSpec>(cacheWrite);
+  EXPECT_EQ(cw.shape.format, CacheFormat::FP8E4M3);
+  EXPECT_EQ(cw.shape.input, ActType::F16);
+  EXPECT_EQ(cw.shape.scale, 0.02f);
+  EXPECT_EQ(cw.pageSize, 32);
+  EXPECT_EQ(toString(cacheWrite), "cache_write chip=sm_90a L=512 R=64 page=32 "
+                                  "dtype=f16 format=fp8_e4m3 scale=0x3ca3d70a");
+  KernelSpec up = parseAnyOrDie(kUpProjOut);
+  ASSERT_TRUE(std::holds_alternative<ProjectionKernelSpec>(up));
+  const auto &p = std::get<ProjectionKernelSpec>(up);
+  EXPECT_EQ(p.kind, ProjectionKind::UpProjOut);
+  EXPECT_EQ(p.shape.inDim, 512);
+  EXPECT_EQ(p.shape.outDim, 128);
+  EXPECT_EQ(p.shape.ropeDim, 0);
+  EXPECT_EQ(pipelineFor(up), "mla-to-nvvm{chip=sm_90a format=bin}");
+}
+
+TEST(KernelSpecTest, CacheWriteAndProjectionKeysUseTheDecodeScheme) {
+  KernelSpec spec = parseAnyOrDie(kCacheWriteFp8);
+  EXPECT_EQ(cacheKeyFor(spec),
+            computeKernelCacheKey(kCacheWriteFp8,
+                                  "mla-to-nvvm{chip=sm_90a format=bin}",
+                                  toolchainVersion(), "sm_90a"));
+  EXPECT_EQ(cacheKeyFor(parseAnyOrDie(kAbsorbQ)),
+            computeKernelCacheKey(kAbsorbQ,
+                                  "mla-to-nvvm{chip=sm_90a format=bin}",
+                                  toolchainVersion(), "sm_90a"));
+  // The decode spec's key is the one DecodeKernelSpec always had.
+  EXPECT_EQ(cacheKeyFor(parseAnyOrDie(kDeepSeek)),
+            cacheKeyFor(parseOrDie(kDeepSeek)));
+}
+
+TEST(KernelSpecTest, CacheWriteAndProjectionKeysChangeWithEveryField) {
+  std::set<std::string> keys;
+  auto add = [&](const KernelSpec &spec) {
+    EXPECT_TRUE(keys.insert(cacheKeyFor(spec)).second) << toString(spec);
+  };
+  const CacheWriteKernelSpec base =
+      std::get<CacheWriteKernelSpec>(parseAnyOrDie(kCacheWriteFp8));
+  add(base);
+  auto vary = [&](auto change) {
+    CacheWriteKernelSpec spec = base;
+    change(spec);
+    add(spec);
+  };
+  vary([](CacheWriteKernelSpec &s) { s.chip = Chip::SM100a; });
+  vary([](CacheWriteKernelSpec &s) { s.shape.latentDim = 256; });
+  vary([](CacheWriteKernelSpec &s) { s.shape.ropeDim = 32; });
+  vary([](CacheWriteKernelSpec &s) { s.pageSize = 16; });
+  vary([](CacheWriteKernelSpec &s) { s.shape.input = ActType::F16; });
+  vary([](CacheWriteKernelSpec &s) { s.shape.scale = 2.0f; });
+  for (CacheFormat format :
+       {CacheFormat::BF16, CacheFormat::F16, CacheFormat::F32,
+        CacheFormat::FP8E4M3Token, CacheFormat::FP8DsMla})
+    vary([&](CacheWriteKernelSpec &s) { s.shape.format = format; });
+
+  const ProjectionKernelSpec absorb =
+      std::get<ProjectionKernelSpec>(parseAnyOrDie(kAbsorbQ));
+  add(absorb);
+  auto varyProjection = [&](auto change) {
+    ProjectionKernelSpec spec = absorb;
+    change(spec);
+    add(spec);
+  };
+  varyProjection([](ProjectionKernelSpec &s) { s.chip = Chip::SM100a; });
+  varyProjection([](ProjectionKernelSpec &s) { s.shape.numHeads = 16; });
+  varyProjection([](ProjectionKernelSpec &s) { s.shape.inDim = 64; });
+  varyProjection([](ProjectionKernelSpec &s) { s.shape.outDim = 256; });
+  varyProjection([](ProjectionKernelSpec &s) { s.shape.ropeDim = 32; });
+  varyProjection([](ProjectionKernelSpec &s) { s.shape.elem = ActType::F16; });
+  // The same dimensions as the other projection are another kernel.
+  varyProjection([](ProjectionKernelSpec &s) {
+    s.kind = ProjectionKind::UpProjOut;
+    s.shape.ropeDim = 0;
+  });
+}
+
+TEST(KernelSpecTest, MalformedCacheWriteAndProjectionTextIsRejected) {
+  auto rejects = [](const std::string &text, const std::string &message) {
+    EXPECT_NE(parseAnyError(text).find(message), std::string::npos)
+        << text << " -> " << parseAnyError(text);
+  };
+  rejects("prefill chip=sm_90a",
+          "starts with its family (decode, cache_write, absorb_q or "
+          "up_proj_out), got 'prefill'");
+  rejects("", "got ''");
+  const std::string cw = "cache_write chip=sm_90a L=512 R=64 page=64 ";
+  rejects(cw + "dtype=bf16", "missing format");
+  rejects(cw + "dtype=fp8 format=bf16", "dtype must be bf16, f16 or f32");
+  rejects(cw + "dtype=bf16 format=fp8", "format must be bf16, f16, f32");
+  rejects(cw + "dtype=bf16 format=fp8_e4m3",
+          "format fp8_e4m3 needs scale");
+  rejects(cw + "dtype=bf16 format=bf16 scale=0x3f800000",
+          "scale is only used by format fp8_e4m3, not bf16");
+  rejects(cw + "dtype=bf16 format=fp8_e4m3 scale=0", "scale must be");
+  rejects(cw + "dtype=bf16 format=fp8_e4m3 scale=inf", "scale must be");
+  rejects(cw + "dtype=bf16 format=bf16 N=4", "unknown key 'N'");
+  rejects("cache_write chip=sm_90a L=500 R=64 page=64 dtype=bf16 "
+          "format=fp8_ds_mla",
+          "fp8_ds_mla needs L % 128 == 0, got L = 500");
+  rejects("cache_write chip=sm_90a L=512 R=0 page=64 dtype=bf16 format=bf16",
+          "R must be an integer >= 1");
+  rejects("absorb_q chip=sm_90a N=128 P=128 L=512 dtype=bf16", "missing R");
+  rejects("absorb_q chip=sm_90a N=128 P=128 L=512 R=64 V=8 dtype=bf16",
+          "unknown key 'V'");
+  rejects("up_proj_out chip=sm_90a N=128 L=512 V=128 R=64 dtype=bf16",
+          "unknown key 'R'");
+  rejects("up_proj_out chip=sm_90a N=128 L=500 V=128 dtype=bf16",
+          "no up_proj_out kernel for this shape: bf16/f16 projections need "
+          "K % 16 == 0");
+  rejects("absorb_q chip=sm_90a N=70000 P=128 L=512 R=64 dtype=f32",
+          "N must be at most 65535");
+  rejects("absorb_q chip=sm_80 N=128 P=128 L=512 R=64 dtype=bf16",
+          "unknown chip 'sm_80'");
+  // The family-specific parsers refuse the other families.
+  CacheWriteKernelSpec cacheWrite;
+  std::string error;
+  EXPECT_FALSE(parseCacheWriteKernelSpec(kAbsorbQ, cacheWrite, error));
+  EXPECT_NE(error.find("starts with 'cache_write'"), std::string::npos);
+  ProjectionKernelSpec projection;
+  EXPECT_FALSE(parseProjectionKernelSpec(kCacheWriteBf16, projection, error));
+  EXPECT_NE(error.find("'absorb_q' or 'up_proj_out'"), std::string::npos);
 }
 
 } // namespace

@@ -109,7 +109,8 @@ FailureOr<abi::DecodeTiling> getDecodeTiling(Operation *op, abi::Chip chip,
                            << "': run mla-select-gpu-tiling (part of mla-plan "
                               "for GPU targets) first";
   abi::DecodeTiling tiling{attr.getRowsPerCta(), attr.getWarpsN(),
-                           attr.getKvBlock(), attr.getStages()};
+                           attr.getKvBlock(), attr.getStages(),
+                            attr.getWgmma()};
   std::string why = abi::checkDecodeTiling(chip, shape, tiling);
   if (!why.empty())
     return op->emitError() << "unusable " << attr << ": " << why;

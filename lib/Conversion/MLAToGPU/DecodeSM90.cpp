@@ -25,6 +25,7 @@
 #include "mla/Conversion/MLAToGPU/MLAToGPU.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 
 using namespace mlir;
@@ -49,15 +50,19 @@ FailureOr<mlir::gpu::GPUFuncOp> mla::gpu_codegen::emitDecodePartialSM90(
   const int64_t Bk = tiling.kvBlock, St = tiling.stages;
   const int64_t T = abi::decodeThreadsPerCta(tiling);
   const int64_t rows = N * Sq;
-  // Shared rows are padded to whole 128-byte groups so the chunk swizzle
-  // (chunk ^ (row & 7)) stays inside the row.
-  const int64_t Dc = D / 8, rowBytes = alignTo(D * 2, 128);
+  const bool wg = tiling.wgmma;
+  // mma.sync: shared rows are padded to whole 128-byte groups so the chunk
+  // swizzle (chunk ^ (row & 7)) stays inside the row. wgmma: tiles are
+  // 64-column boxes of 128-byte rows with the same swizzle (the canonical
+  // 128B-swizzled K-major layout), each section 1024-byte aligned.
+  const int64_t Dc = D / 8, rowBytes = wg ? D * 2 : alignTo(D * 2, 128);
   const int64_t Lw = L / wn, ntO = Lw / 8, Tw = Bk / wn, ntS = Tw / 8;
-  const int64_t PB = Bk * 2 + 16;
+  const int64_t PB = wg ? Bk * 2 : Bk * 2 + 16;
+  const int64_t secAlign = wg ? 1024 : 128;
   const int64_t qOff = 0;
-  const int64_t kvOff = alignTo(M * rowBytes, 128);
-  const int64_t pOff = kvOff + alignTo(St * Bk * rowBytes, 128);
-  const int64_t redOff = pOff + alignTo(M * PB, 128);
+  const int64_t kvOff = alignTo(M * rowBytes, secAlign);
+  const int64_t pOff = kvOff + alignTo(St * Bk * rowBytes, secAlign);
+  const int64_t redOff = pOff + alignTo(M * PB, secAlign);
   const bool bf16 = shape.elem == abi::ElemType::BF16;
   constexpr float kLog2e = 1.4426950408889634f, kLn2 = 0.6931471805599453f;
   const float scaleLog2 = shape.scale * kLog2e;
@@ -80,7 +85,10 @@ FailureOr<mlir::gpu::GPUFuncOp> mla::gpu_codegen::emitDecodePartialSM90(
   };
   Value tid = d.threadIdX();
   Value warp = d.divu(tid, d.c32(32)), lane = d.remu(tid, d.c32(32));
-  Value wi = d.divu(warp, d.c32(wn)), wj = d.remu(warp, d.c32(wn));
+  // wgmma: warpgroup j (warps 4j..4j+3) is column/token half j, its warp
+  // w % 4 owns rows 16(w%4)..; mma.sync: warp (i, j) = warp i*wn + j.
+  Value wi = wg ? d.remu(warp, d.c32(4)) : d.divu(warp, d.c32(wn));
+  Value wj = wg ? d.divu(warp, d.c32(4)) : d.remu(warp, d.c32(wn));
   Value gq = d.divu(lane, d.c32(4)), tq = d.remu(lane, d.c32(4));
   Value r0 = d.mul(d.blockIdX(), d.c32(M));
   Value split = d.blockIdY(), bb = d.blockIdZ();
@@ -118,12 +126,70 @@ FailureOr<mlir::gpu::GPUFuncOp> mla::gpu_codegen::emitDecodePartialSM90(
     }
   }
 
-  // Swizzled byte offset of 16-byte chunk `chunk` of shared row `row`.
-  auto swz = [&](Value row, Value chunk) {
+  // Swizzled byte offset of 16-byte chunk `chunk` of shared row `row` (of a
+  // tile of `tileRows` rows, for the box layout).
+  auto swzTile = [&](int64_t tileRows, Value row, Value chunk) {
+    Value sw = d.bitXor(d.bitAnd(chunk, d.c32(7)), d.bitAnd(row, d.c32(7)));
+    if (wg)
+      return d.add(d.mul(d.divu(chunk, d.c32(8)), d.c32(tileRows * 128)),
+                   d.add(d.mul(row, d.c32(128)), d.mul(sw, d.c32(16))));
     return d.add(d.mul(row, d.c32(rowBytes)),
                  d.mul(d.bitXor(chunk, d.bitAnd(row, d.c32(7))), d.c32(16)));
   };
+  auto swz = [&](Value row, Value chunk) { return swzTile(Bk, row, chunk); };
   Value c16 = d.c32(16);
+
+  // wgmma shared-memory descriptor of the 128B-swizzled tile at dynamic
+  // shared byte `offset`: start >> 4 (bits 0-13), LBO >> 4 (16-29), SBO >> 4
+  // (32-45), swizzle mode 1 = 128B (bits 62-63).
+  Value smemAddr = LLVM::PtrToIntOp::create(b, d.i64, smem);
+  auto desc = [&](Value offset, int64_t lbo, int64_t sbo) {
+    Value addr = d.add(smemAddr, arith::ExtUIOp::create(b, d.i64, offset));
+    Value start = arith::ShRUIOp::create(
+        b, arith::AndIOp::create(b, addr, d.c64(0x3FFFF)), d.c64(4));
+    int64_t bits = ((lbo >> 4) << 16) | ((sbo >> 4) << 32) | (int64_t(1) << 62);
+    return arith::OrIOp::create(b, start, d.c64(bits)).getResult();
+  };
+  // One wgmma.mma_async m64nNk16 (f32 += bf16/f16 x bf16/f16, A and B from
+  // shared memory); `acc` holds the thread's N/2 accumulators. scale-d = 0
+  // ignores `acc` (the first k-step of a fresh product).
+  auto wgmma = [&](int64_t n, ArrayRef<Value> acc, Value descA, Value descB,
+                   bool accumulate, bool transB) {
+    int64_t c = n / 2;
+    std::string text = "{\n.reg .pred p;\nsetp.ne.b32 p, $" +
+                       std::to_string(2 * c + 2) + ", 0;\n" +
+                       "wgmma.mma_async.sync.aligned.m64n" + std::to_string(n) +
+                       "k16.f32." + (bf16 ? "bf16.bf16" : "f16.f16") + " {";
+    std::string cons;
+    for (int64_t i = 0; i < c; ++i) {
+      text += (i ? ", $" : "$") + std::to_string(i);
+      cons += "=f,";
+    }
+    text += "}, $" + std::to_string(2 * c) + ", $" + std::to_string(2 * c + 1) +
+            ", p, 1, 1, 0, " + (transB ? "1" : "0") + ";\n}";
+    for (int64_t i = 0; i < c; ++i)
+      cons += std::to_string(i) + ",";
+    cons += "l,l,r";
+    SmallVector<Value> operands(acc.begin(), acc.end());
+    operands.append({descA, descB, d.c32(accumulate ? 1 : 0)});
+    SmallVector<Type> fields(c, d.f32);
+    auto structType = LLVM::LLVMStructType::getLiteral(b.getContext(), fields);
+    Value r = LLVM::InlineAsmOp::create(
+                  b, structType, operands, text, cons,
+                  /*has_side_effects=*/true, /*is_align_stack=*/false,
+                  LLVM::tailcallkind::TailCallKind::None,
+                  LLVM::AsmDialectAttr(), ArrayAttr())
+                  .getResult(0);
+    SmallVector<Value> out;
+    for (int64_t i = 0; i < c; ++i)
+      out.push_back(LLVM::ExtractValueOp::create(b, r, i));
+    return out;
+  };
+  auto proxyFence = [&] {
+    NVVM::FenceProxyOp::create(
+        b, NVVM::ProxyKindAttr::get(b.getContext(), NVVM::ProxyKind::async_shared),
+        NVVM::SharedSpaceAttr::get(b.getContext(), NVVM::SharedSpace::shared_cta));
+  };
 
   // Q tile: rows past the request's N*Sq are zero-filled.
   Value qReqBase = d.mul(d.toI64(d.mul(bb, d.c32(rows))), d.c64(D));
@@ -136,7 +202,7 @@ FailureOr<mlir::gpu::GPUFuncOp> mla::gpu_codegen::emitDecodePartialSM90(
       Value src = d.gep(qPtr, halfType,
                         d.add(qReqBase, d.add(d.mul(d.toI64(rc), d.c64(D)),
                                               d.toI64(d.mul(ch, d.c32(8))))));
-      d.cpAsync16(sm(qOff, swz(rr, ch)), src, d.select(valid, c16, zero));
+      d.cpAsync16(sm(qOff, swzTile(M, rr, ch)), src, d.select(valid, c16, zero));
     };
     Value idx = d.add(tid, d.c32(it * T));
     if ((it + 1) * T <= M * Dc)
@@ -203,6 +269,8 @@ FailureOr<mlir::gpu::GPUFuncOp> mla::gpu_codegen::emitDecodePartialSM90(
         Value lOld[2] = {carried[ntO * 4 + 2], carried[ntO * 4 + 3]};
 
         d.cpAsyncWait(St - 2);
+        if (wg)
+          proxyFence(); // cp.async wrote through the generic proxy
         d.barrier();
         issueBlock(d.add(k, d.c32(St - 1)));
         d.cpAsyncCommit();
@@ -211,9 +279,28 @@ FailureOr<mlir::gpu::GPUFuncOp> mla::gpu_codegen::emitDecodePartialSM90(
 
         // S = Q K^T over this warp's Tw tokens.
         SmallVector<std::array<Value, 4>> s(ntS, {fzero, fzero, fzero, fzero});
-        for (int64_t kk = 0; kk < D / 16; ++kk) {
+        if (wg) {
+          // Warpgroup j: S[64 x Tw] = Q K_j^T, 16 columns of D per k-step
+          // (a 32-byte step inside the 128-byte swizzle atom).
+          SmallVector<Value> acc(ntS * 4, fzero);
+          NVVM::WgmmaFenceAlignedOp::create(b);
+          Value kHalf = d.add(stage, d.mul(wj, d.c32(Tw * 128)));
+          for (int64_t kk = 0; kk < D / 16; ++kk) {
+            Value aOff = d.c32(qOff + (kk / 4) * (M * 128) + (kk % 4) * 32);
+            Value bOff = d.add(kHalf, d.c32(kvOff + (kk / 4) * (Bk * 128) +
+                                            (kk % 4) * 32));
+            acc = wgmma(Tw, acc, desc(aOff, 16, 1024), desc(bOff, 16, 1024),
+                        kk > 0, false);
+          }
+          NVVM::WgmmaGroupSyncAlignedOp::create(b);
+          NVVM::WgmmaWaitGroupSyncOp::create(b, b.getI64IntegerAttr(0));
+          for (int64_t q = 0; q < ntS; ++q)
+            for (int e = 0; e < 4; ++e)
+              s[q][e] = acc[4 * q + e];
+        }
+        for (int64_t kk = 0; !wg && kk < D / 16; ++kk) {
           auto a = d.ldmatrixX4(
-              sm(qOff, swz(qRow, d.add(lHalf, d.c32(2 * kk)))), false);
+              sm(qOff, swzTile(M, qRow, d.add(lHalf, d.c32(2 * kk)))), false);
           for (int64_t p = 0; p < ntS / 2; ++p) {
             Value tok = d.add(kTokBase, d.c32(16 * p));
             auto bk = d.ldmatrixX4(
@@ -270,16 +357,43 @@ FailureOr<mlir::gpu::GPUFuncOp> mla::gpu_codegen::emitDecodePartialSM90(
                             d.add(d.c32(8 * q), d.mul(tq, d.c32(2))));
           for (int h = 0; h < 2; ++h) {
             Value off = d.add(d.mul(rowLocal[h], d.c32(PB)), d.mul(col, d.c32(2)));
+            if (wg) // 128B-swizzled box: chunk (col*2/16) ^ (row & 7)
+              off = d.add(
+                  d.mul(rowLocal[h], d.c32(128)),
+                  d.add(d.mul(d.bitXor(d.divu(col, d.c32(8)),
+                                       d.bitAnd(rowLocal[h], d.c32(7))),
+                              c16),
+                        d.mul(d.remu(col, d.c32(8)), d.c32(2))));
             d.store(d.pack2(pv[2 * h], pv[2 * h + 1], halfType), sm(pOff, off), 4);
           }
         }
         for (int64_t j = 0; j < ntO; ++j)
           for (int e = 0; e < 4; ++e)
             o[j * 4 + e] = d.fmul(o[j * 4 + e], alpha[e / 2]);
+        if (wg)
+          proxyFence(); // P was stored through the generic proxy
         d.barrier();
 
         // O += P V over this warp's output columns.
-        for (int64_t kk = 0; kk < Bk / 16; ++kk) {
+        if (wg) {
+          // Warpgroup j: O[64 x Lw] += P[64 x Bk] V[Bk x Lw], V an MN-major
+          // view of the KV tile (boxes of 64 columns, LBO = box stride,
+          // SBO = 8 tokens).
+          NVVM::WgmmaFenceAlignedOp::create(b);
+          Value vBase = d.add(stage, d.mul(wj, d.c32((Lw / 64) * Bk * 128)));
+          for (int64_t kk = 0; kk < Bk / 16; ++kk) {
+            Value aOff = d.c32(pOff + kk * 32);
+            Value bOff = d.add(vBase, d.c32(kvOff + kk * 16 * 128));
+            SmallVector<Value> acc = wgmma(Lw, o, desc(aOff, 16, 1024),
+                                           desc(bOff, Bk * 128, 1024), true,
+                                           true);
+            for (int64_t i = 0; i < ntO * 4; ++i)
+              o[i] = acc[i];
+          }
+          NVVM::WgmmaGroupSyncAlignedOp::create(b);
+          NVVM::WgmmaWaitGroupSyncOp::create(b, b.getI64IntegerAttr(0));
+        }
+        for (int64_t kk = 0; !wg && kk < Bk / 16; ++kk) {
           auto a = d.ldmatrixX4(
               sm(pOff, d.add(d.mul(qRow, d.c32(PB)),
                              d.mul(d.add(lHalf, d.c32(2 * kk)), c16))),

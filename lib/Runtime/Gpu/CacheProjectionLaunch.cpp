@@ -9,6 +9,8 @@
 
 #include <cstdint>
 #include <limits>
+#include <optional>
+#include <system_error>
 
 using namespace mla::gpu;
 using llvm::Error;
@@ -17,8 +19,10 @@ namespace {
 
 constexpr int64_t kMaxI32 = std::numeric_limits<int32_t>::max();
 
+/// Every argument error: the C API reports these as invalid arguments.
 Error fail(const llvm::Twine &msg) {
-  return llvm::createStringError(llvm::inconvertibleErrorCode(), msg);
+  return llvm::createStringError(
+      std::make_error_code(std::errc::invalid_argument), msg);
 }
 
 /// Device pointers the kernels access with 16-byte vector instructions.
@@ -46,8 +50,7 @@ Error launch(const CudaKernel &kernel, CUstream stream, const LaunchDims &d,
                        /*sharedBytes=*/0, stream, params);
 }
 
-Error launchProjection(const char *kernelName, const CudaKernel &kernel,
-                       CUstream stream, const ProjectionArgs &args) {
+Error checkProjection(const char *kernelName, const ProjectionArgs &args) {
   const ProjectionShape &s = args.shape;
   if (const char *why = checkProjectionShape(s); *why)
     return fail(llvm::Twine(kernelName) + ": " + why);
@@ -60,7 +63,14 @@ Error launchProjection(const char *kernelName, const CudaKernel &kernel,
                          {"out", args.out}})
     if (Error err = checkPointer(kernelName, name, p))
       return err;
+  return Error::success();
+}
 
+Error launchProjection(const CudaKernel &kernel, CUstream stream,
+                       const ProjectionArgs &args) {
+  const ProjectionShape &s = args.shape;
+  if (args.tokens == 0)
+    return Error::success();
   CUdeviceptr in = args.in, weight = args.weight, out = args.out;
   int32_t tokens = static_cast<int32_t>(args.tokens);
   void *params[kProjectionNumParams] = {&in, &weight, &out, &tokens};
@@ -80,8 +90,7 @@ Error mla::gpu::checkSlotMapping(llvm::ArrayRef<int32_t> slotMapping,
   return Error::success();
 }
 
-Error mla::gpu::launchCacheWrite(const CudaKernel &kernel, CUstream stream,
-                                 const CacheWriteArgs &args) {
+Error mla::gpu::checkCacheWriteArgs(const CacheWriteArgs &args) {
   const char *name = kCacheWriteKernel;
   const CacheWriteShape &s = args.shape;
   if (s.latentDim <= 0 || s.ropeDim <= 0)
@@ -106,7 +115,15 @@ Error mla::gpu::launchCacheWrite(const CudaKernel &kernel, CUstream stream,
         {"cache", args.cache}})
     if (Error err = checkPointer(name, arg, p))
       return err;
+  return Error::success();
+}
 
+Error mla::gpu::launchCacheWrite(const CudaKernel &kernel, CUstream stream,
+                                 const CacheWriteArgs &args) {
+  if (Error err = checkCacheWriteArgs(args))
+    return err;
+  if (args.tokens == 0)
+    return Error::success();
   CUdeviceptr kvC = args.kvC, kPe = args.kPe, slots = args.slotMapping,
               cache = args.cache;
   int32_t tokens = static_cast<int32_t>(args.tokens);
@@ -116,18 +133,52 @@ Error mla::gpu::launchCacheWrite(const CudaKernel &kernel, CUstream stream,
   return launch(kernel, stream, cacheWriteLaunchDims(args.tokens), params);
 }
 
-Error mla::gpu::launchAbsorbQ(const CudaKernel &kernel, CUstream stream,
-                              const ProjectionArgs &args) {
+Error mla::gpu::checkAbsorbQArgs(const ProjectionArgs &args) {
   if (args.shape.ropeDim <= 0)
     return fail(llvm::Twine(kAbsorbQKernel) +
                 ": the RoPE width R (shape.ropeDim) must be positive");
-  return launchProjection(kAbsorbQKernel, kernel, stream, args);
+  return checkProjection(kAbsorbQKernel, args);
+}
+
+Error mla::gpu::checkUpProjOutArgs(const ProjectionArgs &args) {
+  if (args.shape.ropeDim != 0)
+    return fail(llvm::Twine(kUpProjOutKernel) +
+                ": shape.ropeDim must be 0 (no RoPE part)");
+  return checkProjection(kUpProjOutKernel, args);
+}
+
+Error mla::gpu::launchAbsorbQ(const CudaKernel &kernel, CUstream stream,
+                              const ProjectionArgs &args) {
+  if (Error err = checkAbsorbQArgs(args))
+    return err;
+  return launchProjection(kernel, stream, args);
 }
 
 Error mla::gpu::launchUpProjOut(const CudaKernel &kernel, CUstream stream,
                                 const ProjectionArgs &args) {
-  if (args.shape.ropeDim != 0)
-    return fail(llvm::Twine(kUpProjOutKernel) +
-                ": shape.ropeDim must be 0 (no RoPE part)");
-  return launchProjection(kUpProjOutKernel, kernel, stream, args);
+  if (Error err = checkUpProjOutArgs(args))
+    return err;
+  return launchProjection(kernel, stream, args);
+}
+
+llvm::Expected<CudaKernel>
+mla::gpu::loadCacheWriteKernel(const CacheWriteKernelSpec &spec,
+                               const KernelCache &cache) {
+  std::string key = cacheKeyFor(spec);
+  std::optional<std::vector<char>> image = cache.lookup(key);
+  if (!image)
+    return cache.getMissingEntryError(toString(spec), key);
+  return loadKernel(*image, kCacheWriteKernel);
+}
+
+llvm::Expected<CudaKernel>
+mla::gpu::loadProjectionKernel(const ProjectionKernelSpec &spec,
+                               const KernelCache &cache) {
+  std::string key = cacheKeyFor(spec);
+  std::optional<std::vector<char>> image = cache.lookup(key);
+  if (!image)
+    return cache.getMissingEntryError(toString(spec), key);
+  return loadKernel(*image, spec.kind == ProjectionKind::AbsorbQ
+                                ? kAbsorbQKernel
+                                : kUpProjOutKernel);
 }

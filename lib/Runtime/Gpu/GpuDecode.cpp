@@ -206,17 +206,8 @@ GpuDecoder::fromCache(const DecodeKernelSpec &spec, const KernelCache &cache,
   std::string key = cacheKeyFor(spec);
   if (std::optional<std::vector<char>> image = cache.lookup(key))
     return create(spec, *image);
-  if (!fallback) {
-    std::string text = toString(spec);
-    return llvm::createStringError(
-        std::make_error_code(std::errc::no_such_file_or_directory),
-        "no compiled kernel for '" + text + "' in the kernel cache " +
-            cache.getDirectory() + " (entry " + cache.getEntryPath(key) +
-            "); build it where MLIR is installed with\n  mla-aot "
-            "--cache-dir " +
-            cache.getDirectory() + " --spec \"" + text +
-            "\"\nand copy the entry here");
-  }
+  if (!fallback)
+    return cache.getMissingEntryError(toString(spec), key);
   llvm::Expected<std::vector<char>> image = fallback(spec);
   if (!image)
     return image.takeError();
@@ -292,4 +283,57 @@ llvm::Error GpuDecoder::run(CUstream stream, const DecodeArgs &args) const {
       static_cast<unsigned>(batch)};
   Dim3 combineBlock{static_cast<unsigned>(kCombineThreadsPerCta)};
   return combine.launch(combineGrid, combineBlock, 0, stream, combineParams);
+}
+
+int64_t mla::gpu::decodeCtasPerSm(const DecodeKernelSpec &spec) {
+  // sm_90 / sm_100: 228 KiB of shared memory per SM (1 KiB reserved per
+  // CTA), 64K registers; the kernels are compiled for up to 255 registers.
+  int64_t smem = decodeSharedBytes(spec.chip, spec.shape, spec.tiling) + 1024;
+  int64_t bySmem = (228 * 1024) / smem;
+  int64_t byRegs = 65536 / (decodeThreadsPerCta(spec.tiling) * 256);
+  return std::max<int64_t>(1, std::min(bySmem, byRegs));
+}
+
+int64_t mla::gpu::chooseGridSplits(const DecodeKernelSpec &spec, int64_t batch,
+                                   int64_t maxSeqLen, int64_t numSms,
+                                   int64_t maxSplits) {
+  const DecodeShape &shape = spec.shape;
+  const DecodeTiling &tiling = spec.tiling;
+  if (batch <= 0 || maxSeqLen <= 0 || numSms <= 0)
+    return 1;
+  // Rates one CTA gets when every SM runs one: HBM bandwidth and mma.sync
+  // throughput per SM (H200-class: ~3.3 TB/s sustained, ~180 dense TFLOPS
+  // measured for these kernels; only their ratio and the combine term's
+  // scale matter for the choice).
+  const double bandwidth = 3.3e12, flops = 180e12;
+  const int64_t rows = shape.numHeads * shape.queryRows;
+  const int64_t rowBlocks = (rows + tiling.rowsPerCta - 1) / tiling.rowsPerCta;
+  const double blockBytes = double(tiling.kvBlock) * shape.rowDim() * 2;
+  const double blockFlops = 2.0 * tiling.rowsPerCta * tiling.kvBlock *
+                            double(shape.rowDim() + shape.latentDim);
+  const double tBlock = std::max(blockBytes / (bandwidth / numSms),
+                                 blockFlops / (flops / numSms));
+  const int64_t slots = numSms * decodeCtasPerSm(spec);
+  const int64_t page = shape.pageSize;
+  int64_t best = 1;
+  double bestTime = 0;
+  for (int64_t s = 1; s <= maxSplits; ++s) {
+    // Pieces are whole pages (planUniformBounds); the longest piece sets the
+    // CTA time.
+    int64_t piece = (maxSeqLen + s - 1) / s;
+    piece = (piece + page - 1) / page * page;
+    if (s > 1 && piece * (s - 1) >= maxSeqLen)
+      continue; // the last piece would be empty: that count only adds work
+    int64_t blocks = (piece + tiling.kvBlock - 1) / tiling.kvBlock;
+    int64_t ctas = rowBlocks * s * batch;
+    int64_t waves = (ctas + slots - 1) / slots;
+    double combineBytes =
+        double(s) * batch * rows * (shape.latentDim + 1) * 4 * 2;
+    double time = waves * blocks * tBlock + combineBytes / bandwidth;
+    if (s == 1 || time < bestTime * 0.98) {
+      best = s;
+      bestTime = time;
+    }
+  }
+  return best;
 }

@@ -172,3 +172,13 @@ llvm::Error KernelCache::store(StringRef key,
   }
   return llvm::Error::success();
 }
+
+llvm::Error KernelCache::getMissingEntryError(StringRef specText,
+                                              StringRef key) const {
+  return llvm::createStringError(
+      std::make_error_code(std::errc::no_such_file_or_directory),
+      "no compiled kernel for '" + specText + "' in the kernel cache " +
+          directory + " (entry " + getEntryPath(key) +
+          "); build it where MLIR is installed with\n  mla-aot --cache-dir " +
+          directory + " --spec \"" + specText + "\"\nand copy the entry here");
+}

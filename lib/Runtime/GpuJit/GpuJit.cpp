@@ -1,8 +1,9 @@
 //===- GpuJit.cpp - compile GPU kernel images from their specs ------------===//
 //
-// A spec becomes a small mla module (its shape baked into the types, its
-// batch, page count and split count dynamic, since the kernels read those at
-// run time), which the `mla-to-nvvm` pipeline compiles into a cubin. The
+// A spec becomes a small mla module (its shape baked into the types, the
+// sizes the kernels read at run time dynamic: decode's batch, page count and
+// split count, the token count of cache_write and the projections), which
+// the `mla-to-nvvm` pipeline compiles into a cubin. The
 // pipeline's options are parsed from pipelineFor(spec), the very string the
 // cache key hashes, so the key cannot describe another compile than the one
 // that ran.
@@ -26,6 +27,7 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <cstring>
+#include <initializer_list>
 #include <optional>
 
 using namespace mlir;
@@ -89,10 +91,35 @@ private:
   ScopedDiagnosticHandler handler;
 };
 
-llvm::Error makeError(const DecodeKernelSpec &spec, const llvm::Twine &what) {
+llvm::Error makeError(const KernelSpec &spec, const llvm::Twine &what) {
   return llvm::createStringError(llvm::inconvertibleErrorCode(),
                                  "cannot compile kernel spec '" +
                                      toString(spec) + "': " + what);
+}
+
+const char *targetChip(Chip chip) {
+  return chip == Chip::SM90a ? "sm90" : "sm100";
+}
+
+const char *actTypeIR(ActType type) {
+  switch (type) {
+  case ActType::BF16:
+    return "bf16";
+  case ActType::F16:
+    return "f16";
+  case ActType::F32:
+    return "f32";
+  }
+  return "";
+}
+
+/// `tensor<` + dims joined by 'x' + `x<elem>>`; a negative dim is dynamic.
+std::string tensorType(std::initializer_list<int64_t> dims,
+                       llvm::StringRef elem) {
+  std::string text = "tensor<";
+  for (int64_t d : dims)
+    text += (d < 0 ? std::string("?") : std::to_string(d)) + "x";
+  return text + elem.str() + ">";
 }
 
 /// The options inside pipelineFor's braces, e.g. "chip=sm_90a format=bin",
@@ -127,7 +154,7 @@ std::string getDecodeKernelsSource(const DecodeKernelSpec &spec) {
   llvm::raw_string_ostream os(text);
   os << "// " << toString(spec) << "\n"
      << "module attributes {mla.target = #mla.target<chip = "
-     << (spec.chip == Chip::SM90a ? "sm90" : "sm100") << ">} {\n"
+     << targetChip(spec.chip) << ">} {\n"
      << "  func.func @mla_decode(%q: " << q << ", %cache: " << cache
      << ", %block_table: tensor<?x?xi32>, %seq_lens: tensor<?xi32>, "
         "%bounds: tensor<?x?xi32>) -> ("
@@ -143,7 +170,8 @@ std::string getDecodeKernelsSource(const DecodeKernelSpec &spec) {
      // compiles the same image.
      << " num_splits 1 {mla.gpu_tiling = #mla.gpu_tiling<rows_per_cta = "
      << t.rowsPerCta << ", warps_n = " << t.warpsN
-     << ", kv_block = " << t.kvBlock << ", stages = " << t.stages << ">}"
+     << ", kv_block = " << t.kvBlock << ", stages = " << t.stages
+     << (t.wgmma ? ", wgmma = true" : "") << ">}"
      << " : (" << q << ", " << cache
      << ", tensor<?x?xi32>, tensor<?xi32>, tensor<?x?xi32>) -> (" << partialOut
      << ", " << partialLse << ")\n"
@@ -155,17 +183,114 @@ std::string getDecodeKernelsSource(const DecodeKernelSpec &spec) {
   return text;
 }
 
-llvm::Expected<std::vector<char>>
-compileDecodeKernels(const DecodeKernelSpec &spec) {
-  std::string why = checkDecodeTiling(spec.chip, spec.shape, spec.tiling);
-  if (!why.empty())
-    return makeError(spec, "unusable tiling: " + why);
+std::string getCacheWriteKernelSource(const CacheWriteKernelSpec &spec) {
+  const CacheWriteShape &s = spec.shape;
+  const char *in = actTypeIR(s.input);
+  // Float caches hold elements of their format; fp8 caches hold bytes.
+  const char *cacheElem = "i8";
+  int64_t elemSize = 1;
+  const char *format = "";
+  switch (s.format) {
+  case CacheFormat::BF16:
+    cacheElem = format = "bf16";
+    elemSize = 2;
+    break;
+  case CacheFormat::F16:
+    cacheElem = format = "f16";
+    elemSize = 2;
+    break;
+  case CacheFormat::F32:
+    cacheElem = format = "f32";
+    elemSize = 4;
+    break;
+  case CacheFormat::FP8E4M3:
+    format = "fp8_e4m3";
+    break;
+  case CacheFormat::FP8E4M3Token:
+    format = "fp8_e4m3_token";
+    break;
+  case CacheFormat::FP8DsMla:
+    format = "fp8_ds_mla";
+    break;
+  }
+  std::string kvC = tensorType({-1, s.latentDim}, in);
+  std::string kPe = tensorType({-1, s.ropeDim}, in);
+  std::string slots = tensorType({-1}, "i32");
+  std::string cache = tensorType(
+      {-1, spec.pageSize, cacheRowBytes(s) / elemSize}, cacheElem);
+
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  os << "// " << toString(spec) << "\n"
+     << "module attributes {mla.target = #mla.target<chip = "
+     << targetChip(spec.chip) << ">} {\n"
+     << "  func.func @mla_cache_write(%kv_c: " << kvC << ", %k_pe: " << kPe
+     << ", %slot_mapping: " << slots << ", %cache: " << cache << ") -> "
+     << cache << " {\n"
+     << "    %r = mla.cache_write %kv_c, %k_pe, %slot_mapping layout "
+        "#mla.cache_layout<format = "
+     << format << ", page_size = " << spec.pageSize;
+  if (s.format == CacheFormat::FP8E4M3) {
+    uint32_t bits;
+    std::memcpy(&bits, &s.scale, sizeof(bits));
+    // The f32 bit pattern, as in the spec text: no decimal rounding.
+    os << ", scale = " << llvm::format("0x%08X", bits) << " : f32";
+  }
+  os << "> into %cache : " << kvC << ", " << kPe << ", " << slots << " into "
+     << cache << "\n"
+     << "    return %r : " << cache << "\n"
+     << "  }\n"
+     << "}\n";
+  return text;
+}
+
+std::string getProjectionKernelSource(const ProjectionKernelSpec &spec) {
+  const ProjectionShape &s = spec.shape;
+  const char *elem = actTypeIR(s.elem);
+  bool absorb = spec.kind == ProjectionKind::AbsorbQ;
+  std::string in = tensorType({-1, s.numHeads, s.inDim + s.ropeDim}, elem);
+  std::string weight = tensorType({s.numHeads, s.inDim, s.outDim}, elem);
+  std::string out =
+      absorb ? tensorType({-1, s.numHeads, s.outDim + s.ropeDim}, elem)
+             : tensorType({-1, s.numHeads * s.outDim}, elem);
+  const char *op = absorb ? "absorb_q" : "up_proj_out";
+
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  os << "// " << toString(spec) << "\n"
+     << "module attributes {mla.target = #mla.target<chip = "
+     << targetChip(spec.chip) << ">} {\n"
+     << "  func.func @mla_" << op << "(%in: " << in << ", %weight: " << weight
+     << ") -> " << out << " {\n"
+     << "    %r = mla." << op << " %in, %weight : " << in << ", " << weight
+     << " -> " << out << "\n"
+     << "    return %r : " << out << "\n"
+     << "  }\n"
+     << "}\n";
+  return text;
+}
+
+std::string getKernelSource(const KernelSpec &spec) {
+  if (const auto *decode = std::get_if<DecodeKernelSpec>(&spec))
+    return getDecodeKernelsSource(*decode);
+  if (const auto *cacheWrite = std::get_if<CacheWriteKernelSpec>(&spec))
+    return getCacheWriteKernelSource(*cacheWrite);
+  return getProjectionKernelSource(std::get<ProjectionKernelSpec>(spec));
+}
+
+llvm::Expected<std::vector<char>> compileKernels(const KernelSpec &spec) {
+  if (const auto *decode = std::get_if<DecodeKernelSpec>(&spec)) {
+    std::string why =
+        checkDecodeTiling(decode->chip, decode->shape, decode->tiling);
+    if (!why.empty())
+      return makeError(spec, "unusable tiling: " + why);
+  }
 
   MLIRContext context(getJitRegistry());
   DiagnosticCollector diagnostics(context);
-  std::string source = getDecodeKernelsSource(spec);
+  std::string source = getKernelSource(spec);
   OwningOpRef<ModuleOp> module =
-      parseSourceString<ModuleOp>(source, &context, "mla-jit-decode");
+      parseSourceString<ModuleOp>(source, &context, "mla-jit");
   if (!module)
     return makeError(spec, "the generated module does not parse:\n" +
                                diagnostics.take());
@@ -193,8 +318,19 @@ compileDecodeKernels(const DecodeKernelSpec &spec) {
 }
 
 llvm::Expected<std::vector<char>>
+compileDecodeKernels(const DecodeKernelSpec &spec) {
+  return compileKernels(spec);
+}
+
+llvm::Expected<std::vector<char>>
 getOrCompileDecodeKernels(const DecodeKernelSpec &spec,
                           const KernelCache &cache, bool *wasHit) {
+  return getOrCompileKernels(spec, cache, wasHit);
+}
+
+llvm::Expected<std::vector<char>>
+getOrCompileKernels(const KernelSpec &spec, const KernelCache &cache,
+                    bool *wasHit) {
   std::string key = cacheKeyFor(spec);
   if (std::optional<std::vector<char>> image = cache.lookup(key)) {
     if (wasHit)
@@ -203,7 +339,7 @@ getOrCompileDecodeKernels(const DecodeKernelSpec &spec,
   }
   if (wasHit)
     *wasHit = false;
-  llvm::Expected<std::vector<char>> image = compileDecodeKernels(spec);
+  llvm::Expected<std::vector<char>> image = compileKernels(spec);
   if (!image)
     return image.takeError();
   if (llvm::Error error = cache.store(key, *image))

@@ -1,5 +1,6 @@
-// The sm_90a decode: partial kernel (cp.async staging, ldmatrix, mma.sync,
-// base-2 softmax) plus the combine kernel, and the PTX they become.
+// The sm_90a mma.sync decode (pinned by its tiling): partial kernel
+// (cp.async staging, ldmatrix, mma.sync, base-2 softmax) plus the combine
+// kernel, and the PTX they become.
 // RUN: mla-opt %s --mla-select-gpu-tiling --convert-mla-to-gpu | FileCheck %s
 // RUN: mla-opt %s --mla-to-nvvm="chip=sm_90a format=isa" | FileCheck %s --check-prefix=PTX
 
@@ -14,7 +15,7 @@
 // CHECK: nvvm.cp.async.shared.global {{.*}}, 16, cache = cg
 // CHECK: nvvm.cp.async.commit.group
 // CHECK: scf.for
-// CHECK: nvvm.cp.async.wait.group 0
+// CHECK: nvvm.cp.async.wait.group 1
 // CHECK: nvvm.ldmatrix {{.*}}layout = #nvvm.mma_layout<row>, num = 4 : i32
 // CHECK: nvvm.mma.sync A[{{.*}}]  B[{{.*}}]  C[{{.*}}]  {layoutA = #nvvm.mma_layout<row>, layoutB = #nvvm.mma_layout<col>, multiplicandAPtxType = #nvvm.mma_type<bf16>, multiplicandBPtxType = #nvvm.mma_type<bf16>, shape = #nvvm.shape<m = 16, n = 8, k = 16>}
 // CHECK: nvvm.shfl.sync bfly
@@ -40,6 +41,7 @@ module attributes {mla.target = #mla.target<chip = sm90>} {
       -> (tensor<?x1x128x512xbf16>, tensor<?x128x1xf32>) {
     %o, %l = mla.decode %q, %cache[%bt, %lens]
         layout #mla.cache_layout<format = bf16, page_size = 64> scale 0.0721687824
+        {mla.gpu_tiling = #mla.gpu_tiling<rows_per_cta = 64, warps_n = 2, kv_block = 32, stages = 3>}
         : (tensor<?x1x128x576xbf16>, tensor<?x64x576xbf16>, tensor<?x?xi32>, tensor<?xi32>)
         -> (tensor<?x1x128x512xbf16>, tensor<?x128x1xf32>)
     return %o, %l : tensor<?x1x128x512xbf16>, tensor<?x128x1xf32>

@@ -2,9 +2,10 @@
 // the shape, keeps a given tiling and leaves CPU modules alone.
 // RUN: mla-opt %s --split-input-file --mla-select-gpu-tiling --verify-diagnostics | FileCheck %s
 
-// Compute-bound (N*Sq = 128): 64 rows per CTA, 2 warps on the output columns.
+// DeepSeek-V3 on sm_90a: the wgmma kernel (64 rows, 2 warpgroups, 64-token
+// blocks) for every head count.
 // CHECK-LABEL: func.func @heads128
-// CHECK: mla.decode_partial {{.*}}mla.gpu_tiling = #mla.gpu_tiling<rows_per_cta = 64, warps_n = 2, kv_block = 32, stages = 2>
+// CHECK: mla.decode_partial {{.*}}mla.gpu_tiling = #mla.gpu_tiling<rows_per_cta = 64, warps_n = 2, kv_block = 64, stages = 2, wgmma = true>
 module attributes {mla.target = #mla.target<chip = sm90>} {
   func.func @heads128(%q: tensor<?x1x128x576xbf16>, %c: tensor<?x64x576xbf16>, %bt: tensor<?x?xi32>, %l: tensor<?xi32>, %b: tensor<?x?xi32>)
       -> (tensor<?x?x1x128x512xf32>, tensor<?x?x128x1xf32>) {
@@ -16,9 +17,8 @@ module attributes {mla.target = #mla.target<chip = sm90>} {
 
 // -----
 
-// Memory-bound (N*Sq = 16): one 16-row block, 4 warps, 64-token blocks.
 // CHECK-LABEL: func.func @heads16
-// CHECK: mla.decode {{.*}}mla.gpu_tiling = #mla.gpu_tiling<rows_per_cta = 16, warps_n = 4, kv_block = 64, stages = 2>
+// CHECK: mla.decode {{.*}}mla.gpu_tiling = #mla.gpu_tiling<rows_per_cta = 64, warps_n = 2, kv_block = 64, stages = 2, wgmma = true>
 module attributes {mla.target = #mla.target<chip = sm90>} {
   func.func @heads16(%q: tensor<2x1x16x576xbf16>, %c: tensor<8x64x576xbf16>, %bt: tensor<2x4xi32>, %l: tensor<2xi32>)
       -> (tensor<2x1x16x512xbf16>, tensor<2x16x1xf32>) {
@@ -30,9 +30,8 @@ module attributes {mla.target = #mla.target<chip = sm90>} {
 
 // -----
 
-// Two query rows of 16 heads (32 rows): 32 rows per CTA.
 // CHECK-LABEL: func.func @mtp
-// CHECK: mla.decode {{.*}}mla.gpu_tiling = #mla.gpu_tiling<rows_per_cta = 32, warps_n = 2, kv_block = 32, stages = 2>
+// CHECK: mla.decode {{.*}}mla.gpu_tiling = #mla.gpu_tiling<rows_per_cta = 64, warps_n = 2, kv_block = 64, stages = 2, wgmma = true>
 module attributes {mla.target = #mla.target<chip = sm90>} {
   func.func @mtp(%q: tensor<2x2x16x576xbf16>, %c: tensor<8x64x576xbf16>, %bt: tensor<2x4xi32>, %l: tensor<2xi32>)
       -> (tensor<2x2x16x512xbf16>, tensor<2x16x2xf32>) {
@@ -82,5 +81,35 @@ module attributes {mla.target = #mla.target<chip = cpu>} {
     %o, %s = mla.decode %q, %c[%bt, %l] layout #mla.cache_layout<format = bf16, page_size = 64> scale 0.0721687824
         : (tensor<2x1x16x576xbf16>, tensor<8x64x576xbf16>, tensor<2x4xi32>, tensor<2xi32>) -> (tensor<2x1x16x512xbf16>, tensor<2x16x1xf32>)
     return %o, %s : tensor<2x1x16x512xbf16>, tensor<2x16x1xf32>
+  }
+}
+
+// -----
+
+// Pages of 16 tokens rule the wgmma kernel's 64-token blocks out: the
+// mma.sync kernel with 16-token blocks (one warp per row block on them).
+// CHECK-LABEL: func.func @page16
+// CHECK: mla.decode {{.*}}mla.gpu_tiling = #mla.gpu_tiling<rows_per_cta = 64, warps_n = 1, kv_block = 16, stages = 3>
+module attributes {mla.target = #mla.target<chip = sm90>} {
+  func.func @page16(%q: tensor<2x1x128x576xbf16>, %c: tensor<32x16x576xbf16>, %bt: tensor<2x16xi32>, %l: tensor<2xi32>)
+      -> (tensor<2x1x128x512xbf16>, tensor<2x128x1xf32>) {
+    %o, %s = mla.decode %q, %c[%bt, %l] layout #mla.cache_layout<format = bf16, page_size = 16> scale 0.0721687824
+        : (tensor<2x1x128x576xbf16>, tensor<32x16x576xbf16>, tensor<2x16xi32>, tensor<2xi32>) -> (tensor<2x1x128x512xbf16>, tensor<2x128x1xf32>)
+    return %o, %s : tensor<2x1x128x512xbf16>, tensor<2x128x1xf32>
+  }
+}
+
+// -----
+
+// L = 256, R = 32 (L+R = 288 is not a whole number of 64-column boxes):
+// the mma.sync kernel.
+// CHECK-LABEL: func.func @narrow
+// CHECK: mla.decode {{.*}}mla.gpu_tiling = #mla.gpu_tiling<rows_per_cta = 16, warps_n = 4, kv_block = 64, stages = 2>
+module attributes {mla.target = #mla.target<chip = sm90>} {
+  func.func @narrow(%q: tensor<2x1x16x288xbf16>, %c: tensor<8x64x288xbf16>, %bt: tensor<2x4xi32>, %l: tensor<2xi32>)
+      -> (tensor<2x1x16x256xbf16>, tensor<2x16x1xf32>) {
+    %o, %s = mla.decode %q, %c[%bt, %l] layout #mla.cache_layout<format = bf16, page_size = 64> scale 0.0721687824
+        : (tensor<2x1x16x288xbf16>, tensor<8x64x288xbf16>, tensor<2x4xi32>, tensor<2xi32>) -> (tensor<2x1x16x256xbf16>, tensor<2x16x1xf32>)
+    return %o, %s : tensor<2x1x16x256xbf16>, tensor<2x16x1xf32>
   }
 }

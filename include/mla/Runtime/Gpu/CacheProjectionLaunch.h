@@ -1,10 +1,11 @@
 //===- CacheProjectionLaunch.h - Launch cache write / projections -*- C++ -*-===//
 //
-// Host launchers of the kernels in CacheProjectionABI.h. Each validates its
-// arguments (shape, counts, pointer alignment) and returns an llvm::Error
-// before anything is launched, then enqueues one kernel on the caller's
-// stream. They never allocate, copy or synchronise, so they can be called
-// from a C API and while a CUDA graph is being captured. No MLIR dependency.
+// Host loaders and launchers of the kernels in CacheProjectionABI.h. Each
+// launcher validates its arguments (shape, counts, pointer alignment) and
+// returns an llvm::Error (std::errc::invalid_argument) before anything is
+// launched, then enqueues one kernel on the caller's stream. They never
+// allocate, copy or synchronise, so they can be called from a C API and
+// while a CUDA graph is being captured. No MLIR dependency.
 //
 //===----------------------------------------------------------------------===//
 
@@ -13,6 +14,8 @@
 
 #include "mla/Runtime/Gpu/CacheProjectionABI.h"
 #include "mla/Runtime/Gpu/CudaDriver.h"
+#include "mla/Runtime/Gpu/KernelCache.h"
+#include "mla/Runtime/Gpu/KernelSpec.h"
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/Support/Error.h"
 
@@ -29,6 +32,9 @@ struct CacheWriteArgs {
   int64_t tokens = 0;
   int64_t numSlots = 0; // pages * page_size
 };
+
+/// Everything launchCacheWrite checks, without a kernel or a GPU.
+llvm::Error checkCacheWriteArgs(const CacheWriteArgs &args);
 
 /// Checks `args`, then launches `kernel` (a loaded `mla_cache_write`) on
 /// `stream`. Zero tokens launch nothing.
@@ -52,6 +58,11 @@ struct ProjectionArgs {
   int64_t tokens = 0;
 };
 
+/// Everything launchAbsorbQ / launchUpProjOut check, without a kernel or a
+/// GPU.
+llvm::Error checkAbsorbQArgs(const ProjectionArgs &args);
+llvm::Error checkUpProjOutArgs(const ProjectionArgs &args);
+
 /// Checks `args`, then launches `kernel` (a loaded `mla_absorb_q`) on
 /// `stream`. Zero tokens launch nothing.
 llvm::Error launchAbsorbQ(const CudaKernel &kernel, CUstream stream,
@@ -60,6 +71,14 @@ llvm::Error launchAbsorbQ(const CudaKernel &kernel, CUstream stream,
 /// Same for `mla_up_proj_out`; `args.shape.ropeDim` must be 0.
 llvm::Error launchUpProjOut(const CudaKernel &kernel, CUstream stream,
                             const ProjectionArgs &args);
+
+/// Loads the kernel of the image cached under cacheKeyFor(spec) into the
+/// current context. A miss is a std::errc::no_such_file_or_directory error
+/// naming the `mla-aot` command that builds the entry.
+llvm::Expected<CudaKernel> loadCacheWriteKernel(const CacheWriteKernelSpec &spec,
+                                                const KernelCache &cache);
+llvm::Expected<CudaKernel> loadProjectionKernel(const ProjectionKernelSpec &spec,
+                                                const KernelCache &cache);
 
 } // namespace mla::gpu
 

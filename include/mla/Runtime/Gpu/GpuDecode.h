@@ -77,6 +77,23 @@ plan::SplitPlanOptions decodePlanOptions(const DecodeKernelSpec &spec,
                                          plan::SplitPolicy policy,
                                          int64_t numSms);
 
+/// Pieces per request for the decode grid (ceil(Sq*N/rows) x S x B CTAs,
+/// not persistent): the S in [1, maxSplits] that minimises the estimated
+/// time `waves(S) * blocks(S) * t_block + combine(S)`, where
+/// waves(S) = ceil(row_blocks * S * B / (numSms * ctasPerSm)), blocks(S) the
+/// KV blocks of the longest piece and t_block the larger of the block's
+/// HBM time and its MMA time at one CTA's share of the GPU; combine(S)
+/// charges the partial-state traffic. One piece when the requests alone fill
+/// the SMs, more when they leave SMs idle. `ctasPerSm` comes from the
+/// kernel's shared memory and registers (decodeCtasPerSm).
+int64_t chooseGridSplits(const DecodeKernelSpec &spec, int64_t batch,
+                         int64_t maxSeqLen, int64_t numSms,
+                         int64_t maxSplits = 64);
+
+/// Decode CTAs that fit on one SM at once (shared memory and a 255-register
+/// budget per thread), at least 1.
+int64_t decodeCtasPerSm(const DecodeKernelSpec &spec);
+
 /// Plans the batch with mla::plan::planSplits and keeps its bounds. Fails
 /// when the plan needs more than 65535 pieces per request.
 llvm::Expected<SplitBounds> planBounds(llvm::ArrayRef<int32_t> seqLens,

@@ -1,10 +1,11 @@
 //===- GpuJit.h - compile GPU kernel images from their specs ----*- C++ -*-===//
 //
-// The compiler side of the kernel cache: turns a DecodeKernelSpec into the
-// cubin of `mla_decode_partial` + `mla_combine` by building the spec's mla
-// module and running the `mla-to-nvvm` pipeline on it (the same pipeline
-// `mla-opt` runs, so any image can be rebuilt from the command line with
-// getDecodeKernelsSource's text). Links MLIR; a serving process that only
+// The compiler side of the kernel cache: turns a kernel spec into its cubin
+// (`mla_decode_partial` + `mla_combine` for decode, one kernel for
+// cache_write, absorb_q and up_proj_out) by building the spec's mla module
+// and running the `mla-to-nvvm` pipeline on it (the same pipeline `mla-opt`
+// runs, so any image can be rebuilt from the command line with
+// getKernelSource's text). Links MLIR; a serving process that only
 // launches cached images needs KernelSpec.h and KernelCache.h alone.
 //
 //===----------------------------------------------------------------------===//
@@ -44,6 +45,27 @@ compileDecodeKernels(const DecodeKernelSpec &spec);
 llvm::Expected<std::vector<char>>
 getOrCompileDecodeKernels(const DecodeKernelSpec &spec,
                           const KernelCache &cache, bool *wasHit = nullptr);
+
+/// The mla module of a cache_write spec: one function with one
+/// `mla.cache_write` whose token count T and page count are dynamic (the
+/// kernel reads both at run time), in a module targeting the spec's chip.
+std::string getCacheWriteKernelSource(const CacheWriteKernelSpec &spec);
+
+/// The mla module of a projection spec: one function with one
+/// `mla.absorb_q` or `mla.up_proj_out` over a dynamic token count T.
+std::string getProjectionKernelSource(const ProjectionKernelSpec &spec);
+
+/// The module compiled for a spec of any family.
+std::string getKernelSource(const KernelSpec &spec);
+
+/// Compiles a spec of any family with pipelineFor(spec) into the cubin of
+/// its `gpu.binary @mla_kernels` (thread-safe, like compileDecodeKernels).
+llvm::Expected<std::vector<char>> compileKernels(const KernelSpec &spec);
+
+/// getOrCompileDecodeKernels for a spec of any family.
+llvm::Expected<std::vector<char>>
+getOrCompileKernels(const KernelSpec &spec, const KernelCache &cache,
+                    bool *wasHit = nullptr);
 
 } // namespace mla::gpu
 

@@ -58,11 +58,16 @@ struct DecodeShape {
 /// rows 16i..16i+15; for PV it owns output columns
 /// [j*L/warpsN, (j+1)*L/warpsN). KV blocks of `kvBlock` tokens are staged in
 /// shared memory `stages` deep.
+/// `wgmma` (sm_90a only) computes QK^T and PV with warpgroup MMAs reading
+/// both operands from shared memory laid out in 128-byte-swizzled 64-column
+/// boxes (the TMA/wgmma canonical layout) instead of ldmatrix + mma.sync;
+/// it needs rowsPerCta 64, warpsN 2 (two warpgroups), kvBlock 64.
 struct DecodeTiling {
   int64_t rowsPerCta = 64;
   int64_t warpsN = 2;
   int64_t kvBlock = 32;
   int64_t stages = 2;
+  bool wgmma = false;
 };
 
 /// The tiling the planning passes use for `chip` and `shape`.

@@ -64,6 +64,12 @@ public:
   /// when the key is malformed or the directory cannot be created or written.
   llvm::Error store(llvm::StringRef key, llvm::ArrayRef<char> image) const;
 
+  /// The error of a process without a compiler that finds no entry for the
+  /// spec `specText` (key `key`): std::errc::no_such_file_or_directory, with
+  /// the `mla-aot` command that builds the entry.
+  llvm::Error getMissingEntryError(llvm::StringRef specText,
+                                   llvm::StringRef key) const;
+
 private:
   std::string directory;
 };

@@ -112,7 +112,8 @@ LogicalResult TargetAttr::verify(function_ref<InFlightDiagnostic()> emitError,
 
 LogicalResult GpuTilingAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                                     int64_t rowsPerCta, int64_t warpsN,
-                                    int64_t kvBlock, int64_t stages) {
+                                    int64_t kvBlock, int64_t stages,
+                                    bool wgmma) {
   if (rowsPerCta <= 0 || rowsPerCta % 16 != 0 || rowsPerCta > 128)
     return emitError() << "rows_per_cta " << rowsPerCta
                        << " must be a positive multiple of 16, at most 128";

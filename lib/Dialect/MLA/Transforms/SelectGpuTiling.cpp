@@ -65,7 +65,8 @@ struct SelectGpuTilingPass
         return WalkResult::interrupt();
       if (auto given = op->getAttrOfType<GpuTilingAttr>(name)) {
         gpu::DecodeTiling tiling{given.getRowsPerCta(), given.getWarpsN(),
-                                 given.getKvBlock(), given.getStages()};
+                                 given.getKvBlock(), given.getStages(),
+                                 given.getWgmma()};
         std::string why = gpu::checkDecodeTiling(chip, *shape, tiling);
         if (!why.empty()) {
           op->emitError() << "the given " << given << " cannot run this "
@@ -83,7 +84,7 @@ struct SelectGpuTilingPass
       }
       op->setAttr(name, GpuTilingAttr::get(&getContext(), tiling.rowsPerCta,
                                            tiling.warpsN, tiling.kvBlock,
-                                           tiling.stages));
+                                           tiling.stages, tiling.wgmma));
       return WalkResult::advance();
     });
     if (result.wasInterrupted())

@@ -145,12 +145,16 @@ def MLA_GpuTilingAttr : MLA_Attr<"GpuTiling", "gpu_tiling"> {
     `(rows_per_cta / 16) x warps_n` grid: warp (i, j) scores its share of
     each `kv_block`-token block for rows `16i..16i+15` and accumulates
     output columns `[j*L/warps_n, (j+1)*L/warps_n)`. KV blocks are staged in
-    shared memory `stages` deep.
+    shared memory `stages` deep. `wgmma = true` (sm_90a) computes both
+    products with warpgroup MMAs on 128B-swizzled shared-memory tiles
+    (needs 64 rows, 2 warpgroups, 64-token blocks).
 
     Example: `#mla.gpu_tiling<rows_per_cta = 64, warps_n = 2, kv_block = 32, stages = 2>`
   }];
   let parameters = (ins "int64_t":$rows_per_cta, "int64_t":$warps_n,
-                        "int64_t":$kv_block, "int64_t":$stages);
+                        "int64_t":$kv_block, "int64_t":$stages,
+                        DefaultValuedParameter<"bool", "false",
+                          "warpgroup MMAs (sm_90a wgmma) instead of mma.sync">:$wgmma);
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;
 }
