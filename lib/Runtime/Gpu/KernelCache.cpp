@@ -8,6 +8,11 @@
 //===----------------------------------------------------------------------===//
 
 #include "mla/Runtime/Gpu/KernelCache.h"
+
+#include <cerrno>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include "llvm/ADT/SmallString.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FileSystem.h"
@@ -126,13 +131,30 @@ std::string KernelCache::getEntryPath(StringRef key) const {
 std::optional<std::vector<char>> KernelCache::lookup(StringRef key) const {
   if (!isValidKey(key))
     return std::nullopt;
-  llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> buffer =
-      llvm::MemoryBuffer::getFile(getEntryPath(key), /*IsText=*/false,
-                                  /*RequiresNullTerminator=*/false);
-  if (!buffer)
+  // One read() into a vector sized by fstat: a memory-mapped buffer costs
+  // page faults on first touch, which dominated warm lookups.
+  std::string path = getEntryPath(key);
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
     return std::nullopt;
-  StringRef bytes = (*buffer)->getBuffer();
-  return std::vector<char>(bytes.begin(), bytes.end());
+  struct stat info;
+  std::optional<std::vector<char>> image;
+  if (::fstat(fd, &info) == 0 && info.st_size >= 0) {
+    std::vector<char> bytes(static_cast<size_t>(info.st_size));
+    size_t done = 0;
+    while (done < bytes.size()) {
+      ssize_t n = ::read(fd, bytes.data() + done, bytes.size() - done);
+      if (n < 0 && errno == EINTR)
+        continue;
+      if (n <= 0)
+        break;
+      done += static_cast<size_t>(n);
+    }
+    if (done == bytes.size())
+      image = std::move(bytes);
+  }
+  ::close(fd);
+  return image;
 }
 
 llvm::Error KernelCache::store(StringRef key,
