@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "mla/Runtime/CpuExecutor.h"
+#include "mla/Runtime/DiagnosticCollector.h"
 #include "mla/Runtime/RuntimeSymbols.h"
 #include "mla/Dialect/MLA/IR/MLADialect.h"
 #include "mla/Runtime/Error.h"
@@ -36,45 +37,6 @@ using namespace mla;
 using namespace mlir;
 
 namespace {
-
-/// Collects the diagnostics emitted while it is alive, so that a compile
-/// error carries the compiler's own messages to callers without a terminal.
-class DiagnosticCollector {
-public:
-  explicit DiagnosticCollector(MLIRContext &context)
-      : os(text), handler(&context, [this](Diagnostic &diag) {
-          append(diag);
-          return success();
-        }) {}
-
-  std::string take() { return std::move(text); }
-
-private:
-  void append(Diagnostic &diag) {
-    os << diag.getLocation() << ": ";
-    switch (diag.getSeverity()) {
-    case DiagnosticSeverity::Error:
-      os << "error: ";
-      break;
-    case DiagnosticSeverity::Warning:
-      os << "warning: ";
-      break;
-    case DiagnosticSeverity::Note:
-      os << "note: ";
-      break;
-    case DiagnosticSeverity::Remark:
-      os << "remark: ";
-      break;
-    }
-    os << diag << "\n";
-    for (Diagnostic &note : diag.getNotes())
-      os << note.getLocation() << ": note: " << note << "\n";
-  }
-
-  std::string text;
-  llvm::raw_string_ostream os;
-  ScopedDiagnosticHandler handler;
-};
 
 std::string toString(Type type) {
   std::string text;

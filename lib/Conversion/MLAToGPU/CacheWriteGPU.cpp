@@ -17,6 +17,7 @@
 #include "mla/Conversion/MLAToGPU/MLAToGPU.h"
 #include "mla/Dialect/MLA/IR/MLAOps.h"
 #include "mla/Runtime/Gpu/CacheProjectionABI.h"
+#include "GpuCodegenUtils.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
@@ -48,147 +49,63 @@ int64_t commonPow2(std::initializer_list<int64_t> vs, int64_t cap) {
   return r;
 }
 
-/// Scalar and memory builders of the kernel body.
-struct Emit {
-  OpBuilder &b;
-  Location loc;
+/// The kernel body's builder: DeviceBuilder plus the codecs.
+struct Emit : gpu_codegen::DeviceBuilder {
+  using DeviceBuilder::DeviceBuilder;
 
-  Type i8() { return b.getI8Type(); }
-  Type i16() { return b.getI16Type(); }
-  Type i32() { return b.getI32Type(); }
-  Type i64() { return b.getI64Type(); }
-  Type f32() { return b.getF32Type(); }
-
-  Value ci32(int64_t v) {
-    return arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(v));
-  }
-  Value ci64(int64_t v) {
-    return arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(v));
-  }
-  Value cf32(double v) {
-    return arith::ConstantOp::create(b, loc, b.getF32FloatAttr(v));
-  }
-  Value add(Value x, Value y) { return arith::AddIOp::create(b, loc, x, y); }
-  Value mul(Value x, Value y) { return arith::MulIOp::create(b, loc, x, y); }
-  Value sub(Value x, Value y) { return arith::SubIOp::create(b, loc, x, y); }
-  Value band(Value x, Value y) { return arith::AndIOp::create(b, loc, x, y); }
-  Value bor(Value x, Value y) { return arith::OrIOp::create(b, loc, x, y); }
-  Value shr(Value x, Value y) { return arith::ShRUIOp::create(b, loc, x, y); }
-  Value cmp(arith::CmpIPredicate p, Value x, Value y) {
-    return arith::CmpIOp::create(b, loc, p, x, y);
-  }
-  Value select(Value c, Value x, Value y) {
-    return arith::SelectOp::create(b, loc, c, x, y);
-  }
-  Value zext64(Value v) { return arith::ExtUIOp::create(b, loc, i64(), v); }
-  Value fmax(Value x, Value y) { return LLVM::MaximumOp::create(b, loc, x, y); }
   /// |x| by clearing the sign bit (convert-gpu-to-nvvm would turn
   /// llvm.intr.fabs into a libdevice call).
   Value fabs(Value x) {
-    Value bits = arith::BitcastOp::create(b, loc, i32(), x);
-    return arith::BitcastOp::create(b, loc, f32(),
-                                    band(bits, ci32(0x7FFFFFFF)));
+    Value bits = arith::BitcastOp::create(b, i32, x);
+    return arith::BitcastOp::create(b, f32, bitAnd(bits, c32(0x7FFFFFFF)));
   }
   Value toF32(Value v) {
     if (v.getType().isF32())
       return v;
-    return arith::ExtFOp::create(b, loc, f32(), v);
+    return arith::ExtFOp::create(b, f32, v);
   }
-
-  Value gep(Value base, Type elem, Value index) {
-    return LLVM::GEPOp::create(b, loc, base.getType(), elem, base,
-                               ValueRange{index});
-  }
-  Value load(Type type, Value ptr, int64_t align) {
-    return LLVM::LoadOp::create(b, loc, type, ptr, align);
-  }
-  void store(Value v, Value ptr, int64_t align) {
-    LLVM::StoreOp::create(b, loc, v, ptr, align);
-  }
-  Value extract(Value vec, int64_t i) {
-    return LLVM::ExtractElementOp::create(b, loc, vec, ci32(i));
-  }
-  Value insert(Value vec, Value v, int64_t i) {
-    return LLVM::InsertElementOp::create(b, loc, vec, v, ci32(i));
-  }
-  Value poison(Type t) { return LLVM::PoisonOp::create(b, loc, t); }
 
   /// Butterfly max over lanes that differ in the bits of `width - 1`.
   Value warpMax(Value v, int64_t width) {
-    for (int64_t off = width / 2; off >= 1; off /= 2) {
-      Value other = NVVM::ShflOp::create(b, loc, f32(), ci32(-1), v, ci32(off),
-                                         ci32(0x1f), NVVM::ShflKind::bfly,
-                                         UnitAttr());
-      v = fmax(v, other);
-    }
+    for (int64_t off = width / 2; off >= 1; off /= 2)
+      v = fmaximum(v, shflXor(v, off));
     return v;
   }
 
   /// f32 -> float8 E4M3FN byte: round to nearest even, saturate at +-448,
   /// NaN -> 0x7F with the sign kept (LoweringUtils.cpp's encodeE4M3).
   Value encodeE4M3(Value x) {
-    Value bits = arith::BitcastOp::create(b, loc, i32(), x);
-    Value sign = band(shr(bits, ci32(24)), ci32(0x80));
+    Value bits = arith::BitcastOp::create(b, i32, x);
+    Value sign = bitAnd(shru(bits, c32(24)), c32(0x80));
     Value a = fabs(x);
-    a = LLVM::MinimumOp::create(b, loc, a, cf32(kE4M3Max));
-    Value scaled = arith::MulFOp::create(b, loc, a, cf32(512.0));
+    a = LLVM::MinimumOp::create(b, a, f(kE4M3Max));
+    Value scaled = fmul(a, f(512.0));
     // llvm.intr.roundeven is also rewritten into a libdevice call by
     // convert-gpu-to-nvvm; the generic intrinsic call is left alone and
     // becomes cvt.rni.f32.f32.
-    Value even = LLVM::CallIntrinsicOp::create(
-                     b, loc, f32(), b.getStringAttr("llvm.roundeven.f32"),
-                     ValueRange{scaled})
-                     .getResult(0);
-    Value subCode = arith::FPToUIOp::create(b, loc, i32(), even);
-    Value abits = arith::BitcastOp::create(b, loc, i32(), a);
-    Value lsb = band(shr(abits, ci32(20)), ci32(1));
-    Value rounded = add(abits, add(ci32(0x7FFFF), lsb));
-    Value normCode = sub(shr(rounded, ci32(20)), ci32(120 << 3));
-    Value isSub = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OLT, a,
-                                        cf32(1.0 / 64.0));
+    Value even = callIntrinsic("llvm.roundeven.f32", scaled);
+    Value subCode = arith::FPToUIOp::create(b, i32, even);
+    Value abits = arith::BitcastOp::create(b, i32, a);
+    Value lsb = bitAnd(shru(abits, c32(20)), c32(1));
+    Value rounded = add(abits, add(c32(0x7FFFF), lsb));
+    Value normCode = sub(shru(rounded, c32(20)), c32(120 << 3));
+    Value isSub = fcmp(arith::CmpFPredicate::OLT, a, f(1.0 / 64.0));
     Value code = select(isSub, subCode, normCode);
-    Value isNan =
-        arith::CmpFOp::create(b, loc, arith::CmpFPredicate::UNO, x, x);
-    code = select(isNan, ci32(0x7F), code);
-    code = bor(code, sign);
-    return arith::TruncIOp::create(b, loc, i8(), code);
+    Value isNan = fcmp(arith::CmpFPredicate::UNO, x, x);
+    code = select(isNan, c32(0x7F), code);
+    code = ori(code, sign);
+    return arith::TruncIOp::create(b, i8, code);
   }
 
   /// f32 -> bf16 bits (i16): nearest even, NaN -> 0x7FC0
   /// (LoweringUtils.cpp's encodeBF16Bits).
   Value encodeBF16(Value x) {
-    Value bits = arith::BitcastOp::create(b, loc, i32(), x);
-    Value lsb = band(shr(bits, ci32(16)), ci32(1));
-    Value rounded = shr(add(bits, add(ci32(0x7FFF), lsb)), ci32(16));
-    Value isNan =
-        arith::CmpFOp::create(b, loc, arith::CmpFPredicate::UNO, x, x);
-    return arith::TruncIOp::create(b, loc, i16(),
-                                   select(isNan, ci32(0x7FC0), rounded));
-  }
-
-  /// scf.for i in [0, n) (i32) with `iters`, yielding what `body` returns.
-  ValueRange forLoop(int64_t n, ValueRange iters,
-                     function_ref<SmallVector<Value>(Value, ValueRange)> body) {
-    auto loop = scf::ForOp::create(
-        b, loc, ci32(0), ci32(n), ci32(1), iters,
-        [&](OpBuilder &nb, Location, Value i, ValueRange args) {
-          OpBuilder::InsertionGuard guard(b);
-          b.setInsertionPoint(nb.getInsertionBlock(),
-                              nb.getInsertionPoint());
-          SmallVector<Value> results = body(i, args);
-          scf::YieldOp::create(b, loc, results);
-        });
-    return loop.getResults();
-  }
-
-  /// scf.if without results.
-  void ifThen(Value cond, function_ref<void()> body) {
-    scf::IfOp::create(b, loc, cond, [&](OpBuilder &nb, Location) {
-      OpBuilder::InsertionGuard guard(b);
-      b.setInsertionPoint(nb.getInsertionBlock(), nb.getInsertionPoint());
-      body();
-      scf::YieldOp::create(b, loc);
-    });
+    Value bits = arith::BitcastOp::create(b, i32, x);
+    Value lsb = bitAnd(shru(bits, c32(16)), c32(1));
+    Value rounded = shru(add(bits, add(c32(0x7FFF), lsb)), c32(16));
+    Value isNan = fcmp(arith::CmpFPredicate::UNO, x, x);
+    return arith::TruncIOp::create(b, i16,
+                                   select(isNan, c32(0x7FC0), rounded));
   }
 };
 
@@ -284,9 +201,9 @@ public:
       return emitElementwise(plan.cacheElem.getIntOrFloatBitWidth() / 8,
                              nullptr);
     case abi::CacheFormat::FP8E4M3: {
-      Value scale = e.cf32(s.scale);
+      Value scale = e.f(s.scale);
       return emitElementwise(1, [&](Value x) {
-        return e.encodeE4M3(arith::DivFOp::create(e.b, e.loc, x, scale));
+        return e.encodeE4M3(e.fdiv(x, scale));
       });
     }
     case abi::CacheFormat::FP8E4M3Token:
@@ -312,7 +229,7 @@ private:
                                Value *raw = nullptr) {
     Value kvPtr = e.gep(kvRow, plan.inElem, first);
     Value pePtr =
-        e.gep(peRow, plan.inElem, e.sub(first, e.ci32(s.latentDim)));
+        e.gep(peRow, plan.inElem, e.sub(first, e.c32(s.latentDim)));
     Value ptr = e.select(isLatent, kvPtr, pePtr);
     auto vecTy = VectorType::get({vec}, plan.inElem);
     Value v = e.load(vecTy, ptr, std::min<int64_t>(16, vec * inBytes));
@@ -338,15 +255,15 @@ private:
   void emitElementwise(int64_t outBytes, function_ref<Value(Value)> encode) {
     int64_t vec = commonPow2({s.latentDim, s.ropeDim}, 16 / outBytes);
     int64_t groups = rowDim() / vec;
-    Type outElem = encode ? e.i8() : plan.cacheElem;
+    Type outElem = encode ? e.i8 : plan.cacheElem;
     auto outTy = VectorType::get({vec}, outElem);
     int64_t align = storeAlign(vec * outBytes, 0);
     e.forLoop(llvm::divideCeil(groups, 32), {}, [&](Value i, ValueRange) {
-      Value g = e.add(e.mul(i, e.ci32(32)), lane);
-      e.ifThen(e.cmp(arith::CmpIPredicate::slt, g, e.ci32(groups)), [&] {
-        Value first = e.mul(g, e.ci32(vec));
+      Value g = e.add(e.mul(i, e.c32(32)), lane);
+      e.ifThen(e.cmp(arith::CmpIPredicate::slt, g, e.c32(groups)), [&] {
+        Value first = e.mul(g, e.c32(vec));
         Value isLatent =
-            e.cmp(arith::CmpIPredicate::slt, first, e.ci32(s.latentDim));
+            e.cmp(arith::CmpIPredicate::slt, first, e.c32(s.latentDim));
         Value out;
         if (!encode && plan.inElem == plan.cacheElem) {
           // A bit-exact copy, as in the CPU lowering.
@@ -359,11 +276,11 @@ private:
             if (encode)
               y = encode(xs[k]);
             else if (!plan.cacheElem.isF32())
-              y = arith::TruncFOp::create(e.b, e.loc, plan.cacheElem, y);
+              y = arith::TruncFOp::create(e.b, plan.cacheElem, y);
             out = e.insert(out, y, k);
           }
         }
-        Value dst = e.gep(row, e.i8(), e.zext64(e.mul(first, e.ci32(outBytes))));
+        Value dst = e.gep(row, e.i8, e.zext64(e.mul(first, e.c32(outBytes))));
         e.store(out, dst, align);
       });
       return SmallVector<Value>{};
@@ -374,7 +291,7 @@ private:
   Value groupAmax(ArrayRef<Value> xs, Value init) {
     Value m = init;
     for (Value x : xs)
-      m = e.fmax(m, e.fabs(x));
+      m = e.fmaximum(m, e.fabs(x));
     return m;
   }
 
@@ -385,53 +302,49 @@ private:
     int64_t vec = commonPow2({s.latentDim, s.ropeDim}, 16);
     int64_t groups = rowDim() / vec;
     int64_t iters = llvm::divideCeil(groups, 32);
-    Value floor = e.cf32(kAmaxFloor);
-    ValueRange amax = e.forLoop(
+    Value floor = e.f(kAmaxFloor);
+    SmallVector<Value> amax = e.forLoop(
         iters, {floor, floor}, [&](Value i, ValueRange acc) {
-          Value g = e.add(e.mul(i, e.ci32(32)), lane);
-          Value active = e.cmp(arith::CmpIPredicate::slt, g, e.ci32(groups));
-          Value first = e.mul(e.select(active, g, e.ci32(0)), e.ci32(vec));
+          Value g = e.add(e.mul(i, e.c32(32)), lane);
+          Value active = e.cmp(arith::CmpIPredicate::slt, g, e.c32(groups));
+          Value first = e.mul(e.select(active, g, e.c32(0)), e.c32(vec));
           Value isLatent =
-              e.cmp(arith::CmpIPredicate::slt, first, e.ci32(s.latentDim));
+              e.cmp(arith::CmpIPredicate::slt, first, e.c32(s.latentDim));
           Value m = groupAmax(loadGroup(first, vec, isLatent), floor);
-          Value toLatent = arith::AndIOp::create(e.b, e.loc, active, isLatent);
-          Value toRope = arith::AndIOp::create(
-              e.b, e.loc, active,
-              arith::XOrIOp::create(e.b, e.loc, isLatent,
-                                    arith::ConstantOp::create(
-                                        e.b, e.loc, e.b.getBoolAttr(true))));
+          Value toLatent = e.andi(active, isLatent);
+          Value toRope = e.andi(active, e.bitXor(isLatent, e.cbool(true)));
           return SmallVector<Value>{
-              e.select(toLatent, e.fmax(acc[0], m), acc[0]),
-              e.select(toRope, e.fmax(acc[1], m), acc[1])};
+              e.select(toLatent, e.fmaximum(acc[0], m), acc[0]),
+              e.select(toRope, e.fmaximum(acc[1], m), acc[1])};
         });
-    Value max = e.cf32(kE4M3Max);
-    Value s0 = arith::DivFOp::create(e.b, e.loc, e.warpMax(amax[0], 32), max);
-    Value s1 = arith::DivFOp::create(e.b, e.loc, e.warpMax(amax[1], 32), max);
+    Value max = e.f(kE4M3Max);
+    Value s0 = e.fdiv(e.warpMax(amax[0], 32), max);
+    Value s1 = e.fdiv(e.warpMax(amax[1], 32), max);
 
     int64_t align = storeAlign(vec, 0);
-    auto outTy = VectorType::get({vec}, e.i8());
+    auto outTy = VectorType::get({vec}, e.i8);
     e.forLoop(iters, {}, [&](Value i, ValueRange) {
-      Value g = e.add(e.mul(i, e.ci32(32)), lane);
-      e.ifThen(e.cmp(arith::CmpIPredicate::slt, g, e.ci32(groups)), [&] {
-        Value first = e.mul(g, e.ci32(vec));
+      Value g = e.add(e.mul(i, e.c32(32)), lane);
+      e.ifThen(e.cmp(arith::CmpIPredicate::slt, g, e.c32(groups)), [&] {
+        Value first = e.mul(g, e.c32(vec));
         Value isLatent =
-            e.cmp(arith::CmpIPredicate::slt, first, e.ci32(s.latentDim));
+            e.cmp(arith::CmpIPredicate::slt, first, e.c32(s.latentDim));
         Value scale = e.select(isLatent, s0, s1);
         SmallVector<Value> xs = loadGroup(first, vec, isLatent);
         Value out = e.poison(outTy);
         for (int64_t k = 0; k < vec; ++k)
           out = e.insert(
               out,
-              e.encodeE4M3(arith::DivFOp::create(e.b, e.loc, xs[k], scale)),
+              e.encodeE4M3(e.fdiv(xs[k], scale)),
               k);
-        e.store(out, e.gep(row, e.i8(), e.zext64(first)), align);
+        e.store(out, e.gep(row, e.i8, e.zext64(first)), align);
       });
       return SmallVector<Value>{};
     });
-    e.ifThen(e.cmp(arith::CmpIPredicate::eq, lane, e.ci32(0)), [&] {
+    e.ifThen(e.cmp(arith::CmpIPredicate::eq, lane, e.c32(0)), [&] {
       int64_t d = rowDim();
-      e.store(s0, e.gep(row, e.i8(), e.ci64(d)), storeAlign(4, d));
-      e.store(s1, e.gep(row, e.i8(), e.ci64(d + 4)), storeAlign(4, d + 4));
+      e.store(s0, e.gep(row, e.i8, e.c64(d)), storeAlign(4, d));
+      e.store(s1, e.gep(row, e.i8, e.c64(d + 4)), storeAlign(4, d + 4));
     });
   }
 
@@ -442,37 +355,36 @@ private:
     constexpr int64_t vec = 16;
     constexpr int64_t lanesPerTile = abi::kDsMlaTile / vec;
     int64_t groups = s.latentDim / vec;
-    Value floor = e.cf32(kAmaxFloor);
-    Value max = e.cf32(kE4M3Max);
-    auto outTy = VectorType::get({vec}, e.i8());
+    Value floor = e.f(kAmaxFloor);
+    Value max = e.f(kE4M3Max);
+    auto outTy = VectorType::get({vec}, e.i8);
     int64_t align = storeAlign(vec, 0);
     // Every lane runs every step (inactive ones on entry 0) so that the
     // shuffles see a full warp.
     e.forLoop(llvm::divideCeil(groups, 32), {}, [&](Value i, ValueRange) {
-      Value g = e.add(e.mul(i, e.ci32(32)), lane);
-      Value active = e.cmp(arith::CmpIPredicate::slt, g, e.ci32(groups));
-      Value first = e.mul(e.select(active, g, e.ci32(0)), e.ci32(vec));
-      Value isLatent = arith::ConstantOp::create(e.b, e.loc,
-                                                 e.b.getBoolAttr(true));
+      Value g = e.add(e.mul(i, e.c32(32)), lane);
+      Value active = e.cmp(arith::CmpIPredicate::slt, g, e.c32(groups));
+      Value first = e.mul(e.select(active, g, e.c32(0)), e.c32(vec));
+      Value isLatent = e.cbool(true);
       SmallVector<Value> xs = loadGroup(first, vec, isLatent);
       Value amax = e.warpMax(groupAmax(xs, floor), lanesPerTile);
-      Value scale = arith::DivFOp::create(e.b, e.loc, amax, max);
+      Value scale = e.fdiv(amax, max);
       e.ifThen(active, [&] {
         Value out = e.poison(outTy);
         for (int64_t k = 0; k < vec; ++k)
           out = e.insert(
               out,
-              e.encodeE4M3(arith::DivFOp::create(e.b, e.loc, xs[k], scale)),
+              e.encodeE4M3(e.fdiv(xs[k], scale)),
               k);
-        e.store(out, e.gep(row, e.i8(), e.zext64(first)), align);
+        e.store(out, e.gep(row, e.i8, e.zext64(first)), align);
         Value leader = e.cmp(
             arith::CmpIPredicate::eq,
-            e.band(lane, e.ci32(lanesPerTile - 1)), e.ci32(0));
+            e.bitAnd(lane, e.c32(lanesPerTile - 1)), e.c32(0));
         e.ifThen(leader, [&] {
           Value tile =
-              arith::DivUIOp::create(e.b, e.loc, g, e.ci32(lanesPerTile));
-          Value off = e.add(e.ci32(s.latentDim), e.mul(tile, e.ci32(4)));
-          e.store(scale, e.gep(row, e.i8(), e.zext64(off)),
+              e.divu(g, e.c32(lanesPerTile));
+          Value off = e.add(e.c32(s.latentDim), e.mul(tile, e.c32(4)));
+          e.store(scale, e.gep(row, e.i8, e.zext64(off)),
                   storeAlign(4, s.latentDim));
         });
       });
@@ -482,37 +394,25 @@ private:
     int64_t ropeBase = s.latentDim + 4 * (s.latentDim / abi::kDsMlaTile);
     int64_t rvec = commonPow2({s.ropeDim}, 8);
     int64_t rgroups = s.ropeDim / rvec;
-    auto ropeTy = VectorType::get({rvec}, e.i16());
+    auto ropeTy = VectorType::get({rvec}, e.i16);
     int64_t ropeAlign = storeAlign(2 * rvec, ropeBase);
     e.forLoop(llvm::divideCeil(rgroups, 32), {}, [&](Value i, ValueRange) {
-      Value g = e.add(e.mul(i, e.ci32(32)), lane);
-      e.ifThen(e.cmp(arith::CmpIPredicate::slt, g, e.ci32(rgroups)), [&] {
-        Value r = e.mul(g, e.ci32(rvec));
-        Value notLatent = arith::ConstantOp::create(e.b, e.loc,
-                                                    e.b.getBoolAttr(false));
+      Value g = e.add(e.mul(i, e.c32(32)), lane);
+      e.ifThen(e.cmp(arith::CmpIPredicate::slt, g, e.c32(rgroups)), [&] {
+        Value r = e.mul(g, e.c32(rvec));
+        Value notLatent = e.cbool(false);
         SmallVector<Value> xs =
-            loadGroup(e.add(r, e.ci32(s.latentDim)), rvec, notLatent);
+            loadGroup(e.add(r, e.c32(s.latentDim)), rvec, notLatent);
         Value out = e.poison(ropeTy);
         for (int64_t k = 0; k < rvec; ++k)
           out = e.insert(out, e.encodeBF16(xs[k]), k);
-        Value off = e.add(e.ci32(ropeBase), e.mul(r, e.ci32(2)));
-        e.store(out, e.gep(row, e.i8(), e.zext64(off)), ropeAlign);
+        Value off = e.add(e.c32(ropeBase), e.mul(r, e.c32(2)));
+        e.store(out, e.gep(row, e.i8, e.zext64(off)), ropeAlign);
       });
       return SmallVector<Value>{};
     });
   }
 };
-
-/// `base`, or `base_<i>` for the first i that is free in `module`.
-std::string uniqueKernelName(Operation *module, StringRef base) {
-  if (!SymbolTable::lookupSymbolIn(module, base))
-    return base.str();
-  for (int i = 1;; ++i) {
-    std::string name = (base + "_" + Twine(i)).str();
-    if (!SymbolTable::lookupSymbolIn(module, name))
-      return name;
-  }
-}
 
 } // namespace
 
@@ -525,32 +425,24 @@ LogicalResult emitCacheWriteKernels(OpBuilder &builder,
   if (failed(plan))
     return failure();
 
-  Location loc = op.getLoc();
-  MLIRContext *ctx = builder.getContext();
   Operation *module = builder.getInsertionBlock()->getParentOp();
-  auto gptr = LLVM::LLVMPointerType::get(ctx, 1);
-  Type i32 = builder.getI32Type();
-  auto fnType = builder.getFunctionType({gptr, gptr, gptr, gptr, i32, i32}, {});
-  auto fn = mlir::gpu::GPUFuncOp::create(
-      builder, loc, uniqueKernelName(module, abi::kCacheWriteKernel), fnType);
-  fn->setAttr(mlir::gpu::GPUDialect::getKernelFuncAttrName(),
-              builder.getUnitAttr());
-  fn.setKnownBlockSizeAttr(builder.getDenseI32ArrayAttr(
-      {int32_t(abi::kCacheWriteThreadsPerCta), 1, 1}));
-
-  OpBuilder::InsertionGuard guard(builder);
+  ImplicitLocOpBuilder b(op.getLoc(), builder);
+  Emit e(b);
+  auto fn = gpu_codegen::createKernel(
+      b, gpu_codegen::uniqueSymbolName(module, abi::kCacheWriteKernel),
+      {e.ptrGlobal, e.ptrGlobal, e.ptrGlobal, e.ptrGlobal, e.i32, e.i32},
+      abi::kCacheWriteThreadsPerCta, /*setMaxNTid=*/false);
   Block &entry = fn.getBody().front();
-  builder.setInsertionPointToStart(&entry);
-  Emit e{builder, loc};
   Value kvC = entry.getArgument(0), kPe = entry.getArgument(1);
   Value slots = entry.getArgument(2), cache = entry.getArgument(3);
   Value tokens = entry.getArgument(4), numSlots = entry.getArgument(5);
+  Type i32 = e.i32;
 
-  Value tid = NVVM::ThreadIdXOp::create(builder, loc, i32);
-  Value cta = NVVM::BlockIdXOp::create(builder, loc, i32);
-  Value lane = e.band(tid, e.ci32(31));
-  Value warp = e.shr(tid, e.ci32(5));
-  Value t = e.add(e.mul(cta, e.ci32(abi::kCacheWriteTokensPerCta)), warp);
+  Value tid = e.threadIdX();
+  Value cta = e.blockIdX();
+  Value lane = e.bitAnd(tid, e.c32(31));
+  Value warp = e.shru(tid, e.c32(5));
+  Value t = e.add(e.mul(cta, e.c32(abi::kCacheWriteTokensPerCta)), warp);
   // Whole warps drop out here, so the shuffles below see full warps.
   e.ifThen(e.cmp(arith::CmpIPredicate::slt, t, tokens), [&] {
     Value t64 = e.zext64(t);
@@ -558,15 +450,15 @@ LogicalResult emitCacheWriteKernels(OpBuilder &builder,
     // One unsigned compare rejects padding (negative) and too-large slots.
     e.ifThen(e.cmp(arith::CmpIPredicate::ult, slot, numSlots), [&] {
       const abi::CacheWriteShape &s = plan->shape;
-      Value row = e.gep(cache, e.i8(),
+      Value row = e.gep(cache, e.i8,
                         e.mul(e.zext64(slot),
-                              e.ci64(abi::cacheRowBytes(s))));
-      Value kvRow = e.gep(kvC, plan->inElem, e.mul(t64, e.ci64(s.latentDim)));
-      Value peRow = e.gep(kPe, plan->inElem, e.mul(t64, e.ci64(s.ropeDim)));
+                              e.c64(abi::cacheRowBytes(s))));
+      Value kvRow = e.gep(kvC, plan->inElem, e.mul(t64, e.c64(s.latentDim)));
+      Value peRow = e.gep(kPe, plan->inElem, e.mul(t64, e.c64(s.ropeDim)));
       RowWriter(e, *plan, kvRow, peRow, row, lane).emit();
     });
   });
-  mlir::gpu::ReturnOp::create(builder, loc);
+  mlir::gpu::ReturnOp::create(b);
   return success();
 }
 

@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "GpuCodegenUtils.h"
 #include "mla/Conversion/MLAToGPU/MLAToGPU.h"
 #include "mla/Conversion/Passes.h"
 #include "mla/Dialect/MLA/IR/MLAOps.h"
@@ -131,13 +132,7 @@ struct KernelEmitter {
   OpBuilder builder;
 
   std::string uniqueName(StringRef base) {
-    if (!SymbolTable::lookupSymbolIn(kernels, base))
-      return base.str();
-    for (int i = 1;; ++i) {
-      std::string name = (base + "_" + Twine(i)).str();
-      if (!SymbolTable::lookupSymbolIn(kernels, name))
-        return name;
-    }
+    return mla::gpu_codegen::uniqueSymbolName(kernels, base);
   }
 
   LogicalResult emitDecode(Operation *op, bool withCombine) {

@@ -34,6 +34,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "GpuCodegenUtils.h"
 #include "mla/Conversion/MLAToGPU/MLAToGPU.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
@@ -54,102 +55,20 @@ constexpr int64_t kTmemColumns = 512;
 constexpr int64_t kThreads = 128;
 constexpr int64_t kRows = 64;
 
-/// Small IR-building vocabulary over i32/i64/f32 values.
-struct KernelBuilder {
-  OpBuilder &b;
+/// DeviceBuilder plus the tcgen05 pointer and the non-ftz base-2
+/// exponential/logarithm intrinsics this kernel uses.
+struct KernelBuilder : mla::gpu_codegen::DeviceBuilder {
+  explicit KernelBuilder(ImplicitLocOpBuilder &b)
+      : DeviceBuilder(b), loc(b.getLoc()) {}
   Location loc;
 
-  Type i1() { return b.getI1Type(); }
-  Type i32() { return b.getI32Type(); }
-  Type i64() { return b.getI64Type(); }
-  Type f32() { return b.getF32Type(); }
+  Value ex2(Value x) { return callIntrinsic("llvm.nvvm.ex2.approx.f32", x); }
+  Value lg2(Value x) { return callIntrinsic("llvm.nvvm.lg2.approx.f", x); }
 
-  Value ci32(int64_t v) { return arith::ConstantIntOp::create(b, loc, v, 32); }
-  Value ci64(int64_t v) { return arith::ConstantIntOp::create(b, loc, v, 64); }
-  Value cbool(bool v) { return arith::ConstantIntOp::create(b, loc, v, 1); }
-  Value cf32(double v) {
-    return arith::ConstantOp::create(b, loc, b.getF32FloatAttr(v));
-  }
-
-  Value add(Value x, Value y) { return arith::AddIOp::create(b, loc, x, y); }
-  Value sub(Value x, Value y) { return arith::SubIOp::create(b, loc, x, y); }
-  Value mul(Value x, Value y) { return arith::MulIOp::create(b, loc, x, y); }
-  Value divu(Value x, Value y) { return arith::DivUIOp::create(b, loc, x, y); }
-  Value remu(Value x, Value y) { return arith::RemUIOp::create(b, loc, x, y); }
-  Value divs(Value x, Value y) { return arith::DivSIOp::create(b, loc, x, y); }
-  Value andi(Value x, Value y) { return arith::AndIOp::create(b, loc, x, y); }
-  Value ori(Value x, Value y) { return arith::OrIOp::create(b, loc, x, y); }
-  Value xori(Value x, Value y) { return arith::XOrIOp::create(b, loc, x, y); }
-  Value shl(Value x, Value y) { return arith::ShLIOp::create(b, loc, x, y); }
-  Value mins(Value x, Value y) { return arith::MinSIOp::create(b, loc, x, y); }
-  Value maxs(Value x, Value y) { return arith::MaxSIOp::create(b, loc, x, y); }
-  Value cmp(arith::CmpIPredicate p, Value x, Value y) {
-    return arith::CmpIOp::create(b, loc, p, x, y);
-  }
-  Value lt(Value x, Value y) { return cmp(arith::CmpIPredicate::slt, x, y); }
-  Value le(Value x, Value y) { return cmp(arith::CmpIPredicate::sle, x, y); }
-  Value eq(Value x, Value y) { return cmp(arith::CmpIPredicate::eq, x, y); }
-  Value select(Value c, Value x, Value y) {
-    return arith::SelectOp::create(b, loc, c, x, y);
-  }
-  Value ext64(Value x) { return arith::ExtSIOp::create(b, loc, i64(), x); }
-  Value zext64(Value x) { return arith::ExtUIOp::create(b, loc, i64(), x); }
-
-  Value fadd(Value x, Value y) { return arith::AddFOp::create(b, loc, x, y); }
-  Value fsub(Value x, Value y) { return arith::SubFOp::create(b, loc, x, y); }
-  Value fmul(Value x, Value y) { return arith::MulFOp::create(b, loc, x, y); }
-  Value fmax(Value x, Value y) {
-    return arith::MaximumFOp::create(b, loc, x, y);
-  }
-  Value fcmp(arith::CmpFPredicate p, Value x, Value y) {
-    return arith::CmpFOp::create(b, loc, p, x, y);
-  }
-  Value intrinsic(StringRef name, Value x) {
-    return LLVM::CallIntrinsicOp::create(b, loc, x.getType(),
-                                         b.getStringAttr(name), ValueRange{x})
-        .getResult(0);
-  }
-  Value ex2(Value x) { return intrinsic("llvm.nvvm.ex2.approx.f32", x); }
-  Value lg2(Value x) { return intrinsic("llvm.nvvm.lg2.approx.f", x); }
-
-  Type ptrTy(unsigned space) {
-    return LLVM::LLVMPointerType::get(b.getContext(), space);
-  }
-  /// `base + index` elements of `elem`.
-  Value gep(Value base, Type elem, Value index) {
-    return LLVM::GEPOp::create(b, loc, base.getType(), elem, base,
-                               ValueRange{index});
-  }
-  Value load(Type t, Value ptr, unsigned align) {
-    return LLVM::LoadOp::create(b, loc, t, ptr, align);
-  }
-  void store(Value v, Value ptr, unsigned align) {
-    LLVM::StoreOp::create(b, loc, v, ptr, align);
-  }
   /// A TMEM address (lane << 16 | column) as the pointer tcgen05 ops take.
   Value tmem(Value addr) {
-    return LLVM::IntToPtrOp::create(b, loc, ptrTy(6), addr);
-  }
-
-  template <typename Fn> void ifThen(Value cond, Fn body) {
-    auto op = scf::IfOp::create(b, loc, cond, /*withElseRegion=*/false);
-    OpBuilder::InsertionGuard guard(b);
-    b.setInsertionPointToStart(op.thenBlock());
-    body();
-  }
-
-  /// scf.for over i32 [lb, ub) with loop-carried values; `body(iv, args)`
-  /// returns the next values.
-  template <typename Fn>
-  SmallVector<Value> loop(Value lb, Value ub, Value step, ValueRange init,
-                          Fn body) {
-    auto op = scf::ForOp::create(b, loc, lb, ub, step, init);
-    OpBuilder::InsertionGuard guard(b);
-    b.setInsertionPointToStart(op.getBody());
-    SmallVector<Value> next = body(op.getInductionVar(), op.getRegionIterArgs());
-    if (!init.empty())
-      scf::YieldOp::create(b, loc, next);
-    return SmallVector<Value>(op.getResults());
+    return LLVM::IntToPtrOp::create(
+        b, LLVM::LLVMPointerType::get(b.getContext(), 6), addr);
   }
 };
 
@@ -161,8 +80,8 @@ Value smemDescriptor(KernelBuilder &kb, Value smemAddr, int64_t lbo,
   uint64_t fixed = (uint64_t(lbo >> 4) << 16) | (uint64_t(sbo >> 4) << 32) |
                    (uint64_t(1) << 46);
   Value start = kb.zext64(
-      kb.divu(kb.andi(smemAddr, kb.ci32(0x3FFFF)), kb.ci32(16)));
-  return kb.ori(start, kb.ci64(static_cast<int64_t>(fixed)));
+      kb.divu(kb.andi(smemAddr, kb.c32(0x3FFFF)), kb.c32(16)));
+  return kb.ori(start, kb.c64(static_cast<int64_t>(fixed)));
 }
 
 /// The kind::f16 instruction descriptor: f32 accumulator, bf16 or f16 A and
@@ -177,12 +96,12 @@ int64_t instrDescriptor(abi::ElemType elem, bool bMnMajor, int64_t m,
 /// Byte offset of element (row, col) of a row-major [rows x cols] 16-bit
 /// tile stored as 8x(16 bytes) core matrices, row groups outermost.
 Value coreMatrixOffset(KernelBuilder &kb, Value row, Value col, int64_t cols) {
-  Value c8 = kb.ci32(8);
-  Value cm = kb.add(kb.mul(kb.divu(row, c8), kb.ci32(cols / 8)),
+  Value c8 = kb.c32(8);
+  Value cm = kb.add(kb.mul(kb.divu(row, c8), kb.c32(cols / 8)),
                     kb.divu(col, c8));
-  return kb.add(kb.add(kb.mul(cm, kb.ci32(128)),
-                       kb.mul(kb.remu(row, c8), kb.ci32(16))),
-                kb.mul(kb.remu(col, c8), kb.ci32(2)));
+  return kb.add(kb.add(kb.mul(cm, kb.c32(128)),
+                       kb.mul(kb.remu(row, c8), kb.c32(16))),
+                kb.mul(kb.remu(col, c8), kb.c32(2)));
 }
 
 /// The dynamic shared memory symbol of the gpu.module (created once).
@@ -202,10 +121,10 @@ LLVM::GlobalOp getDynamicSmem(OpBuilder &builder, Location loc) {
 
 class DecodeSM100Emitter {
 public:
-  DecodeSM100Emitter(OpBuilder &builder, Location loc,
+  DecodeSM100Emitter(ImplicitLocOpBuilder &builder,
                      const abi::DecodeShape &shape,
                      const abi::DecodeTiling &tiling)
-      : kb{builder, loc}, shape(shape), tiling(tiling), D(shape.rowDim()),
+      : kb(builder), shape(shape), tiling(tiling), D(shape.rowDim()),
         L(shape.latentDim), Lh(shape.latentDim / 2), KB(tiling.kvBlock) {}
 
   mlir::gpu::GPUFuncOp emit(StringRef name);
@@ -224,24 +143,24 @@ private:
   Type elemTy;
 
   Value smemAddr(Value ptr) {
-    return LLVM::PtrToIntOp::create(kb.b, kb.loc, kb.i32(), ptr);
+    return LLVM::PtrToIntOp::create(kb.b, kb.loc, kb.i32, ptr);
   }
   Value smemAt(Value base, Value byteOffset) {
-    return kb.gep(base, kb.b.getI8Type(), byteOffset);
+    return kb.gepBytes(base, byteOffset);
   }
   Value kvStage(Value stage) {
-    return smemAt(smemKV, kb.mul(stage, kb.ci32(KB * D * 2)));
+    return smemAt(smemKV, kb.mul(stage, kb.c32(KB * D * 2)));
   }
   void loadQ();
   void loadKVBlock(Value block);
-  void barrier() { NVVM::Barrier0Op::create(kb.b, kb.loc); }
+  void barrier() { kb.barrier(); }
   void tcFence(NVVM::Tcgen05FenceKind kind) {
     NVVM::Tcgen05FenceOp::create(kb.b, kb.loc, kind);
   }
   /// Blocks until the tcgen05 work committed for `phase` has completed.
   void waitMma(Value phase) {
     NVVM::MBarrierTryWaitParityOp::create(kb.b, kb.loc, mbar, phase,
-                                          kb.ci32(0x989680));
+                                          kb.c32(0x989680));
     tcFence(NVVM::Tcgen05FenceKind::AFTER_THREAD_SYNC);
   }
   /// Lets shared-memory writes of the generic proxy (st.shared, cp.async)
@@ -259,21 +178,20 @@ private:
     NVVM::Tcgen05MMAOp::create(
         kb.b, kb.loc, NVVM::Tcgen05MMAKind::F16, NVVM::CTAGroupKind::CTA_1,
         NVVM::Tcgen05MMACollectorOp::DISCARD, /*aShift=*/false, d, aDesc,
-        bDesc, kb.ci32(idesc), accumulate, Value(), Value());
+        bDesc, kb.c32(idesc), accumulate, Value(), Value());
   }
   Value tmemLoad(Value addr, int64_t num) {
-    Type t = VectorType::get({num}, kb.i32());
+    Type t = VectorType::get({num}, kb.i32);
     return NVVM::Tcgen05LdOp::create(kb.b, kb.loc, t, /*pack=*/false,
                                      NVVM::Tcgen05LdStShape::SHAPE_32X32B,
                                      kb.tmem(addr), Value());
   }
   Value extractF32(Value vec, int64_t i) {
-    Value v = LLVM::ExtractElementOp::create(kb.b, kb.loc, vec, kb.ci32(i));
-    return LLVM::BitcastOp::create(kb.b, kb.loc, kb.f32(), v);
+    return LLVM::BitcastOp::create(kb.b, kb.f32, kb.extract(vec, i));
   }
   Value shflIdx(Value v, Value srcLane) {
-    return NVVM::ShflOp::create(kb.b, kb.loc, v.getType(), kb.ci32(-1), v,
-                                srcLane, kb.ci32(0x1f), NVVM::ShflKind::idx,
+    return NVVM::ShflOp::create(kb.b, kb.loc, v.getType(), kb.c32(-1), v,
+                                srcLane, kb.c32(0x1f), NVVM::ShflKind::idx,
                                 UnitAttr());
   }
 };
@@ -284,24 +202,24 @@ void DecodeSM100Emitter::loadQ() {
   int64_t chunksPerRow = D / 8;
   int64_t total = kRows * chunksPerRow;
   int64_t rowsTotal = shape.queryRows * shape.numHeads;
-  kb.loop(kb.ci32(0), kb.ci32((total + kThreads - 1) / kThreads), kb.ci32(1),
+  kb.forLoop(kb.c32(0), kb.c32((total + kThreads - 1) / kThreads), kb.c32(1),
           {}, [&](Value it, ValueRange) {
-            Value idx = kb.add(kb.mul(it, kb.ci32(kThreads)), tid);
-            kb.ifThen(kb.lt(idx, kb.ci32(total)), [&] {
-              Value r = kb.divu(idx, kb.ci32(chunksPerRow));
-              Value cg = kb.remu(idx, kb.ci32(chunksPerRow));
+            Value idx = kb.add(kb.mul(it, kb.c32(kThreads)), tid);
+            kb.ifThen(kb.slt(idx, kb.c32(total)), [&] {
+              Value r = kb.divu(idx, kb.c32(chunksPerRow));
+              Value cg = kb.remu(idx, kb.c32(chunksPerRow));
               Value row = kb.add(rowBase, r);
-              Value valid = kb.lt(row, kb.ci32(rowsTotal));
-              Value rowC = kb.select(valid, row, kb.ci32(0));
+              Value valid = kb.slt(row, kb.c32(rowsTotal));
+              Value rowC = kb.select(valid, row, kb.c32(0));
               Value elem = kb.add(
-                  kb.mul(kb.add(kb.mul(kb.ext64(blockB), kb.ci64(rowsTotal)),
-                                kb.ext64(rowC)),
-                         kb.ci64(D)),
-                  kb.ext64(kb.mul(cg, kb.ci32(8))));
+                  kb.mul(kb.add(kb.mul(kb.toI64(blockB), kb.c64(rowsTotal)),
+                                kb.toI64(rowC)),
+                         kb.c64(D)),
+                  kb.toI64(kb.mul(cg, kb.c32(8))));
               Value src = kb.gep(q, elemTy, elem);
               Value dst = smemAt(
-                  smemQ, coreMatrixOffset(kb, r, kb.mul(cg, kb.ci32(8)), D));
-              Value size = kb.select(valid, kb.ci32(16), kb.ci32(0));
+                  smemQ, coreMatrixOffset(kb, r, kb.mul(cg, kb.c32(8)), D));
+              Value size = kb.select(valid, kb.c32(16), kb.c32(0));
               NVVM::CpAsyncOp::create(kb.b, kb.loc, dst, src, 16,
                                       NVVM::LoadCacheModifierKind::CG, size);
             });
@@ -316,31 +234,31 @@ void DecodeSM100Emitter::loadKVBlock(Value block) {
   // the piece, so block_table is only read inside the piece.
   int64_t chunksPerRow = D / 8;
   int64_t total = KB * chunksPerRow;
-  Value dstBase = kvStage(kb.remu(block, kb.ci32(tiling.stages)));
-  Value first = kb.add(start, kb.mul(block, kb.ci32(KB)));
-  Value pageSize = kb.ci32(shape.pageSize);
-  kb.loop(kb.ci32(0), kb.ci32((total + kThreads - 1) / kThreads), kb.ci32(1),
+  Value dstBase = kvStage(kb.remu(block, kb.c32(tiling.stages)));
+  Value first = kb.add(start, kb.mul(block, kb.c32(KB)));
+  Value pageSize = kb.c32(shape.pageSize);
+  kb.forLoop(kb.c32(0), kb.c32((total + kThreads - 1) / kThreads), kb.c32(1),
           {}, [&](Value it, ValueRange) {
-            Value idx = kb.add(kb.mul(it, kb.ci32(kThreads)), tid);
-            kb.ifThen(kb.lt(idx, kb.ci32(total)), [&] {
-              Value t = kb.divu(idx, kb.ci32(chunksPerRow));
-              Value cg = kb.remu(idx, kb.ci32(chunksPerRow));
+            Value idx = kb.add(kb.mul(it, kb.c32(kThreads)), tid);
+            kb.ifThen(kb.slt(idx, kb.c32(total)), [&] {
+              Value t = kb.divu(idx, kb.c32(chunksPerRow));
+              Value cg = kb.remu(idx, kb.c32(chunksPerRow));
               Value pos = kb.add(first, t);
-              Value valid = kb.lt(pos, endCta);
-              Value posC = kb.select(valid, pos, kb.sub(endCta, kb.ci32(1)));
+              Value valid = kb.slt(pos, endCta);
+              Value posC = kb.select(valid, pos, kb.sub(endCta, kb.c32(1)));
               Value entry = kb.add(kb.mul(blockB, maxPages),
                                    kb.divu(posC, pageSize));
-              Value page = kb.load(kb.i32(),
-                                   kb.gep(blockTable, kb.i32(), entry), 4);
+              Value page = kb.load(kb.i32,
+                                   kb.gep(blockTable, kb.i32, entry), 4);
               Value cacheRow =
-                  kb.add(kb.mul(kb.ext64(page), kb.ci64(shape.pageSize)),
-                         kb.ext64(kb.remu(posC, pageSize)));
-              Value elem = kb.add(kb.mul(cacheRow, kb.ci64(D)),
-                                  kb.ext64(kb.mul(cg, kb.ci32(8))));
+                  kb.add(kb.mul(kb.toI64(page), kb.c64(shape.pageSize)),
+                         kb.toI64(kb.remu(posC, pageSize)));
+              Value elem = kb.add(kb.mul(cacheRow, kb.c64(D)),
+                                  kb.toI64(kb.mul(cg, kb.c32(8))));
               Value src = kb.gep(cache, elemTy, elem);
               Value dst = smemAt(
-                  dstBase, coreMatrixOffset(kb, t, kb.mul(cg, kb.ci32(8)), D));
-              Value size = kb.select(valid, kb.ci32(16), kb.ci32(0));
+                  dstBase, coreMatrixOffset(kb, t, kb.mul(cg, kb.c32(8)), D));
+              Value size = kb.select(valid, kb.c32(16), kb.c32(0));
               NVVM::CpAsyncOp::create(kb.b, kb.loc, dst, src, 16,
                                       NVVM::LoadCacheModifierKind::CG, size);
             });
@@ -353,18 +271,10 @@ mlir::gpu::GPUFuncOp DecodeSM100Emitter::emit(StringRef name) {
   Location loc = kb.loc;
   LLVM::GlobalOp dynSmem = getDynamicSmem(b, loc);
 
-  Type gptr = kb.ptrTy(1);
-  SmallVector<Type> params(7, gptr);
-  params.append(3, kb.i32());
-  auto fn = mlir::gpu::GPUFuncOp::create(b, loc, name,
-                                         b.getFunctionType(params, {}));
-  fn->setAttr(mlir::gpu::GPUDialect::getKernelFuncAttrName(), b.getUnitAttr());
-  fn.setKnownBlockSizeAttr(
-      b.getDenseI32ArrayAttr({int32_t(kThreads), 1, 1}));
-  fn->setAttr("nvvm.maxntid", b.getDenseI32ArrayAttr({int32_t(kThreads), 1, 1}));
-
+  SmallVector<Type> params(7, kb.ptrGlobal);
+  params.append(3, kb.i32);
   OpBuilder::InsertionGuard guard(b);
-  b.setInsertionPointToStart(&fn.getBody().front());
+  auto fn = mla::gpu_codegen::createKernel(kb.b, name, params, kThreads);
   ValueRange args = fn.getArguments();
   q = args[0];
   cache = args[1];
@@ -378,124 +288,124 @@ mlir::gpu::GPUFuncOp DecodeSM100Emitter::emit(StringRef name) {
   elemTy = shape.elem == abi::ElemType::BF16 ? Type(b.getBF16Type())
                                              : Type(b.getF16Type());
 
-  tid = NVVM::ThreadIdXOp::create(b, loc, kb.i32());
-  warp = kb.divu(tid, kb.ci32(32));
-  lane = kb.remu(tid, kb.ci32(32));
-  Value blockX = NVVM::BlockIdXOp::create(b, loc, kb.i32());
-  blockS = NVVM::BlockIdYOp::create(b, loc, kb.i32());
-  blockB = NVVM::BlockIdZOp::create(b, loc, kb.i32());
-  rowBase = kb.mul(blockX, kb.ci32(kRows));
+  tid = kb.threadIdX();
+  warp = kb.divu(tid, kb.c32(32));
+  lane = kb.remu(tid, kb.c32(32));
+  Value blockX = kb.blockIdX();
+  blockS = kb.blockIdY();
+  blockB = kb.blockIdZ();
+  rowBase = kb.mul(blockX, kb.c32(kRows));
 
   // Shared memory carve-up from a 128-byte aligned base.
-  Value raw = LLVM::AddressOfOp::create(b, loc, kb.ptrTy(3),
+  Value raw = LLVM::AddressOfOp::create(b, loc, kb.ptrShared,
                                         dynSmem.getSymName());
   Value rawAddr = smemAddr(raw);
-  Value pad = kb.sub(kb.andi(kb.add(rawAddr, kb.ci32(127)), kb.ci32(~127)),
+  Value pad = kb.sub(kb.andi(kb.add(rawAddr, kb.c32(127)), kb.c32(~127)),
                      rawAddr);
   Value base = smemAt(raw, pad);
   int64_t qBytes = kRows * D * 2;
   int64_t kvBytes = tiling.stages * KB * D * 2;
   int64_t pBytes = kRows * KB * 2;
   smemQ = base;
-  smemKV = smemAt(base, kb.ci32(qBytes));
-  smemP = smemAt(base, kb.ci32(qBytes + kvBytes));
-  mbar = smemAt(base, kb.ci32(qBytes + kvBytes + pBytes));
-  slot = smemAt(base, kb.ci32(qBytes + kvBytes + pBytes + 8));
+  smemKV = smemAt(base, kb.c32(qBytes));
+  smemP = smemAt(base, kb.c32(qBytes + kvBytes));
+  mbar = smemAt(base, kb.c32(qBytes + kvBytes + pBytes));
+  slot = smemAt(base, kb.c32(qBytes + kvBytes + pBytes + 8));
 
   // The piece [start, end) of request b, clamped to [0, seq_len); causal
   // rows additionally stop at seq_len - Sq + i, so the CTA needs positions
   // up to that of its last query token.
-  Value seqLen = kb.load(kb.i32(), kb.gep(seqLens, kb.i32(), blockB), 4);
-  Value boundIdx = kb.add(kb.mul(blockB, kb.add(numS, kb.ci32(1))), blockS);
-  Value lo = kb.load(kb.i32(), kb.gep(splitBounds, kb.i32(), boundIdx), 4);
-  Value hi = kb.load(kb.i32(),
-                     kb.gep(splitBounds, kb.i32(),
-                            kb.add(boundIdx, kb.ci32(1))),
+  Value seqLen = kb.load(kb.i32, kb.gep(seqLens, kb.i32, blockB), 4);
+  Value boundIdx = kb.add(kb.mul(blockB, kb.add(numS, kb.c32(1))), blockS);
+  Value lo = kb.load(kb.i32, kb.gep(splitBounds, kb.i32, boundIdx), 4);
+  Value hi = kb.load(kb.i32,
+                     kb.gep(splitBounds, kb.i32,
+                            kb.add(boundIdx, kb.c32(1))),
                      4);
-  Value zero = kb.ci32(0);
-  start = kb.mins(kb.maxs(lo, zero), seqLen);
-  Value end = kb.maxs(kb.mins(kb.maxs(hi, zero), seqLen), start);
-  Value causalBase = kb.sub(seqLen, kb.ci32(shape.queryRows));
+  Value zero = kb.c32(0);
+  start = kb.minsi(kb.maxsi(lo, zero), seqLen);
+  Value end = kb.maxsi(kb.minsi(kb.maxsi(hi, zero), seqLen), start);
+  Value causalBase = kb.sub(seqLen, kb.c32(shape.queryRows));
   endCta = end;
   if (shape.causal) {
-    Value lastRow = kb.mins(kb.add(rowBase, kb.ci32(kRows - 1)),
-                            kb.ci32(shape.queryRows * shape.numHeads - 1));
-    Value lastToken = kb.divu(lastRow, kb.ci32(shape.numHeads));
-    endCta = kb.maxs(
-        kb.mins(end, kb.add(kb.add(causalBase, lastToken), kb.ci32(1))),
+    Value lastRow = kb.minsi(kb.add(rowBase, kb.c32(kRows - 1)),
+                            kb.c32(shape.queryRows * shape.numHeads - 1));
+    Value lastToken = kb.divu(lastRow, kb.c32(shape.numHeads));
+    endCta = kb.maxsi(
+        kb.minsi(end, kb.add(kb.add(causalBase, lastToken), kb.c32(1))),
         start);
   }
-  numBlocks = kb.divs(kb.add(kb.sub(endCta, start), kb.ci32(KB - 1)),
-                      kb.ci32(KB));
+  numBlocks = kb.divs(kb.add(kb.sub(endCta, start), kb.c32(KB - 1)),
+                      kb.c32(KB));
 
   // TMEM allocation (warp 0), mbarrier init (thread 0), Q and the first
   // stages-1 KV blocks in flight.
   Value isWarp0 = kb.eq(warp, zero);
   Value isThread0 = kb.eq(tid, zero);
   kb.ifThen(isWarp0, [&] {
-    NVVM::Tcgen05AllocOp::create(b, loc, slot, kb.ci32(kTmemColumns));
+    NVVM::Tcgen05AllocOp::create(b, loc, slot, kb.c32(kTmemColumns));
     NVVM::Tcgen05RelinquishAllocPermitOp::create(b, loc);
   });
   kb.ifThen(isThread0,
-            [&] { NVVM::MBarrierInitOp::create(b, loc, mbar, kb.ci32(1), Value()); });
+            [&] { NVVM::MBarrierInitOp::create(b, loc, mbar, kb.c32(1), Value()); });
   loadQ();
   NVVM::CpAsyncCommitGroupOp::create(b, loc);
   for (int64_t s = 0; s + 1 < tiling.stages; ++s) {
-    kb.ifThen(kb.lt(kb.ci32(s), numBlocks), [&] { loadKVBlock(kb.ci32(s)); });
+    kb.ifThen(kb.slt(kb.c32(s), numBlocks), [&] { loadKVBlock(kb.c32(s)); });
     NVVM::CpAsyncCommitGroupOp::create(b, loc);
   }
   tcFence(NVVM::Tcgen05FenceKind::BEFORE_THREAD_SYNC);
   barrier();
   tcFence(NVVM::Tcgen05FenceKind::AFTER_THREAD_SYNC);
-  Value tbase = kb.load(kb.i32(), slot, 4);
+  Value tbase = kb.load(kb.i32, slot, 4);
   // Warp w reads TMEM sub-partition w (lanes 32w..32w+31).
-  Value tWarp = kb.add(tbase, kb.shl(kb.mul(warp, kb.ci32(32)), kb.ci32(16)));
+  Value tWarp = kb.add(tbase, kb.shl(kb.mul(warp, kb.c32(32)), kb.c32(16)));
 
   // Per-thread row: lanes < 16 own row 16w+lane (scores, max, sum and the
   // first O half), lanes >= 16 the same row's second O half.
-  Value half = kb.divu(lane, kb.ci32(16));
-  Value rowLane = kb.remu(lane, kb.ci32(16));
-  Value rowLocal = kb.add(kb.mul(warp, kb.ci32(16)), rowLane);
+  Value half = kb.divu(lane, kb.c32(16));
+  Value rowLane = kb.remu(lane, kb.c32(16));
+  Value rowLocal = kb.add(kb.mul(warp, kb.c32(16)), rowLane);
   Value row = kb.add(rowBase, rowLocal);
   Value rowEnd = endCta;
   if (shape.causal) {
-    Value token = kb.divu(row, kb.ci32(shape.numHeads));
-    rowEnd = kb.mins(endCta, kb.add(kb.add(causalBase, token), kb.ci32(1)));
+    Value token = kb.divu(row, kb.c32(shape.numHeads));
+    rowEnd = kb.minsi(endCta, kb.add(kb.add(causalBase, token), kb.c32(1)));
   }
 
   float log2e = 1.4426950408889634f;
-  Value scoreScale = kb.cf32(shape.scale * log2e);
-  Value negInf = kb.cf32(-INFINITY);
-  Value one = kb.cf32(1.0);
+  Value scoreScale = kb.f(shape.scale * log2e);
+  Value negInf = kb.f(-INFINITY);
+  Value one = kb.f(1.0);
   int64_t idescQK = instrDescriptor(shape.elem, false, kRows, KB);
   int64_t idescPV = instrDescriptor(shape.elem, true, kRows, Lh);
   Value descQ = smemDescriptor(kb, smemAddr(smemQ), 128, 16 * D);
   Value descP = smemDescriptor(kb, smemAddr(smemP), 128, 16 * KB);
-  Value tScores = kb.add(tbase, kb.ci32(kScoreColumn));
+  Value tScores = kb.add(tbase, kb.c32(kScoreColumn));
   Value tOLow = tbase;
-  Value tOHigh = kb.add(tbase, kb.ci32(16 << 16));
+  Value tOHigh = kb.add(tbase, kb.c32(16 << 16));
 
-  SmallVector<Value> init{negInf, kb.cf32(0.0), zero};
-  SmallVector<Value> fin = kb.loop(
-      zero, numBlocks, kb.ci32(1), init, [&](Value blk, ValueRange it) {
+  SmallVector<Value> init{negInf, kb.f(0.0), zero};
+  SmallVector<Value> fin = kb.forLoop(
+      zero, numBlocks, kb.c32(1), init, [&](Value blk, ValueRange it) {
         Value m = it[0], l = it[1], phase = it[2];
         // Prefetch block blk+stages-1 into the stage block blk-1 used; its
         // PV MMAs completed in the previous iteration.
-        Value pf = kb.add(blk, kb.ci32(tiling.stages - 1));
-        kb.ifThen(kb.lt(pf, numBlocks), [&] { loadKVBlock(pf); });
+        Value pf = kb.add(blk, kb.c32(tiling.stages - 1));
+        kb.ifThen(kb.slt(pf, numBlocks), [&] { loadKVBlock(pf); });
         NVVM::CpAsyncCommitGroupOp::create(b, loc);
         NVVM::CpAsyncWaitGroupOp::create(b, loc, tiling.stages - 1);
         publishSmem();
 
         // S = Q K^T: (L+R)/16 MMAs of 64 x KB x 16.
-        Value kv = kvStage(kb.remu(blk, kb.ci32(tiling.stages)));
+        Value kv = kvStage(kb.remu(blk, kb.c32(tiling.stages)));
         Value kvAddr = smemAddr(kv);
         Value descK = smemDescriptor(kb, kvAddr, 128, 16 * D);
         kb.ifThen(isThread0, [&] {
-          kb.loop(kb.ci32(0), kb.ci32(D / 16), kb.ci32(1), {},
+          kb.forLoop(kb.c32(0), kb.c32(D / 16), kb.c32(1), {},
                   [&](Value ks, ValueRange) {
                     // 16 channels = two core matrices = 256 bytes.
-                    Value step = kb.zext64(kb.mul(ks, kb.ci32(16)));
+                    Value step = kb.zext64(kb.mul(ks, kb.c32(16)));
                     mma(kb.tmem(tScores), kb.add(descQ, step),
                         kb.add(descK, step), idescQK,
                         kb.cmp(arith::CmpIPredicate::ne, ks, zero));
@@ -504,44 +414,44 @@ mlir::gpu::GPUFuncOp DecodeSM100Emitter::emit(StringRef name) {
           NVVM::Tcgen05CommitOp::create(b, loc, mbar, Value());
         });
         waitMma(phase);
-        phase = kb.xori(phase, kb.ci32(1));
+        phase = kb.bitXor(phase, kb.c32(1));
 
         // Online softmax in base 2 on this thread's score row.
-        Value sVec = tmemLoad(kb.add(tWarp, kb.ci32(kScoreColumn)), KB);
+        Value sVec = tmemLoad(kb.add(tWarp, kb.c32(kScoreColumn)), KB);
         NVVM::Tcgen05WaitOp::create(b, loc, NVVM::Tcgen05WaitKind::LOAD);
-        Value first = kb.add(start, kb.mul(blk, kb.ci32(KB)));
+        Value first = kb.add(start, kb.mul(blk, kb.c32(KB)));
         SmallVector<Value> x(KB), valid(KB);
         Value blockMax = negInf;
         for (int64_t j = 0; j < KB; ++j) {
-          valid[j] = kb.lt(kb.add(first, kb.ci32(j)), rowEnd);
+          valid[j] = kb.slt(kb.add(first, kb.c32(j)), rowEnd);
           x[j] = kb.select(valid[j], kb.fmul(extractF32(sVec, j), scoreScale),
                            negInf);
-          blockMax = kb.fmax(blockMax, x[j]);
+          blockMax = kb.maximumf(blockMax, x[j]);
         }
-        Value mNew = kb.fmax(m, blockMax);
+        Value mNew = kb.maximumf(m, blockMax);
         Value mUse = kb.select(kb.fcmp(arith::CmpFPredicate::OEQ, mNew, negInf),
-                               kb.cf32(0.0), mNew);
+                               kb.f(0.0), mNew);
         Value alpha = kb.ex2(kb.fsub(m, mUse));
-        Value sum = kb.cf32(0.0);
+        Value sum = kb.f(0.0);
         SmallVector<Value> p(KB);
         for (int64_t j = 0; j < KB; ++j) {
           p[j] = kb.select(valid[j], kb.ex2(kb.fsub(x[j], mUse)),
-                           kb.cf32(0.0));
+                           kb.f(0.0));
           sum = kb.fadd(sum, p[j]);
         }
         Value lNew = kb.fadd(kb.fmul(l, alpha), sum);
 
         // P row to shared memory, eight 16-bit values per core-matrix row.
-        kb.ifThen(kb.lt(lane, kb.ci32(16)), [&] {
+        kb.ifThen(kb.slt(lane, kb.c32(16)), [&] {
           Type vecTy = VectorType::get({8}, elemTy);
-          Type vecF = VectorType::get({8}, kb.f32());
+          Type vecF = VectorType::get({8}, kb.f32);
           for (int64_t j = 0; j < KB; j += 8) {
             Value v = LLVM::UndefOp::create(b, loc, vecF);
             for (int64_t e = 0; e < 8; ++e)
               v = LLVM::InsertElementOp::create(b, loc, v, p[j + e],
-                                                kb.ci32(e));
+                                                kb.c32(e));
             Value packed = arith::TruncFOp::create(b, loc, vecTy, v);
-            Value off = coreMatrixOffset(kb, rowLocal, kb.ci32(j), KB);
+            Value off = coreMatrixOffset(kb, rowLocal, kb.c32(j), KB);
             kb.store(packed, smemAt(smemP, off), 16);
           }
         });
@@ -550,24 +460,24 @@ mlir::gpu::GPUFuncOp DecodeSM100Emitter::emit(StringRef name) {
         // whose PV MMAs overwrite it).
         Value alphaRow = shflIdx(alpha, rowLane);
         Value moved = kb.fcmp(arith::CmpFPredicate::UNE, alphaRow, one);
-        Value anyMoved = NVVM::VoteSyncOp::create(b, loc, kb.i1(), kb.ci32(-1),
+        Value anyMoved = NVVM::VoteSyncOp::create(b, loc, kb.i1, kb.c32(-1),
                                                   moved, NVVM::VoteSyncKind::any);
         Value rescale = kb.andi(anyMoved, kb.cmp(arith::CmpIPredicate::sgt,
                                                  blk, zero));
         kb.ifThen(rescale, [&] {
-          kb.loop(kb.ci32(0), kb.ci32(Lh / 32), kb.ci32(1), {},
+          kb.forLoop(kb.c32(0), kb.c32(Lh / 32), kb.c32(1), {},
                   [&](Value c, ValueRange) {
-                    Value addr = kb.add(tWarp, kb.mul(c, kb.ci32(32)));
+                    Value addr = kb.add(tWarp, kb.mul(c, kb.c32(32)));
                     Value o = tmemLoad(addr, 32);
                     NVVM::Tcgen05WaitOp::create(b, loc,
                                                 NVVM::Tcgen05WaitKind::LOAD);
-                    Type vf = VectorType::get({32}, kb.f32());
+                    Type vf = VectorType::get({32}, kb.f32);
                     Value of = LLVM::BitcastOp::create(b, loc, vf, o);
                     Value splat = LLVM::UndefOp::create(b, loc, vf);
                     for (int64_t e = 0; e < 32; ++e)
                       splat = LLVM::InsertElementOp::create(b, loc, splat,
                                                             alphaRow,
-                                                            kb.ci32(e));
+                                                            kb.c32(e));
                     Value scaled = kb.fmul(of, splat);
                     Value back = LLVM::BitcastOp::create(b, loc, o.getType(),
                                                          scaled);
@@ -584,14 +494,14 @@ mlir::gpu::GPUFuncOp DecodeSM100Emitter::emit(StringRef name) {
         // O += P V for both halves: KB/16 MMAs of 64 x L/2 x 16 each.
         Value descVLow = smemDescriptor(kb, kvAddr, 16 * D, 128);
         Value descVHigh = smemDescriptor(
-            kb, kb.add(kvAddr, kb.ci32((Lh / 8) * 128)), 16 * D, 128);
+            kb, kb.add(kvAddr, kb.c32((Lh / 8) * 128)), 16 * D, 128);
         kb.ifThen(isThread0, [&] {
-          kb.loop(kb.ci32(0), kb.ci32(KB / 16), kb.ci32(1), {},
+          kb.forLoop(kb.c32(0), kb.c32(KB / 16), kb.c32(1), {},
                   [&](Value ks, ValueRange) {
                     // 16 tokens of P: two core matrices (256 bytes); of V:
                     // two token groups (2 * 16*D bytes).
-                    Value stepP = kb.zext64(kb.mul(ks, kb.ci32(16)));
-                    Value stepV = kb.zext64(kb.mul(ks, kb.ci32(2 * D)));
+                    Value stepP = kb.zext64(kb.mul(ks, kb.c32(16)));
+                    Value stepV = kb.zext64(kb.mul(ks, kb.c32(2 * D)));
                     Value acc = kb.ori(kb.cmp(arith::CmpIPredicate::ne, ks, zero),
                                        kb.cmp(arith::CmpIPredicate::sgt, blk,
                                               zero));
@@ -605,7 +515,7 @@ mlir::gpu::GPUFuncOp DecodeSM100Emitter::emit(StringRef name) {
           NVVM::Tcgen05CommitOp::create(b, loc, mbar, Value());
         });
         waitMma(phase);
-        phase = kb.xori(phase, kb.ci32(1));
+        phase = kb.bitXor(phase, kb.c32(1));
         return SmallVector<Value>{mNew, lNew, phase};
       });
 
@@ -615,25 +525,25 @@ mlir::gpu::GPUFuncOp DecodeSM100Emitter::emit(StringRef name) {
   // Epilogue: out = O / l (0 where the row saw nothing), lse = ln(sum e^s).
   Value mRow = shflIdx(fin[0], rowLane);
   Value lRow = shflIdx(fin[1], rowLane);
-  Value hasData = kb.andi(kb.lt(zero, numBlocks),
+  Value hasData = kb.andi(kb.slt(zero, numBlocks),
                           kb.fcmp(arith::CmpFPredicate::OGT, lRow,
-                                  kb.cf32(0.0)));
+                                  kb.f(0.0)));
   Value inv = kb.select(hasData, arith::DivFOp::create(b, loc, one, lRow),
-                        kb.cf32(0.0));
+                        kb.f(0.0));
   int64_t rowsTotal = shape.queryRows * shape.numHeads;
-  Value rowValid = kb.lt(row, kb.ci32(rowsTotal));
+  Value rowValid = kb.slt(row, kb.c32(rowsTotal));
   Value rowC = kb.select(rowValid, row, zero);
   // partial_out[s, b, row, half*L/2 ...] with row = i*N + n.
   Value outElem = kb.add(
-      kb.mul(kb.add(kb.mul(kb.ext64(kb.add(kb.mul(blockS, numB), blockB)),
-                           kb.ci64(rowsTotal)),
-                    kb.ext64(rowC)),
-             kb.ci64(L)),
-      kb.ext64(kb.mul(half, kb.ci32(Lh))));
-  Value outRow = kb.gep(partialOut, kb.f32(), outElem);
-  Type vf4 = VectorType::get({4}, kb.f32());
-  kb.loop(zero, kb.ci32(Lh / 32), kb.ci32(1), {}, [&](Value c, ValueRange) {
-    Value col = kb.mul(c, kb.ci32(32));
+      kb.mul(kb.add(kb.mul(kb.toI64(kb.add(kb.mul(blockS, numB), blockB)),
+                           kb.c64(rowsTotal)),
+                    kb.toI64(rowC)),
+             kb.c64(L)),
+      kb.toI64(kb.mul(half, kb.c32(Lh))));
+  Value outRow = kb.gep(partialOut, kb.f32, outElem);
+  Type vf4 = VectorType::get({4}, kb.f32);
+  kb.forLoop(zero, kb.c32(Lh / 32), kb.c32(1), {}, [&](Value c, ValueRange) {
+    Value col = kb.mul(c, kb.c32(32));
     Value o = tmemLoad(kb.add(tWarp, col), 32);
     NVVM::Tcgen05WaitOp::create(b, loc, NVVM::Tcgen05WaitKind::LOAD);
     kb.ifThen(rowValid, [&] {
@@ -641,30 +551,30 @@ mlir::gpu::GPUFuncOp DecodeSM100Emitter::emit(StringRef name) {
         Value v = LLVM::UndefOp::create(b, loc, vf4);
         for (int64_t k = 0; k < 4; ++k) {
           Value x = kb.select(hasData, kb.fmul(extractF32(o, e + k), inv),
-                              kb.cf32(0.0));
-          v = LLVM::InsertElementOp::create(b, loc, v, x, kb.ci32(k));
+                              kb.f(0.0));
+          v = LLVM::InsertElementOp::create(b, loc, v, x, kb.c32(k));
         }
-        Value dst = kb.gep(outRow, kb.f32(),
-                           kb.ext64(kb.add(col, kb.ci32(e))));
+        Value dst = kb.gep(outRow, kb.f32,
+                           kb.toI64(kb.add(col, kb.c32(e))));
         kb.store(v, dst, 16);
       }
     });
     return SmallVector<Value>{};
   });
   // partial_lse[s, b, n, i] = (m + log2 l) * ln 2.
-  kb.ifThen(kb.andi(rowValid, kb.lt(lane, kb.ci32(16))), [&] {
-    Value token = kb.divu(row, kb.ci32(shape.numHeads));
-    Value head = kb.remu(row, kb.ci32(shape.numHeads));
+  kb.ifThen(kb.andi(rowValid, kb.slt(lane, kb.c32(16))), [&] {
+    Value token = kb.divu(row, kb.c32(shape.numHeads));
+    Value head = kb.remu(row, kb.c32(shape.numHeads));
     Value lseElem = kb.add(
-        kb.mul(kb.add(kb.mul(kb.ext64(kb.add(kb.mul(blockS, numB), blockB)),
-                             kb.ci64(shape.numHeads)),
-                      kb.ext64(head)),
-               kb.ci64(shape.queryRows)),
-        kb.ext64(token));
+        kb.mul(kb.add(kb.mul(kb.toI64(kb.add(kb.mul(blockS, numB), blockB)),
+                             kb.c64(shape.numHeads)),
+                      kb.toI64(head)),
+               kb.c64(shape.queryRows)),
+        kb.toI64(token));
     Value lseVal = kb.fmul(kb.fadd(mRow, kb.lg2(lRow)),
-                           kb.cf32(0.6931471805599453));
+                           kb.f(0.6931471805599453));
     kb.store(kb.select(hasData, lseVal, negInf),
-             kb.gep(partialLse, kb.f32(), lseElem), 4);
+             kb.gep(partialLse, kb.f32, lseElem), 4);
   });
 
   tcFence(NVVM::Tcgen05FenceKind::BEFORE_THREAD_SYNC);
@@ -672,7 +582,7 @@ mlir::gpu::GPUFuncOp DecodeSM100Emitter::emit(StringRef name) {
   kb.ifThen(isWarp0, [&] {
     tcFence(NVVM::Tcgen05FenceKind::AFTER_THREAD_SYNC);
     NVVM::Tcgen05DeallocOp::create(b, loc, kb.tmem(tbase),
-                                   kb.ci32(kTmemColumns));
+                                   kb.c32(kTmemColumns));
   });
   mlir::gpu::ReturnOp::create(b, loc);
   return fn;
@@ -689,7 +599,8 @@ emitDecodePartialSM100(OpBuilder &builder, Location loc, StringRef name,
   std::string why = abi::checkDecodeTiling(abi::Chip::SM100a, shape, tiling);
   if (!why.empty())
     return emitError(loc) << "sm_100a decode: " << why;
-  return DecodeSM100Emitter(builder, loc, shape, tiling).emit(name);
+  ImplicitLocOpBuilder b(loc, builder);
+  return DecodeSM100Emitter(b, shape, tiling).emit(name);
 }
 
 } // namespace mla::gpu_codegen

@@ -15,15 +15,28 @@ static constexpr llvm::StringLiteral kDynSmem = "mla_dyn_smem";
 mlir::gpu::GPUFuncOp mla::gpu_codegen::createKernel(ImplicitLocOpBuilder &b,
                                                    StringRef name,
                                                    ArrayRef<Type> argTypes,
-                                                   int64_t threads) {
+                                                   int64_t threads,
+                                                   bool setMaxNTid) {
   auto type = b.getFunctionType(argTypes, {});
   auto fn = mlir::gpu::GPUFuncOp::create(b, name, type);
   fn->setAttr(mlir::gpu::GPUDialect::getKernelFuncAttrName(), b.getUnitAttr());
   int32_t t = static_cast<int32_t>(threads);
   fn.setKnownBlockSizeAttr(b.getDenseI32ArrayAttr({t, 1, 1}));
-  fn->setAttr("nvvm.maxntid", b.getDenseI32ArrayAttr({t, 1, 1}));
+  if (setMaxNTid)
+    fn->setAttr("nvvm.maxntid", b.getDenseI32ArrayAttr({t, 1, 1}));
   b.setInsertionPointToStart(&fn.getBody().front());
   return fn;
+}
+
+std::string mla::gpu_codegen::uniqueSymbolName(Operation *module,
+                                               StringRef base) {
+  if (!SymbolTable::lookupSymbolIn(module, base))
+    return base.str();
+  for (int i = 1;; ++i) {
+    std::string name = (base + "_" + Twine(i)).str();
+    if (!SymbolTable::lookupSymbolIn(module, name))
+      return name;
+  }
 }
 
 Value mla::gpu_codegen::dynamicSharedBase(ImplicitLocOpBuilder &b) {
@@ -45,6 +58,8 @@ Value mla::gpu_codegen::dynamicSharedBase(ImplicitLocOpBuilder &b) {
 
 DeviceBuilder::DeviceBuilder(ImplicitLocOpBuilder &b) : b(b) {
   i1 = b.getI1Type();
+  i8 = b.getI8Type();
+  i16 = b.getI16Type();
   i32 = b.getI32Type();
   i64 = b.getI64Type();
   f32 = b.getF32Type();
@@ -57,6 +72,9 @@ Value DeviceBuilder::c32(int64_t v) {
 }
 Value DeviceBuilder::c64(int64_t v) {
   return arith::ConstantIntOp::create(b, i64, v);
+}
+Value DeviceBuilder::cbool(bool v) {
+  return arith::ConstantIntOp::create(b, i1, v);
 }
 Value DeviceBuilder::f(float v) {
   return arith::ConstantFloatOp::create(b, cast<FloatType>(f32), APFloat(v));
@@ -73,10 +91,20 @@ Value DeviceBuilder::divu(Value x, Value y) { return arith::DivUIOp::create(b, x
 Value DeviceBuilder::remu(Value x, Value y) { return arith::RemUIOp::create(b, x, y); }
 Value DeviceBuilder::bitXor(Value x, Value y) { return arith::XOrIOp::create(b, x, y); }
 Value DeviceBuilder::bitAnd(Value x, Value y) { return arith::AndIOp::create(b, x, y); }
+Value DeviceBuilder::ori(Value x, Value y) { return arith::OrIOp::create(b, x, y); }
+Value DeviceBuilder::shl(Value x, Value y) { return arith::ShLIOp::create(b, x, y); }
+Value DeviceBuilder::shru(Value x, Value y) { return arith::ShRUIOp::create(b, x, y); }
+Value DeviceBuilder::divs(Value x, Value y) { return arith::DivSIOp::create(b, x, y); }
 Value DeviceBuilder::minsi(Value x, Value y) { return arith::MinSIOp::create(b, x, y); }
 Value DeviceBuilder::maxsi(Value x, Value y) { return arith::MaxSIOp::create(b, x, y); }
+Value DeviceBuilder::cmp(arith::CmpIPredicate p, Value x, Value y) {
+  return arith::CmpIOp::create(b, p, x, y);
+}
 Value DeviceBuilder::slt(Value x, Value y) {
   return arith::CmpIOp::create(b, arith::CmpIPredicate::slt, x, y);
+}
+Value DeviceBuilder::sle(Value x, Value y) {
+  return arith::CmpIOp::create(b, arith::CmpIPredicate::sle, x, y);
 }
 Value DeviceBuilder::sge(Value x, Value y) {
   return arith::CmpIOp::create(b, arith::CmpIPredicate::sge, x, y);
@@ -89,14 +117,29 @@ Value DeviceBuilder::select(Value c, Value x, Value y) {
   return arith::SelectOp::create(b, c, x, y);
 }
 Value DeviceBuilder::toI64(Value x) { return arith::ExtSIOp::create(b, i64, x); }
+Value DeviceBuilder::zext64(Value x) { return arith::ExtUIOp::create(b, i64, x); }
 
 Value DeviceBuilder::fadd(Value x, Value y) { return arith::AddFOp::create(b, x, y); }
 Value DeviceBuilder::fsub(Value x, Value y) { return arith::SubFOp::create(b, x, y); }
 Value DeviceBuilder::fmul(Value x, Value y) { return arith::MulFOp::create(b, x, y); }
 Value DeviceBuilder::fdiv(Value x, Value y) { return arith::DivFOp::create(b, x, y); }
 Value DeviceBuilder::fmax(Value x, Value y) { return LLVM::MaxNumOp::create(b, x, y); }
+Value DeviceBuilder::fmaximum(Value x, Value y) {
+  return LLVM::MaximumOp::create(b, x, y);
+}
+Value DeviceBuilder::maximumf(Value x, Value y) {
+  return arith::MaximumFOp::create(b, x, y);
+}
 Value DeviceBuilder::feq(Value x, Value y) {
   return arith::CmpFOp::create(b, arith::CmpFPredicate::OEQ, x, y);
+}
+Value DeviceBuilder::fcmp(arith::CmpFPredicate p, Value x, Value y) {
+  return arith::CmpFOp::create(b, p, x, y);
+}
+Value DeviceBuilder::callIntrinsic(StringRef name, Value x) {
+  return LLVM::CallIntrinsicOp::create(b, x.getType(), b.getStringAttr(name),
+                                       ValueRange{x})
+      .getResult(0);
 }
 
 static Value unaryAsm(ImplicitLocOpBuilder &b, StringRef text, Value x) {
@@ -127,6 +170,14 @@ Value DeviceBuilder::load(Type type, Value ptr, unsigned align) {
 void DeviceBuilder::store(Value value, Value ptr, unsigned align) {
   LLVM::StoreOp::create(b, value, ptr, align);
 }
+
+Value DeviceBuilder::extract(Value vec, int64_t i) {
+  return LLVM::ExtractElementOp::create(b, vec, c32(i));
+}
+Value DeviceBuilder::insert(Value vec, Value v, int64_t i) {
+  return LLVM::InsertElementOp::create(b, vec, v, c32(i));
+}
+Value DeviceBuilder::poison(Type t) { return LLVM::PoisonOp::create(b, t); }
 
 Value DeviceBuilder::threadIdX() { return NVVM::ThreadIdXOp::create(b, i32); }
 Value DeviceBuilder::blockIdX() { return NVVM::BlockIdXOp::create(b, i32); }
@@ -225,4 +276,10 @@ SmallVector<Value> DeviceBuilder::forLoop(
     scf::YieldOp::create(b, next);
   }
   return SmallVector<Value>(forOp.getResults());
+}
+
+SmallVector<Value> DeviceBuilder::forLoop(
+    int64_t n, ValueRange inits,
+    llvm::function_ref<SmallVector<Value>(Value, ValueRange)> body) {
+  return forLoop(c32(0), c32(n), c32(1), inits, body);
 }

@@ -11,20 +11,25 @@
 #ifndef MLA_LIB_CONVERSION_MLATOGPU_GPUCODEGENUTILS_H
 #define MLA_LIB_CONVERSION_MLATOGPU_GPUCODEGENUTILS_H
 
+#include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/IR/ImplicitLocOpBuilder.h"
 #include <array>
+#include <string>
 
 namespace mla::gpu_codegen {
 
 /// Creates `gpu.func @name(types) kernel` at the builder's insertion point,
-/// with `known_block_size` and `nvvm.maxntid` set to `threads`, and moves the
-/// builder into its entry block.
+/// with `known_block_size` (and, if `setMaxNTid`, `nvvm.maxntid`) set to
+/// `threads`, and moves the builder into its entry block.
 mlir::gpu::GPUFuncOp createKernel(mlir::ImplicitLocOpBuilder &b,
                                   llvm::StringRef name,
                                   llvm::ArrayRef<mlir::Type> argTypes,
-                                  int64_t threads);
+                                  int64_t threads, bool setMaxNTid = true);
+
+/// `base`, or `base_<i>` for the first i >= 1 that is free in `module`.
+std::string uniqueSymbolName(mlir::Operation *module, llvm::StringRef base);
 
 /// The gpu.module-level `extern __shared__` byte array used as dynamic shared
 /// memory (1024-byte aligned), created on first use.
@@ -35,10 +40,11 @@ public:
   explicit DeviceBuilder(mlir::ImplicitLocOpBuilder &b);
 
   mlir::ImplicitLocOpBuilder &b;
-  mlir::Type i1, i32, i64, f32, ptrGlobal, ptrShared;
+  mlir::Type i1, i8, i16, i32, i64, f32, ptrGlobal, ptrShared;
 
   mlir::Value c32(int64_t v);
   mlir::Value c64(int64_t v);
+  mlir::Value cbool(bool v);
   mlir::Value f(float v);
   mlir::Value negInf();
 
@@ -50,22 +56,40 @@ public:
   mlir::Value remu(mlir::Value x, mlir::Value y);
   mlir::Value bitXor(mlir::Value x, mlir::Value y);
   mlir::Value bitAnd(mlir::Value x, mlir::Value y);
+  mlir::Value ori(mlir::Value x, mlir::Value y);
+  mlir::Value shl(mlir::Value x, mlir::Value y);
+  /// Logical (unsigned) right shift.
+  mlir::Value shru(mlir::Value x, mlir::Value y);
+  mlir::Value divs(mlir::Value x, mlir::Value y);
   mlir::Value minsi(mlir::Value x, mlir::Value y);
   mlir::Value maxsi(mlir::Value x, mlir::Value y);
+  mlir::Value cmp(mlir::arith::CmpIPredicate p, mlir::Value x, mlir::Value y);
   mlir::Value slt(mlir::Value x, mlir::Value y);
+  mlir::Value sle(mlir::Value x, mlir::Value y);
   mlir::Value sge(mlir::Value x, mlir::Value y);
   mlir::Value eq(mlir::Value x, mlir::Value y);
   mlir::Value andi(mlir::Value x, mlir::Value y);
   mlir::Value select(mlir::Value c, mlir::Value x, mlir::Value y);
+  /// Sign-extends to i64.
   mlir::Value toI64(mlir::Value x);
+  /// Zero-extends to i64.
+  mlir::Value zext64(mlir::Value x);
 
   // f32 arithmetic.
   mlir::Value fadd(mlir::Value x, mlir::Value y);
   mlir::Value fsub(mlir::Value x, mlir::Value y);
   mlir::Value fmul(mlir::Value x, mlir::Value y);
   mlir::Value fdiv(mlir::Value x, mlir::Value y);
+  /// llvm.intr.maxnum (a NaN operand gives the other one).
   mlir::Value fmax(mlir::Value x, mlir::Value y);
+  /// llvm.intr.maximum (NaN-propagating).
+  mlir::Value fmaximum(mlir::Value x, mlir::Value y);
+  /// arith.maximumf (NaN-propagating).
+  mlir::Value maximumf(mlir::Value x, mlir::Value y);
   mlir::Value feq(mlir::Value x, mlir::Value y);
+  mlir::Value fcmp(mlir::arith::CmpFPredicate p, mlir::Value x, mlir::Value y);
+  /// A call of the LLVM intrinsic `name` on `x`, returning x's type.
+  mlir::Value callIntrinsic(llvm::StringRef name, mlir::Value x);
   /// ex2.approx.ftz.f32 (2^x; -inf gives 0).
   mlir::Value exp2(mlir::Value x);
   /// lg2.approx.ftz.f32.
@@ -76,6 +100,11 @@ public:
   mlir::Value gepBytes(mlir::Value base, mlir::Value byteOffset);
   mlir::Value load(mlir::Type type, mlir::Value ptr, unsigned align);
   void store(mlir::Value value, mlir::Value ptr, unsigned align);
+
+  // Vectors (llvm.extractelement / insertelement with an i32 index).
+  mlir::Value extract(mlir::Value vec, int64_t i);
+  mlir::Value insert(mlir::Value vec, mlir::Value v, int64_t i);
+  mlir::Value poison(mlir::Type t);
 
   // Thread geometry.
   mlir::Value threadIdX();
@@ -110,6 +139,12 @@ public:
   llvm::SmallVector<mlir::Value>
   forLoop(mlir::Value lb, mlir::Value ub, mlir::Value step,
           mlir::ValueRange inits,
+          llvm::function_ref<llvm::SmallVector<mlir::Value>(
+              mlir::Value, mlir::ValueRange)>
+              body);
+  /// forLoop over [0, n) with step 1.
+  llvm::SmallVector<mlir::Value>
+  forLoop(int64_t n, mlir::ValueRange inits,
           llvm::function_ref<llvm::SmallVector<mlir::Value>(
               mlir::Value, mlir::ValueRange)>
               body);

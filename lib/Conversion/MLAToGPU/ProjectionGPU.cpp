@@ -20,6 +20,7 @@
 #include "mla/Conversion/MLAToGPU/MLAToGPU.h"
 #include "mla/Dialect/MLA/IR/MLAOps.h"
 #include "mla/Runtime/Gpu/CacheProjectionABI.h"
+#include "GpuCodegenUtils.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
@@ -41,68 +42,6 @@ int64_t commonPow2(std::initializer_list<int64_t> vs, int64_t cap) {
       r = std::min<int64_t>(r, int64_t(1) << llvm::countr_zero(uint64_t(v)));
   return r;
 }
-
-/// Scalar and memory builders of a kernel body.
-struct Emit {
-  OpBuilder &b;
-  Location loc;
-
-  Type i16() { return b.getI16Type(); }
-  Type i32() { return b.getI32Type(); }
-  Type i64() { return b.getI64Type(); }
-  Type f32() { return b.getF32Type(); }
-
-  Value ci32(int64_t v) {
-    return arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(v));
-  }
-  Value ci64(int64_t v) {
-    return arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(v));
-  }
-  Value add(Value x, Value y) { return arith::AddIOp::create(b, loc, x, y); }
-  Value mul(Value x, Value y) { return arith::MulIOp::create(b, loc, x, y); }
-  Value divu(Value x, Value y) { return arith::DivUIOp::create(b, loc, x, y); }
-  Value remu(Value x, Value y) { return arith::RemUIOp::create(b, loc, x, y); }
-  Value lt(Value x, Value y) {
-    return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, x, y);
-  }
-  Value select(Value c, Value x, Value y) {
-    return arith::SelectOp::create(b, loc, c, x, y);
-  }
-  Value zext64(Value v) { return arith::ExtUIOp::create(b, loc, i64(), v); }
-
-  Value gep(Value base, Type elem, Value index) {
-    return LLVM::GEPOp::create(b, loc, base.getType(), elem, base,
-                               ValueRange{index});
-  }
-  Value load(Type type, Value ptr, int64_t align) {
-    return LLVM::LoadOp::create(b, loc, type, ptr, align);
-  }
-  void store(Value v, Value ptr, int64_t align) {
-    LLVM::StoreOp::create(b, loc, v, ptr, align);
-  }
-
-  ValueRange forLoop(int64_t n, ValueRange iters,
-                     function_ref<SmallVector<Value>(Value, ValueRange)> body) {
-    auto loop = scf::ForOp::create(
-        b, loc, ci32(0), ci32(n), ci32(1), iters,
-        [&](OpBuilder &nb, Location, Value i, ValueRange args) {
-          OpBuilder::InsertionGuard guard(b);
-          b.setInsertionPoint(nb.getInsertionBlock(), nb.getInsertionPoint());
-          SmallVector<Value> results = body(i, args);
-          scf::YieldOp::create(b, loc, results);
-        });
-    return loop.getResults();
-  }
-
-  void ifThen(Value cond, function_ref<void()> body) {
-    scf::IfOp::create(b, loc, cond, [&](OpBuilder &nb, Location) {
-      OpBuilder::InsertionGuard guard(b);
-      b.setInsertionPoint(nb.getInsertionBlock(), nb.getInsertionPoint());
-      body();
-      scf::YieldOp::create(b, loc);
-    });
-  }
-};
 
 /// One per-head product out[t, n, j] = sum_k in[t, n, k] * w[n, k, j] over
 /// dense row-major tensors, with element strides (the absorb_q RoPE copy
@@ -155,23 +94,12 @@ FailureOr<Projection> planProjection(Operation *op, StringRef opName,
   return p;
 }
 
-/// `base`, or `base_<i>` for the first i that is free in `module`.
-std::string uniqueName(Operation *module, StringRef base) {
-  if (!SymbolTable::lookupSymbolIn(module, base))
-    return base.str();
-  for (int i = 1;; ++i) {
-    std::string name = (base + "_" + Twine(i)).str();
-    if (!SymbolTable::lookupSymbolIn(module, name))
-      return name;
-  }
-}
-
 /// Emits the kernel of `p` named `name` (a free symbol) at the builder's
 /// insertion point.
 class ProjectionKernel {
 public:
-  ProjectionKernel(OpBuilder &b, Location loc, const Projection &p)
-      : b(b), loc(loc), e{b, loc}, p(p), s(p.shape) {}
+  ProjectionKernel(ImplicitLocOpBuilder &b, const Projection &p)
+      : b(b), loc(b.getLoc()), e(b), p(p), s(p.shape) {}
 
   void emit(StringRef name) {
     Operation *module = b.getInsertionBlock()->getParentOp();
@@ -183,53 +111,48 @@ public:
           b.getI8Type(), abi::projectionSharedBytes(s));
       smem = LLVM::GlobalOp::create(
           b, loc, arrayTy, /*isConstant=*/false, LLVM::Linkage::Internal,
-          uniqueName(module, (name + "_smem").str()), Attribute(),
-          /*alignment=*/16, /*addrSpace=*/3);
+          gpu_codegen::uniqueSymbolName(module, (name + "_smem").str()),
+          Attribute(), /*alignment=*/16, /*addrSpace=*/3);
     }
-    auto gptr = LLVM::LLVMPointerType::get(b.getContext(), 1);
-    auto fnType = b.getFunctionType({gptr, gptr, gptr, e.i32()}, {});
-    auto fn = mlir::gpu::GPUFuncOp::create(b, loc, name, fnType);
-    fn->setAttr(mlir::gpu::GPUDialect::getKernelFuncAttrName(),
-                b.getUnitAttr());
-    int32_t threads = mma ? abi::kProjMmaThreadsPerCta
+    int64_t threads = mma ? abi::kProjMmaThreadsPerCta
                           : abi::kProjFmaThreadsPerCta;
-    fn.setKnownBlockSizeAttr(b.getDenseI32ArrayAttr({threads, 1, 1}));
-
     OpBuilder::InsertionGuard guard(b);
+    auto fn = gpu_codegen::createKernel(
+        b, name, {e.ptrGlobal, e.ptrGlobal, e.ptrGlobal, e.i32}, threads,
+        /*setMaxNTid=*/false);
     Block &entry = fn.getBody().front();
-    b.setInsertionPointToStart(&entry);
     in = entry.getArgument(0);
     w = entry.getArgument(1);
     out = entry.getArgument(2);
     tokens = entry.getArgument(3);
-    tid = NVVM::ThreadIdXOp::create(b, loc, e.i32());
-    ctaX = NVVM::BlockIdXOp::create(b, loc, e.i32());
-    ctaY = NVVM::BlockIdYOp::create(b, loc, e.i32());
-    head = NVVM::BlockIdZOp::create(b, loc, e.i32());
+    tid = e.threadIdX();
+    ctaX = e.blockIdX();
+    ctaY = e.blockIdY();
+    head = e.blockIdZ();
     if (mma)
-      emitMmaBody(LLVM::AddressOfOp::create(b, loc, smem));
+      emitMmaBody(LLVM::AddressOfOp::create(b, smem));
     else
       emitFmaBody();
-    mlir::gpu::ReturnOp::create(b, loc);
+    mlir::gpu::ReturnOp::create(b);
   }
 
 private:
-  OpBuilder &b;
+  ImplicitLocOpBuilder &b;
   Location loc;
-  Emit e;
+  gpu_codegen::DeviceBuilder e;
   const Projection &p;
   const abi::ProjectionShape &s;
   Value in, w, out, tokens, tid, ctaX, ctaY, head;
 
   /// Element offset (i64) of in[t, head, col] / out[t, head, col].
   Value inOffset(Value t, Value col) {
-    return e.add(e.add(e.mul(e.zext64(t), e.ci64(p.inRowStride)),
-                       e.mul(e.zext64(head), e.ci64(p.inHeadStride))),
+    return e.add(e.add(e.mul(e.zext64(t), e.c64(p.inRowStride)),
+                       e.mul(e.zext64(head), e.c64(p.inHeadStride))),
                  e.zext64(col));
   }
   Value outOffset(Value t, Value col) {
-    return e.add(e.add(e.mul(e.zext64(t), e.ci64(p.outRowStride)),
-                       e.mul(e.zext64(head), e.ci64(p.outHeadStride))),
+    return e.add(e.add(e.mul(e.zext64(t), e.c64(p.outRowStride)),
+                       e.mul(e.zext64(head), e.c64(p.outHeadStride))),
                  e.zext64(col));
   }
 
@@ -249,19 +172,19 @@ private:
                                   16);
     auto vecTy = VectorType::get({vec}, p.elem);
     e.forLoop(llvm::divideCeil(items, threads), {}, [&](Value i, ValueRange) {
-      Value idx = e.add(e.mul(i, e.ci32(threads)), tid);
-      Value r = e.divu(idx, e.ci32(perRow));
-      Value col = e.mul(e.remu(idx, e.ci32(perRow)), e.ci32(vec));
+      Value idx = e.add(e.mul(i, e.c32(threads)), tid);
+      Value r = e.divu(idx, e.c32(perRow));
+      Value col = e.mul(e.remu(idx, e.c32(perRow)), e.c32(vec));
       Value t = e.add(firstRow, r);
-      Value ok = arith::AndIOp::create(b, loc, e.lt(idx, e.ci32(items)),
-                                       e.lt(t, tokens));
+      Value ok = e.andi(e.slt(idx, e.c32(items)),
+                                       e.slt(t, tokens));
       e.ifThen(ok, [&] {
         Value v = e.load(
             vecTy,
-            e.gep(in, p.elem, inOffset(t, e.add(col, e.ci32(s.inDim)))),
+            e.gep(in, p.elem, inOffset(t, e.add(col, e.c32(s.inDim)))),
             align);
         e.store(v,
-                e.gep(out, p.elem, outOffset(t, e.add(col, e.ci32(s.outDim)))),
+                e.gep(out, p.elem, outOffset(t, e.add(col, e.c32(s.outDim)))),
                 outAlign);
       });
       return SmallVector<Value>{};
@@ -271,26 +194,25 @@ private:
   /// f32: thread j of CTA (t, y, head) computes out[t, head, y*128 + j].
   void emitFmaBody() {
     Value t = ctaX;
-    Value col = e.add(e.mul(ctaY, e.ci32(abi::kProjFmaThreadsPerCta)), tid);
-    e.ifThen(e.lt(col, e.ci32(s.outDim)), [&] {
-      Value inRow = e.gep(in, p.elem, inOffset(t, e.ci32(0)));
+    Value col = e.add(e.mul(ctaY, e.c32(abi::kProjFmaThreadsPerCta)), tid);
+    e.ifThen(e.slt(col, e.c32(s.outDim)), [&] {
+      Value inRow = e.gep(in, p.elem, inOffset(t, e.c32(0)));
       Value wCol = e.gep(
           w, p.elem,
-          e.add(e.mul(e.zext64(head), e.ci64(s.inDim * s.outDim)),
+          e.add(e.mul(e.zext64(head), e.c64(s.inDim * s.outDim)),
                 e.zext64(col)));
-      Value zero = arith::ConstantOp::create(b, loc, b.getF32FloatAttr(0.0));
-      ValueRange acc = e.forLoop(s.inDim, {zero}, [&](Value k, ValueRange a) {
-        Value x = e.load(e.f32(), e.gep(inRow, p.elem, k), 4);
+      Value zero = e.f(0.0f);
+      SmallVector<Value> acc = e.forLoop(s.inDim, {zero}, [&](Value k, ValueRange a) {
+        Value x = e.load(e.f32, e.gep(inRow, p.elem, k), 4);
         Value y = e.load(
-            e.f32(),
-            e.gep(wCol, p.elem, e.mul(e.zext64(k), e.ci64(s.outDim))), 4);
-        return SmallVector<Value>{LLVM::FMAOp::create(b, loc, x, y, a[0])};
+            e.f32,
+            e.gep(wCol, p.elem, e.mul(e.zext64(k), e.c64(s.outDim))), 4);
+        return SmallVector<Value>{LLVM::FMAOp::create(b, x, y, a[0])};
       });
       e.store(acc[0], e.gep(out, p.elem, outOffset(t, col)), 4);
     });
     if (s.ropeDim > 0)
-      e.ifThen(arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, ctaY,
-                                     e.ci32(0)),
+      e.ifThen(e.eq(ctaY, e.c32(0)),
                [&] { emitRopeCopy(t, 1, abi::kProjFmaThreadsPerCta); });
   }
 
@@ -302,52 +224,52 @@ private:
     const int64_t ldsm = tileK + 8; // padded shared row, in elements
     const int64_t chunksPerRow = tileK / 8;
 
-    Type i16 = e.i16();
+    Type i16 = e.i16;
     Type fragTy = s.elem == abi::ActType::BF16
-                      ? e.i32()
+                      ? e.i32
                       : Type(VectorType::get({2}, b.getF16Type()));
     auto chunkTy = VectorType::get({8}, i16);
     Value zeroChunk = arith::ConstantOp::create(
         b, loc, DenseElementsAttr::get(chunkTy, b.getI16IntegerAttr(0)));
     Value smemA = smemBase;
-    Value smemB = e.gep(smemBase, b.getI8Type(), e.ci32(tileM * ldsm * 2));
+    Value smemB = e.gep(smemBase, b.getI8Type(), e.c32(tileM * ldsm * 2));
 
-    Value warp = arith::ShRUIOp::create(b, loc, tid, e.ci32(5));
-    Value lane = arith::AndIOp::create(b, loc, tid, e.ci32(31));
-    Value group = arith::ShRUIOp::create(b, loc, lane, e.ci32(2));
-    Value quad = arith::AndIOp::create(b, loc, lane, e.ci32(3));
-    Value warpRow = e.mul(arith::ShRUIOp::create(b, loc, warp, e.ci32(1)),
-                          e.ci32(32));
+    Value warp = e.shru(tid, e.c32(5));
+    Value lane = e.andi(tid, e.c32(31));
+    Value group = e.shru(lane, e.c32(2));
+    Value quad = e.andi(lane, e.c32(3));
+    Value warpRow = e.mul(e.shru(warp, e.c32(1)),
+                          e.c32(32));
     Value warpCol =
-        e.mul(arith::AndIOp::create(b, loc, warp, e.ci32(1)), e.ci32(32));
-    Value m0 = e.mul(ctaX, e.ci32(tileM));
-    Value n0 = e.mul(ctaY, e.ci32(tileN));
+        e.mul(e.andi(warp, e.c32(1)), e.c32(32));
+    Value m0 = e.mul(ctaX, e.c32(tileM));
+    Value n0 = e.mul(ctaY, e.c32(tileN));
     Value wHead = e.gep(
-        w, i16, e.mul(e.zext64(head), e.ci64(s.inDim * s.outDim)));
+        w, i16, e.mul(e.zext64(head), e.c64(s.inDim * s.outDim)));
 
     int64_t aAlign = commonPow2({16, p.inRowStride * 2, p.inHeadStride * 2},
                                 16);
     int64_t bAlign = commonPow2({16, s.outDim * 2}, 16);
 
-    Value zero = arith::ConstantOp::create(b, loc, b.getF32FloatAttr(0.0));
+    Value zero = e.f(0.0f);
     SmallVector<Value> init(32, zero);
-    ValueRange acc = e.forLoop(
+    SmallVector<Value> acc = e.forLoop(
         s.inDim / tileK, init, [&](Value kt, ValueRange accIn) {
-          Value k0 = e.mul(kt, e.ci32(tileK));
+          Value k0 = e.mul(kt, e.c32(tileK));
           // Input slice [64 x tileK] -> smemA[row][k], rows past T as zeros.
           e.forLoop(tileM * chunksPerRow / threads, {},
                     [&](Value i, ValueRange) {
-            Value idx = e.add(e.mul(i, e.ci32(threads)), tid);
-            Value r = e.divu(idx, e.ci32(chunksPerRow));
-            Value ch = e.remu(idx, e.ci32(chunksPerRow));
+            Value idx = e.add(e.mul(i, e.c32(threads)), tid);
+            Value r = e.divu(idx, e.c32(chunksPerRow));
+            Value ch = e.remu(idx, e.c32(chunksPerRow));
             Value t = e.add(m0, r);
-            Value valid = e.lt(t, tokens);
-            Value col = e.add(k0, e.mul(ch, e.ci32(8)));
+            Value valid = e.slt(t, tokens);
+            Value col = e.add(k0, e.mul(ch, e.c32(8)));
             Value src = e.gep(in, i16,
-                              inOffset(e.select(valid, t, e.ci32(0)), col));
+                              inOffset(e.select(valid, t, e.c32(0)), col));
             Value v = e.select(valid, e.load(chunkTy, src, aAlign), zeroChunk);
             Value dst = e.gep(smemA, i16,
-                              e.add(e.mul(r, e.ci32(ldsm)), e.mul(ch, e.ci32(8))));
+                              e.add(e.mul(r, e.c32(ldsm)), e.mul(ch, e.c32(8))));
             e.store(v, dst, 16);
             return SmallVector<Value>{};
           });
@@ -355,43 +277,43 @@ private:
           // columns past outDim as zeros.
           e.forLoop(tileK * (tileN / 8) / threads, {},
                     [&](Value i, ValueRange) {
-            Value idx = e.add(e.mul(i, e.ci32(threads)), tid);
-            Value kr = e.divu(idx, e.ci32(tileN / 8));
-            Value cc = e.mul(e.remu(idx, e.ci32(tileN / 8)), e.ci32(8));
+            Value idx = e.add(e.mul(i, e.c32(threads)), tid);
+            Value kr = e.divu(idx, e.c32(tileN / 8));
+            Value cc = e.mul(e.remu(idx, e.c32(tileN / 8)), e.c32(8));
             Value col = e.add(n0, cc);
-            Value valid = e.lt(col, e.ci32(s.outDim));
+            Value valid = e.slt(col, e.c32(s.outDim));
             Value src = e.gep(
                 wHead, i16,
-                e.add(e.mul(e.zext64(e.add(k0, kr)), e.ci64(s.outDim)),
-                      e.zext64(e.select(valid, col, e.ci32(0)))));
+                e.add(e.mul(e.zext64(e.add(k0, kr)), e.c64(s.outDim)),
+                      e.zext64(e.select(valid, col, e.c32(0)))));
             Value v = e.select(valid, e.load(chunkTy, src, bAlign), zeroChunk);
             for (int64_t j = 0; j < 8; ++j) {
-              Value at = e.add(e.mul(e.add(cc, e.ci32(j)), e.ci32(ldsm)), kr);
-              e.store(LLVM::ExtractElementOp::create(b, loc, v, e.ci32(j)),
+              Value at = e.add(e.mul(e.add(cc, e.c32(j)), e.c32(ldsm)), kr);
+              e.store(e.extract(v, j),
                       e.gep(smemB, i16, at), 2);
             }
             return SmallVector<Value>{};
           });
-          mlir::gpu::BarrierOp::create(b, loc);
+          mlir::gpu::BarrierOp::create(b);
 
           SmallVector<Value> accs(accIn.begin(), accIn.end());
           for (int64_t kk = 0; kk < tileK; kk += 16) {
             // Fragment (row, k) of a shared tile as one 32-bit load: i32
             // for bf16, vector<2xf16> for f16 (what nvvm.mma.sync accepts).
             auto frag = [&](Value base, Value row, int64_t k) {
-              Value at = e.add(e.mul(row, e.ci32(ldsm)),
-                               e.add(e.mul(quad, e.ci32(2)), e.ci32(kk + k)));
+              Value at = e.add(e.mul(row, e.c32(ldsm)),
+                               e.add(e.mul(quad, e.c32(2)), e.c32(kk + k)));
               return e.load(fragTy, e.gep(base, i16, at), 4);
             };
             SmallVector<std::array<Value, 4>> aFrags;
             for (int64_t mt = 0; mt < 2; ++mt) {
-              Value row = e.add(warpRow, e.add(group, e.ci32(16 * mt)));
-              Value row8 = e.add(row, e.ci32(8));
+              Value row = e.add(warpRow, e.add(group, e.c32(16 * mt)));
+              Value row8 = e.add(row, e.c32(8));
               aFrags.push_back({frag(smemA, row, 0), frag(smemA, row8, 0),
                                 frag(smemA, row, 8), frag(smemA, row8, 8)});
             }
             for (int64_t nt = 0; nt < 4; ++nt) {
-              Value col = e.add(warpCol, e.add(group, e.ci32(8 * nt)));
+              Value col = e.add(warpCol, e.add(group, e.c32(8 * nt)));
               Value b0 = frag(smemB, col, 0), b1 = frag(smemB, col, 8);
               for (int64_t mt = 0; mt < 2; ++mt) {
                 int64_t base = (mt * 4 + nt) * 4;
@@ -402,7 +324,7 @@ private:
               }
             }
           }
-          mlir::gpu::BarrierOp::create(b, loc);
+          mlir::gpu::BarrierOp::create(b);
           return accs;
         });
 
@@ -413,30 +335,25 @@ private:
     for (int64_t mt = 0; mt < 2; ++mt) {
       for (int64_t nt = 0; nt < 4; ++nt) {
         int64_t base = (mt * 4 + nt) * 4;
-        Value col = e.add(n0, e.add(warpCol, e.add(e.mul(quad, e.ci32(2)),
-                                                   e.ci32(8 * nt))));
+        Value col = e.add(n0, e.add(warpCol, e.add(e.mul(quad, e.c32(2)),
+                                                   e.c32(8 * nt))));
         for (int64_t half = 0; half < 2; ++half) {
-          Value t = e.add(m0, e.add(warpRow, e.add(group, e.ci32(16 * mt +
+          Value t = e.add(m0, e.add(warpRow, e.add(group, e.c32(16 * mt +
                                                                8 * half))));
-          Value ok = arith::AndIOp::create(b, loc, e.lt(t, tokens),
-                                           e.lt(col, e.ci32(s.outDim)));
+          Value ok = e.andi(e.slt(t, tokens),
+                                           e.slt(col, e.c32(s.outDim)));
           Value lo = acc[base + 2 * half], hi = acc[base + 2 * half + 1];
           e.ifThen(ok, [&] {
-            Value v = LLVM::PoisonOp::create(b, loc, pairTy);
-            v = LLVM::InsertElementOp::create(
-                b, loc, v, arith::TruncFOp::create(b, loc, p.elem, lo),
-                e.ci32(0));
-            v = LLVM::InsertElementOp::create(
-                b, loc, v, arith::TruncFOp::create(b, loc, p.elem, hi),
-                e.ci32(1));
+            Value v = e.poison(pairTy);
+            v = e.insert(v, arith::TruncFOp::create(b, p.elem, lo), 0);
+            v = e.insert(v, arith::TruncFOp::create(b, p.elem, hi), 1);
             e.store(v, e.gep(out, p.elem, outOffset(t, col)), outAlign);
           });
         }
       }
     }
     if (s.ropeDim > 0)
-      e.ifThen(arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, ctaY,
-                                     e.ci32(0)),
+      e.ifThen(e.eq(ctaY, e.c32(0)),
                [&] { emitRopeCopy(m0, tileM, threads); });
   }
 
@@ -445,7 +362,7 @@ private:
                          ArrayRef<Value> c) {
     auto ptx = s.elem == abi::ActType::BF16 ? NVVM::MMATypes::bf16
                                             : NVVM::MMATypes::f16;
-    Type f32 = e.f32();
+    Type f32 = e.f32;
     auto resTy = LLVM::LLVMStructType::getLiteral(b.getContext(),
                                                   {f32, f32, f32, f32});
     Value d = NVVM::MmaOp::create(
@@ -456,7 +373,7 @@ private:
                                        NVVM::MMALayout::col});
     SmallVector<Value> r;
     for (int64_t i = 0; i < 4; ++i)
-      r.push_back(LLVM::ExtractValueOp::create(b, loc, d, i));
+      r.push_back(LLVM::ExtractValueOp::create(b, d, i));
     return r;
   }
 };
@@ -466,7 +383,8 @@ LogicalResult emitProjection(OpBuilder &builder, Operation *op,
   if (failed(p))
     return failure();
   Operation *module = builder.getInsertionBlock()->getParentOp();
-  ProjectionKernel(builder, op->getLoc(), *p).emit(uniqueName(module, base));
+  ImplicitLocOpBuilder b(op->getLoc(), builder);
+  ProjectionKernel(b, *p).emit(gpu_codegen::uniqueSymbolName(module, base));
   return success();
 }
 

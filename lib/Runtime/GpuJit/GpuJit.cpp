@@ -11,6 +11,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "mla/Runtime/Gpu/GpuJit.h"
+#include "mla/Runtime/DiagnosticCollector.h"
 #include "mla/Dialect/MLA/IR/MLADialect.h"
 #include "mla/Pipelines/Pipelines.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
@@ -51,45 +52,6 @@ const DialectRegistry &getJitRegistry() {
   }();
   return registry;
 }
-
-/// Collects the diagnostics emitted while it is alive, so that a failed
-/// compile returns the compiler's own messages to callers without a terminal.
-class DiagnosticCollector {
-public:
-  explicit DiagnosticCollector(MLIRContext &context)
-      : os(text), handler(&context, [this](Diagnostic &diag) {
-          append(diag);
-          return success();
-        }) {}
-
-  std::string take() { return std::move(text); }
-
-private:
-  void append(Diagnostic &diag) {
-    os << diag.getLocation() << ": ";
-    switch (diag.getSeverity()) {
-    case DiagnosticSeverity::Error:
-      os << "error: ";
-      break;
-    case DiagnosticSeverity::Warning:
-      os << "warning: ";
-      break;
-    case DiagnosticSeverity::Note:
-      os << "note: ";
-      break;
-    case DiagnosticSeverity::Remark:
-      os << "remark: ";
-      break;
-    }
-    os << diag << "\n";
-    for (Diagnostic &note : diag.getNotes())
-      os << note.getLocation() << ": note: " << note << "\n";
-  }
-
-  std::string text;
-  llvm::raw_string_ostream os;
-  ScopedDiagnosticHandler handler;
-};
 
 llvm::Error makeError(const KernelSpec &spec, const llvm::Twine &what) {
   return llvm::createStringError(llvm::inconvertibleErrorCode(),
