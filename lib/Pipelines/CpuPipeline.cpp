@@ -25,15 +25,7 @@ void mla::buildMLAToLLVMCpuPipeline(OpPassManager &pm,
                                     const CpuPipelineOptions &options) {
   // 1. Plan for the CPU, then lower mla to tensor-level upstream dialects.
   PlanPipelineOptions plan;
-  plan.target = "cpu";
-  plan.splitPolicy = options.splitPolicy;
-  plan.numSms = options.numSms;
-  plan.maxSeqLen = options.maxSeqLen;
-  plan.decodeThreshold = options.decodeThreshold;
-  plan.workspaceRows = options.workspaceRows;
-  plan.maxModelLen = options.maxModelLen;
-  plan.maxNumSeqs = options.maxNumSeqs;
-  plan.kvFormat = options.kvFormat;
+  mla::forwardPlanningOptions(options, "cpu", plan);
   buildMLAPlanPipeline(pm, plan);
   pm.addPass(createConvertMLAToLinalg());
   pm.addPass(createCanonicalizerPass());

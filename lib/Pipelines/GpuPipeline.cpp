@@ -27,15 +27,8 @@ void mla::buildMLAToNVVMPipeline(OpPassManager &pm,
   bool known = gpu::parseChip(options.chip, chip);
 
   PlanPipelineOptions plan;
-  plan.target = chip == gpu::Chip::SM90a ? "sm90" : "sm100";
-  plan.splitPolicy = options.splitPolicy;
-  plan.numSms = options.numSms;
-  plan.maxSeqLen = options.maxSeqLen;
-  plan.decodeThreshold = options.decodeThreshold;
-  plan.workspaceRows = options.workspaceRows;
-  plan.maxModelLen = options.maxModelLen;
-  plan.maxNumSeqs = options.maxNumSeqs;
-  plan.kvFormat = options.kvFormat;
+  mla::forwardPlanningOptions(options,
+                              chip == gpu::Chip::SM90a ? "sm90" : "sm100", plan);
   buildMLAPlanPipeline(pm, plan);
   pm.addPass(createMLASelectGpuTiling());
 

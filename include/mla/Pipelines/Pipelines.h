@@ -62,6 +62,22 @@ struct PlanPipelineOptions : public PlanningOptions<PlanPipelineOptions> {
       llvm::cl::init("")};
 };
 
+/// Sets `plan` to the planning options of a lowering pipeline, for
+/// `target` (pass options cannot be copied, hence the out-parameter).
+template <typename Derived>
+void forwardPlanningOptions(const PlanningOptions<Derived> &options,
+                            llvm::StringRef target, PlanPipelineOptions &plan) {
+  plan.target = target.str();
+  plan.splitPolicy = options.splitPolicy;
+  plan.numSms = options.numSms;
+  plan.maxSeqLen = options.maxSeqLen;
+  plan.decodeThreshold = options.decodeThreshold;
+  plan.workspaceRows = options.workspaceRows;
+  plan.maxModelLen = options.maxModelLen;
+  plan.maxNumSeqs = options.maxNumSeqs;
+  plan.kvFormat = options.kvFormat;
+}
+
 /// Options of `mla-to-llvm-cpu` (it plans for target=cpu first).
 struct CpuPipelineOptions : public PlanningOptions<CpuPipelineOptions> {};
 

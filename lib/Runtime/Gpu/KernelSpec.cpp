@@ -165,18 +165,6 @@ bool parseChipField(const std::string &value, Chip &chip, std::string &error) {
   return false;
 }
 
-const char *actTypeName(ActType type) {
-  switch (type) {
-  case ActType::BF16:
-    return "bf16";
-  case ActType::F16:
-    return "f16";
-  case ActType::F32:
-    return "f32";
-  }
-  return "";
-}
-
 bool parseActType(const std::string &value, ActType &type,
                   std::string &error) {
   for (ActType t : {ActType::BF16, ActType::F16, ActType::F32})

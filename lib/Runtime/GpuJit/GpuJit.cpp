@@ -63,18 +63,6 @@ const char *targetChip(Chip chip) {
   return chip == Chip::SM90a ? "sm90" : "sm100";
 }
 
-const char *actTypeIR(ActType type) {
-  switch (type) {
-  case ActType::BF16:
-    return "bf16";
-  case ActType::F16:
-    return "f16";
-  case ActType::F32:
-    return "f32";
-  }
-  return "";
-}
-
 /// `tensor<` + dims joined by 'x' + `x<elem>>`; a negative dim is dynamic.
 std::string tensorType(std::initializer_list<int64_t> dims,
                        llvm::StringRef elem) {
@@ -147,7 +135,7 @@ std::string getDecodeKernelsSource(const DecodeKernelSpec &spec) {
 
 std::string getCacheWriteKernelSource(const CacheWriteKernelSpec &spec) {
   const CacheWriteShape &s = spec.shape;
-  const char *in = actTypeIR(s.input);
+  const char *in = actTypeName(s.input);
   // Float caches hold elements of their format; fp8 caches hold bytes.
   const char *cacheElem = "i8";
   int64_t elemSize = 1;
@@ -208,7 +196,7 @@ std::string getCacheWriteKernelSource(const CacheWriteKernelSpec &spec) {
 
 std::string getProjectionKernelSource(const ProjectionKernelSpec &spec) {
   const ProjectionShape &s = spec.shape;
-  const char *elem = actTypeIR(s.elem);
+  const char *elem = actTypeName(s.elem);
   bool absorb = spec.kind == ProjectionKind::AbsorbQ;
   std::string in = tensorType({-1, s.numHeads, s.inDim + s.ropeDim}, elem);
   std::string weight = tensorType({s.numHeads, s.inDim, s.outDim}, elem);

@@ -25,6 +25,19 @@ namespace mla::gpu {
 /// Element type of activations (kv_c, k_pe, q, o, weights and results).
 enum class ActType { BF16, F16, F32 };
 
+/// "bf16", "f16" or "f32": the spelling of spec texts and of MLIR types.
+inline const char *actTypeName(ActType type) {
+  switch (type) {
+  case ActType::BF16:
+    return "bf16";
+  case ActType::F16:
+    return "f16";
+  case ActType::F32:
+    return "f32";
+  }
+  return "";
+}
+
 inline int64_t actBytes(ActType type) { return type == ActType::F32 ? 4 : 2; }
 
 /// Grid and block of a launch, in the order cuLaunchKernel takes them.
