@@ -63,3 +63,9 @@ for cap in _gpu_compute_capabilities():
 
 if shutil.which("ptxas", path=os.environ.get("PATH", "") + os.pathsep + "/usr/local/cuda/bin"):
     config.available_features.add("ptxas")
+
+# The MLIR-free GPU runtime (mla-bench, libMLAGpuCAPI.so) is built where
+# cuda.h was found.
+if os.path.exists(os.path.join(config.mla_tools_dir, "mla-bench")):
+    config.available_features.add("gpu-runtime")
+config.substitutions.append(("%mla_obj_root", config.mla_obj_root))

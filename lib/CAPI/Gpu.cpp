@@ -9,8 +9,8 @@
 //===----------------------------------------------------------------------===//
 
 #include "mla-c/Gpu.h"
-#include "mla/Runtime/Gpu/CacheProjectionLaunch.h"
-#include "mla/Runtime/Gpu/GpuDecode.h"
+#include "mla/GpuRuntime/CacheProjectionLaunch.h"
+#include "mla/GpuRuntime/GpuDecode.h"
 #include "llvm/ADT/Twine.h"
 #include <algorithm>
 #include <cmath>

@@ -7,9 +7,9 @@
 //===----------------------------------------------------------------------===//
 
 #include "mla-c/Runtime.h"
-#include "mla/Runtime/CpuExecutor.h"
-#include "mla/Runtime/Error.h"
-#include "mla/Runtime/KernelBuilder.h"
+#include "mla/JIT/CpuExecutor.h"
+#include "mla/Contract/Error.h"
+#include "mla/JIT/KernelBuilder.h"
 #include "llvm/ADT/Twine.h"
 #include <algorithm>
 #include <array>

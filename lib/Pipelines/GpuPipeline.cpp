@@ -10,7 +10,7 @@
 #include "mla/Conversion/Passes.h"
 #include "mla/Dialect/MLA/Transforms/Passes.h"
 #include "mla/Pipelines/Pipelines.h"
-#include "mla/Runtime/Gpu/KernelABI.h"
+#include "mla/Contract/KernelABI.h"
 #include "mlir/Conversion/Passes.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/GPU/Transforms/Passes.h"

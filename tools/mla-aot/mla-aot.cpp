@@ -9,9 +9,9 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "mla/Runtime/Gpu/GpuJit.h"
-#include "mla/Runtime/Gpu/KernelCache.h"
-#include "mla/Runtime/Gpu/KernelSpec.h"
+#include "mla/JIT/GpuJit.h"
+#include "mla/GpuRuntime/KernelCache.h"
+#include "mla/Contract/KernelSpec.h"
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/Format.h"

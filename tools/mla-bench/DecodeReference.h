@@ -10,7 +10,7 @@
 #ifndef MLA_TOOLS_MLABENCH_DECODEREFERENCE_H
 #define MLA_TOOLS_MLABENCH_DECODEREFERENCE_H
 
-#include "mla/Runtime/Gpu/KernelABI.h"
+#include "mla/Contract/KernelABI.h"
 #include <cstdint>
 #include <cstring>
 #include <vector>

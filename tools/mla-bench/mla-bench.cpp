@@ -18,7 +18,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "DecodeReference.h"
-#include "mla/Runtime/Gpu/GpuDecode.h"
+#include "mla/GpuRuntime/GpuDecode.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/ScopeExit.h"
 #include "llvm/Support/CommandLine.h"

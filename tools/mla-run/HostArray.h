@@ -11,7 +11,7 @@
 #ifndef MLA_TOOLS_MLARUN_HOSTARRAY_H
 #define MLA_TOOLS_MLARUN_HOSTARRAY_H
 
-#include "mla/Runtime/HostTensor.h"
+#include "mla/Contract/HostTensor.h"
 #include "llvm/Support/Error.h"
 #include <vector>
 

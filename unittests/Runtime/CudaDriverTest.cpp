@@ -7,7 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "mla/Runtime/Gpu/CudaDriver.h"
+#include "mla/GpuRuntime/CudaDriver.h"
 #include "gtest/gtest.h"
 
 using namespace mla::gpu;

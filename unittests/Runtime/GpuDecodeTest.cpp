@@ -7,7 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "mla/Runtime/Gpu/GpuDecode.h"
+#include "mla/GpuRuntime/GpuDecode.h"
 #include "llvm/Support/FileSystem.h"
 #include "gtest/gtest.h"
 

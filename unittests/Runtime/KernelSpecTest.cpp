@@ -7,8 +7,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "mla/Runtime/Gpu/KernelSpec.h"
-#include "mla/Runtime/Gpu/KernelCache.h"
+#include "mla/Contract/KernelSpec.h"
+#include "mla/GpuRuntime/KernelCache.h"
 #include "gtest/gtest.h"
 #include <cstring>
 #include <set>

@@ -6,7 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "mla/Runtime/SplitPlanner.h"
+#include "mla/Contract/SplitPlanner.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/MathExtras.h"
 #include "gtest/gtest.h"

@@ -45,7 +45,7 @@ def ConvertMLAToGPU : Pass<"convert-mla-to-gpu", "mlir::ModuleOp"> {
     and `mla.up_proj_out` of a function becomes one or more kernels in a
     `gpu.module @mla_kernels` (the module gets `gpu.container_module`);
     `mla.plan_splits` is host work. The kernels follow the contract in
-    `mla/Runtime/Gpu/KernelABI.h` (names, raw-pointer parameters, grid,
+    `mla/Contract/KernelABI.h` (names, raw-pointer parameters, grid,
     block, shared memory), which the host runtime launches through the
     CUDA driver API; the host functions themselves are removed, since the
     runtime owns argument checks, split planning and launches.

@@ -109,7 +109,7 @@ void buildMLAToLLVMCpuPipeline(mlir::OpPassManager &pm,
 /// mla-plan{target} -> mla-select-gpu-tiling -> convert-mla-to-gpu ->
 /// nvvm-attach-target -> NVVM/LLVM inside the gpu.module ->
 /// gpu-module-to-binary. The result is a module holding one gpu.binary
-/// `@mla_kernels` whose kernels follow mla/Runtime/Gpu/KernelABI.h.
+/// `@mla_kernels` whose kernels follow mla/Contract/KernelABI.h.
 void buildMLAToNVVMPipeline(mlir::OpPassManager &pm,
                             const GpuPipelineOptions &options);
 

@@ -1,6 +1,6 @@
 //===- CacheWriteGPU.cpp - GPU kernel of mla.cache_write ------------------===//
 //
-// Emits `mla_cache_write` (contract in mla/Runtime/Gpu/CacheProjectionABI.h)
+// Emits `mla_cache_write` (contract in mla/Contract/CacheProjectionABI.h)
 // at the LLVM/NVVM dialect level: one warp per token; each lane handles
 // groups of consecutive row entries with one vector load and one vector
 // store (16 bytes where the row widths allow). Scaled formats reduce the
@@ -16,7 +16,7 @@
 
 #include "mla/Conversion/MLAToGPU/MLAToGPU.h"
 #include "mla/Dialect/MLA/IR/MLAOps.h"
-#include "mla/Runtime/Gpu/CacheProjectionABI.h"
+#include "mla/Contract/CacheProjectionABI.h"
 #include "GpuCodegenUtils.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"

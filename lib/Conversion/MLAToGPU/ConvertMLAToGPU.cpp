@@ -2,7 +2,7 @@
 //
 // Emits the device kernels of every mla op of the module into one
 // `gpu.module @mla_kernels` and removes the host functions (the host side of
-// the GPU path is the runtime, which follows mla/Runtime/Gpu/KernelABI.h).
+// the GPU path is the runtime, which follows mla/Contract/KernelABI.h).
 //
 //===----------------------------------------------------------------------===//
 

@@ -1,7 +1,7 @@
 //===- ProjectionGPU.cpp - GPU kernels of mla.absorb_q and up_proj_out ----===//
 //
 // Both ops are batched GEMMs over heads, out_n = in_n @ w[n], with a
-// dynamic token count T (contracts in mla/Runtime/Gpu/CacheProjectionABI.h).
+// dynamic token count T (contracts in mla/Contract/CacheProjectionABI.h).
 //
 // bf16/f16: a CTA of 4 warps (2 x 2) owns a 64 x 64 output tile of one head;
 // each warp computes 32 x 32 with nvvm.mma.sync m16n8k16 (i32-packed
@@ -19,7 +19,7 @@
 
 #include "mla/Conversion/MLAToGPU/MLAToGPU.h"
 #include "mla/Dialect/MLA/IR/MLAOps.h"
-#include "mla/Runtime/Gpu/CacheProjectionABI.h"
+#include "mla/Contract/CacheProjectionABI.h"
 #include "GpuCodegenUtils.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"

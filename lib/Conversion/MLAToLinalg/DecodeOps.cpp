@@ -15,7 +15,7 @@
 #include "mla/Conversion/MLAToLinalg/MLAToLinalg.h"
 #include "mla/Dialect/MLA/IR/MLAOps.h"
 #include "mla/Dialect/MLA/Transforms/Passes.h"
-#include "mla/Runtime/HostCalls.h"
+#include "mla/Contract/HostCalls.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -501,7 +501,7 @@ struct LowerCombine : public OpRewritePattern<CombineOp> {
   }
 };
 
-/// plan_splits: a call of the host split planner (mla/Runtime/HostCalls.h)
+/// plan_splits: a call of the host split planner (mla/Contract/HostCalls.h)
 /// on the seq_lens buffer, filling a fresh bounds buffer.
 struct LowerPlanSplits : public OpRewritePattern<PlanSplitsOp> {
   using OpRewritePattern::OpRewritePattern;

@@ -2,14 +2,14 @@
 //
 // Each emitter creates one `gpu.func` kernel at the builder's insertion point,
 // which must be inside a `gpu.module`. The kernel's name, parameters and
-// launch geometry follow mla/Runtime/Gpu/KernelABI.h. Emitters report
+// launch geometry follow mla/Contract/KernelABI.h. Emitters report
 // unsupported shapes with an error at `loc` and return failure.
 //
 //===----------------------------------------------------------------------===//
 #ifndef MLA_CONVERSION_MLATOGPU_MLATOGPU_H
 #define MLA_CONVERSION_MLATOGPU_MLATOGPU_H
 
-#include "mla/Runtime/Gpu/KernelABI.h"
+#include "mla/Contract/KernelABI.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/IR/Builders.h"
 
@@ -34,7 +34,7 @@ emitCombine(mlir::OpBuilder &builder, mlir::Location loc, llvm::StringRef name,
 
 /// Kernels of the cache and projection ops (CacheWriteGPU.cpp,
 /// ProjectionGPU.cpp); their contracts are in
-/// mla/Runtime/Gpu/CacheProjectionABI.h. Each reads shapes, dtypes and the
+/// mla/Contract/CacheProjectionABI.h. Each reads shapes, dtypes and the
 /// cache layout from `op` and emits at the builder's insertion point.
 mlir::LogicalResult emitCacheWriteKernels(mlir::OpBuilder &builder,
                                           mlir::Operation *cacheWriteOp,

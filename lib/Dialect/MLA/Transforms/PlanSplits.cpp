@@ -8,7 +8,7 @@
 
 #include "mla/Dialect/MLA/IR/MLAOps.h"
 #include "mla/Dialect/MLA/Transforms/Passes.h"
-#include "mla/Runtime/SplitPlanner.h"
+#include "mla/Contract/SplitPlanner.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/Matchers.h"
 

@@ -9,7 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "mla/Dialect/MLA/Transforms/Passes.h"
-#include "mla/Runtime/Gpu/KernelABI.h"
+#include "mla/Contract/KernelABI.h"
 #include "mlir/IR/BuiltinOps.h"
 
 namespace mla {

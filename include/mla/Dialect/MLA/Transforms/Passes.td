@@ -80,7 +80,7 @@ def MLAPlanSplits : Pass<"mla-plan-splits", "mlir::ModuleOp"> {
       depends on the rest of the batch.
 
     With constant `seq_lens` the plan is computed now by the C++ planner
-    (`mla/Runtime/SplitPlanner.h`) and stored as `bounds`; otherwise S is the
+    (`mla/Contract/SplitPlanner.h`) and stored as `bounds`; otherwise S is the
     plan's capacity (heuristic: from `max-seq-len`; balanced: `num_sm_parts`;
     batch-invariant: 1) and the same planner runs on the host at run time
     (`mla.plan_splits`, inserted by `mla-split-kv`). `num-sms` defaults to

@@ -1,0 +1,116 @@
+//===- KernelABI.h - Contract between GPU kernels and their launcher -----===//
+//
+// What the GPU lowering (`convert-mla-to-gpu`) emits and what the host
+// runtime launches must agree on kernel names, parameter lists, grid, block
+// and shared-memory sizes. Both sides include this header; it depends on
+// nothing but the C++ standard library so that a serving process can launch
+// cached kernels without MLIR or LLVM.
+//
+// Every kernel takes raw device pointers (`!llvm.ptr<1>` in the IR, a
+// CUdeviceptr on the host) followed by i32 scalars; every tensor is dense and
+// row-major. Dimensions baked into a kernel are part of its spec (and of its
+// cache key); dimensions listed as kernel parameters may differ per launch.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MLA_CONTRACT_KERNELABI_H
+#define MLA_CONTRACT_KERNELABI_H
+
+#include <cstdint>
+#include <string>
+
+namespace mla::gpu {
+
+enum class Chip { SM90a, SM100a };
+enum class ElemType { BF16, F16 };
+
+/// "sm_90a" / "sm_100a".
+const char *chipName(Chip chip);
+/// Parses "sm_90a"/"sm90" and "sm_100a"/"sm100"; false when unknown.
+bool parseChip(const std::string &text, Chip &chip);
+inline int64_t elemBytes(ElemType) { return 2; }
+
+//===----------------------------------------------------------------------===//
+// Decode: mla_decode_partial + mla_combine
+//===----------------------------------------------------------------------===//
+
+/// The baked dimensions of a decode kernel (bf16/f16 cache rows of L+R).
+struct DecodeShape {
+  int64_t numHeads = 128;  // N
+  int64_t queryRows = 1;   // Sq
+  int64_t latentDim = 512; // L
+  int64_t ropeDim = 64;    // R
+  int64_t pageSize = 64;
+  ElemType elem = ElemType::BF16;
+  bool causal = false;
+  float scale = 0.0721687824f; // (P+R)^-0.5
+  int64_t rowDim() const { return latentDim + ropeDim; }
+};
+
+/// Tile parameters of the decode partial kernel (set by the planning pass
+/// `mla-select-gpu-tiling` as `#mla.gpu_tiling`, chosen by
+/// `chooseDecodeTiling`).
+///
+/// A CTA owns `rowsPerCta` query rows (row = token-major (i, n) pairs of one
+/// request: row r is query token r / N, head r % N) and one split of one
+/// request. Warps form a (rowsPerCta/16) x warpsN grid: for QK^T warp (i, j)
+/// scores KV tokens [j*kvBlock/warpsN, (j+1)*kvBlock/warpsN) of each block for
+/// rows 16i..16i+15; for PV it owns output columns
+/// [j*L/warpsN, (j+1)*L/warpsN). KV blocks of `kvBlock` tokens are staged in
+/// shared memory `stages` deep.
+/// `wgmma` (sm_90a only) computes QK^T and PV with warpgroup MMAs reading
+/// both operands from shared memory laid out in 128-byte-swizzled 64-column
+/// boxes (the TMA/wgmma canonical layout) instead of ldmatrix + mma.sync;
+/// it needs rowsPerCta 64, warpsN 2 (two warpgroups), kvBlock 64.
+struct DecodeTiling {
+  int64_t rowsPerCta = 64;
+  int64_t warpsN = 2;
+  int64_t kvBlock = 32;
+  int64_t stages = 2;
+  bool wgmma = false;
+};
+
+/// The tiling the planning passes use for `chip` and `shape`.
+DecodeTiling chooseDecodeTiling(Chip chip, const DecodeShape &shape);
+/// Empty when `tiling` can run `shape`, else why not.
+std::string checkDecodeTiling(Chip chip, const DecodeShape &shape,
+                              const DecodeTiling &tiling);
+int64_t decodeThreadsPerCta(const DecodeTiling &tiling);
+/// Dynamic shared memory of mla_decode_partial, in bytes.
+int64_t decodeSharedBytes(Chip chip, const DecodeShape &shape,
+                          const DecodeTiling &tiling);
+
+/// Kernel `mla_decode_partial`, grid (ceil(Sq*N / rowsPerCta), S, B),
+/// block (decodeThreadsPerCta), dynamic shared memory decodeSharedBytes.
+/// Parameters, in order:
+///   q             [B, Sq, N, L+R]   elem
+///   cache         [pages, pageSize, L+R] elem
+///   block_table   [B, maxPages]      i32
+///   seq_lens      [B]                i32
+///   split_bounds  [B, S+1]           i32 (piece s = [b[s], b[s+1]) clamped to seq_len)
+///   partial_out   [S, B, Sq, N, L]   f32 (normalised within the piece)
+///   partial_lse   [S, B, N, Sq]      f32 (natural log; -inf for an empty piece)
+///   B, maxPages, S                   i32
+inline constexpr const char *kDecodePartialKernel = "mla_decode_partial";
+inline constexpr int kDecodePartialNumParams = 10;
+
+/// Kernel `mla_combine`, grid (ceil(Sq*N / combineRowsPerCta), B), block
+/// combineThreadsPerCta, no dynamic shared memory. Parameters:
+///   partial_out [S, B, Sq, N, L] f32, partial_lse [S, B, N, Sq] f32,
+///   out [B, Sq, N, L] elem, lse [B, N, Sq] f32, B i32, S i32
+inline constexpr const char *kCombineKernel = "mla_combine";
+inline constexpr int kCombineNumParams = 6;
+inline constexpr int64_t kCombineRowsPerCta = 4;
+inline constexpr int64_t kCombineThreadsPerCta = 128;
+
+/// Workspace floats for S pieces of a batch of B requests (partial_out then
+/// partial_lse): S*B*Sq*N*(L+1).
+inline int64_t decodeWorkspaceFloats(const DecodeShape &shape, int64_t batch,
+                                     int64_t numSplits) {
+  return numSplits * batch * shape.queryRows * shape.numHeads *
+         (shape.latentDim + 1);
+}
+
+} // namespace mla::gpu
+
+#endif // MLA_CONTRACT_KERNELABI_H

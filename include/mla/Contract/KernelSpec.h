@@ -1,0 +1,120 @@
+//===- KernelSpec.h - What identifies one compiled GPU kernel image -------===//
+//
+// A kernel spec names everything a compiled image depends on besides the
+// toolchain: the op family (decode, cache_write, absorb_q, up_proj_out), the
+// baked dimensions, dtypes, page size, tiling and chip. Its canonical text is hashed (with the pipeline name and the
+// toolchain version) into the kernel-cache key, so the JIT (which links
+// MLIR) and a serving process without MLIR find the same entry.
+//
+// No MLIR or LLVM dependency.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MLA_CONTRACT_KERNELSPEC_H
+#define MLA_CONTRACT_KERNELSPEC_H
+
+#include "mla/Contract/CacheProjectionABI.h"
+#include "mla/Contract/KernelABI.h"
+
+#include <string>
+#include <variant>
+#include <vector>
+
+namespace mla::gpu {
+
+/// A decode image holds two kernels: mla_decode_partial and mla_combine.
+struct DecodeKernelSpec {
+  Chip chip = Chip::SM90a;
+  DecodeShape shape;
+  DecodeTiling tiling; // chooseDecodeTiling(chip, shape) unless overridden
+};
+
+/// Canonical one-line text, e.g.
+/// "decode chip=sm_90a N=128 Sq=1 L=512 R=64 page=64 dtype=bf16 causal=0
+///  scale=0x3d93cd3a tile=64x2x32x2" (the scale as its f32 bit pattern, so
+/// the text round-trips exactly).
+std::string toString(const DecodeKernelSpec &spec);
+
+/// Parses what toString prints (keys in any order; `tile` optional: when
+/// absent the tiling is chooseDecodeTiling's). Returns false with `error`
+/// set on malformed text or an unusable tiling.
+bool parseDecodeKernelSpec(const std::string &text, DecodeKernelSpec &spec,
+                           std::string &error);
+
+/// An `mla.cache_write` image: kernel mla_cache_write (CacheProjectionABI.h).
+/// The page size does not change the code but is part of the op's cache
+/// type, so it is part of the spec as well.
+struct CacheWriteKernelSpec {
+  Chip chip = Chip::SM90a;
+  CacheWriteShape shape; // shape.scale is read for fp8_e4m3 only
+  int64_t pageSize = 64;
+};
+
+/// Canonical text, e.g. "cache_write chip=sm_90a L=512 R=64 page=64
+/// dtype=bf16 format=fp8_e4m3 scale=0x3f800000". `dtype` is the input's
+/// (kv_c and k_pe: bf16, f16 or f32); `format` is the cache row format (bf16,
+/// f16, f32, fp8_e4m3, fp8_e4m3_token or fp8_ds_mla). The per-tensor scale is
+/// baked into the fp8_e4m3 kernel, so it is printed (as its f32 bit pattern)
+/// for that format only: each scale is its own kernel.
+std::string toString(const CacheWriteKernelSpec &spec);
+
+/// Parses what toString prints (keys in any order; `scale` required for
+/// fp8_e4m3 and refused otherwise, decimal accepted).
+bool parseCacheWriteKernelSpec(const std::string &text,
+                               CacheWriteKernelSpec &spec, std::string &error);
+
+/// The two per-head projections of absorbed MLA.
+enum class ProjectionKind { AbsorbQ, UpProjOut };
+
+/// An `mla.absorb_q` image (kernel mla_absorb_q: shape.inDim = P,
+/// shape.outDim = L, shape.ropeDim = R) or an `mla.up_proj_out` image
+/// (kernel mla_up_proj_out: inDim = L, outDim = V, ropeDim = 0).
+struct ProjectionKernelSpec {
+  ProjectionKind kind = ProjectionKind::AbsorbQ;
+  Chip chip = Chip::SM90a;
+  ProjectionShape shape;
+};
+
+/// Canonical text, "absorb_q chip=sm_90a N=128 P=128 L=512 R=64 dtype=bf16"
+/// or "up_proj_out chip=sm_90a N=128 L=512 V=128 dtype=bf16" (dtype bf16,
+/// f16 or f32).
+std::string toString(const ProjectionKernelSpec &spec);
+
+/// Parses what toString prints (either family; keys in any order). Rejects
+/// shapes checkProjectionShape refuses.
+bool parseProjectionKernelSpec(const std::string &text,
+                               ProjectionKernelSpec &spec, std::string &error);
+
+/// A spec of any family.
+using KernelSpec =
+    std::variant<DecodeKernelSpec, CacheWriteKernelSpec, ProjectionKernelSpec>;
+
+/// Parses a spec of any family, dispatching on its first word ("decode",
+/// "cache_write", "absorb_q" or "up_proj_out").
+bool parseKernelSpec(const std::string &text, KernelSpec &spec,
+                     std::string &error);
+std::string toString(const KernelSpec &spec);
+
+/// The name of the pass pipeline that compiles a spec, with options, as
+/// hashed into the key (e.g. "mla-to-nvvm{chip=sm_90a format=bin}").
+std::string pipelineFor(const DecodeKernelSpec &spec);
+std::string pipelineFor(const CacheWriteKernelSpec &spec);
+std::string pipelineFor(const ProjectionKernelSpec &spec);
+std::string pipelineFor(const KernelSpec &spec);
+
+/// The toolchain identity baked in at build time (MLIR/LLVM version and
+/// CUDA toolkit version), identical in the JIT and in the MLIR-free
+/// runtime of one build.
+const char *toolchainVersion();
+
+/// The kernel-cache key of `spec` (computeKernelCacheKey over toString,
+/// pipelineFor, toolchainVersion and chipName). Every family's text starts
+/// with its name, so keys of different families never collide.
+std::string cacheKeyFor(const DecodeKernelSpec &spec);
+std::string cacheKeyFor(const CacheWriteKernelSpec &spec);
+std::string cacheKeyFor(const ProjectionKernelSpec &spec);
+std::string cacheKeyFor(const KernelSpec &spec);
+
+} // namespace mla::gpu
+
+#endif // MLA_CONTRACT_KERNELSPEC_H

@@ -1,0 +1,195 @@
+//===- GpuDecode.h - MLA decode on the GPU from a cached image --*- C++ -*-===//
+//
+// The MLIR-free half of GPU decode: a GpuDecoder holds one compiled image
+// (kernels mla_decode_partial and mla_combine, KernelABI.h) and launches it on
+// buffers its caller owns. The image comes from the kernel cache, filled ahead
+// of time by `mla-aot` (or, in a process that links the compiler, by a
+// fallback that compiles on a miss).
+//
+// A decode is split in two so it can be captured in a CUDA graph:
+//   1. per batch, on the host: plan the split bounds (planUniformBounds or
+//      planBounds) and upload them into the workspace (uploadBounds), before
+//      any capture begins;
+//   2. per step: run(), which validates its arguments and enqueues the two
+//      kernels; it never allocates, copies from the host or synchronises.
+//
+// Depends on LLVM Support, the split planner and <cuda.h> (types only).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MLA_GPURUNTIME_GPUDECODE_H
+#define MLA_GPURUNTIME_GPUDECODE_H
+
+#include "mla/GpuRuntime/CudaDriver.h"
+#include "mla/GpuRuntime/KernelCache.h"
+#include "mla/Contract/KernelSpec.h"
+#include "mla/Contract/SplitPlanner.h"
+#include "llvm/ADT/ArrayRef.h"
+#include "llvm/Support/Error.h"
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+namespace mla::gpu {
+
+/// Byte offsets of the three workspace sections of one decode: partial_out
+/// f32 [S, B, Sq, N, L], partial_lse f32 [S, B, N, Sq], split_bounds i32
+/// [B, S+1]. Each section starts on a 256-byte boundary.
+struct DecodeWorkspaceLayout {
+  size_t partialOut = 0;
+  size_t partialLse = 0;
+  size_t splitBounds = 0;
+  size_t totalBytes = 0;
+};
+
+/// The workspace of a batch of `batch` requests cut into `numSplits` pieces
+/// each. Both counts must be positive.
+DecodeWorkspaceLayout decodeWorkspaceLayout(const DecodeShape &shape,
+                                            int64_t batch, int64_t numSplits);
+
+/// Host-planned split bounds: piece s of request b is
+/// [bounds[b*(S+1)+s], bounds[b*(S+1)+s+1]), clamped to seq_lens[b] by the
+/// kernel.
+struct SplitBounds {
+  int64_t numSplits = 1; // S
+  std::vector<int32_t> bounds;
+};
+
+/// Cuts every request into exactly `numSplits` pieces of
+/// ceil(seq_len / numSplits) tokens rounded up to a multiple of
+/// `alignTokens` (trailing pieces may be empty). Fails on a negative length
+/// or count, or a numSplits outside [1, 65535] (the grid's y extent).
+llvm::Expected<SplitBounds> planUniformBounds(llvm::ArrayRef<int32_t> seqLens,
+                                              int64_t numSplits,
+                                              int64_t alignTokens);
+
+/// Bounds for a batch of which only the shape is known on the host: every
+/// request is cut as if it were `capacity` tokens long (the block table's
+/// pages x page size); the kernel clamps each piece to the real length.
+llvm::Expected<SplitBounds> planCapacityBounds(int64_t batch, int64_t capacity,
+                                               int64_t numSplits,
+                                               int64_t alignTokens);
+
+/// The split planner's options for `spec` on a GPU with `numSms`
+/// multiprocessors (rows per CTA from the spec's tiling).
+plan::SplitPlanOptions decodePlanOptions(const DecodeKernelSpec &spec,
+                                         plan::SplitPolicy policy,
+                                         int64_t numSms);
+
+/// Pieces per request for the decode grid (ceil(Sq*N/rows) x S x B CTAs,
+/// not persistent): the S in [1, maxSplits] that minimises the estimated
+/// time `waves(S) * blocks(S) * t_block + combine(S)`, where
+/// waves(S) = ceil(row_blocks * S * B / (numSms * ctasPerSm)), blocks(S) the
+/// KV blocks of the longest piece and t_block the larger of the block's
+/// HBM time and its MMA time at one CTA's share of the GPU; combine(S)
+/// charges the partial-state traffic. One piece when the requests alone fill
+/// the SMs, more when they leave SMs idle. `ctasPerSm` comes from the
+/// kernel's shared memory and registers (decodeCtasPerSm).
+int64_t chooseGridSplits(const DecodeKernelSpec &spec, int64_t batch,
+                         int64_t maxSeqLen, int64_t numSms,
+                         int64_t maxSplits = 64);
+
+/// Decode CTAs that fit on one SM at once (shared memory and a 255-register
+/// budget per thread), at least 1.
+int64_t decodeCtasPerSm(const DecodeKernelSpec &spec);
+
+/// Plans the batch with mla::plan::planSplits and keeps its bounds. Fails
+/// when the plan needs more than 65535 pieces per request.
+llvm::Expected<SplitBounds> planBounds(llvm::ArrayRef<int32_t> seqLens,
+                                       const plan::SplitPlanOptions &options);
+
+/// Host-side checks of run-time lengths against a spec: every seq_len in
+/// [0, capacity] and, for a causal spec, 0 or at least Sq (the query rows
+/// are the request's last Sq positions).
+llvm::Error checkSeqLens(const DecodeKernelSpec &spec,
+                         llvm::ArrayRef<int32_t> seqLens, int64_t maxPages);
+
+/// Device buffers and sizes of one decode. Tensors are dense, row-major and
+/// laid out as KernelABI.h says; the workspace holds
+/// decodeWorkspaceLayout(shape, batch, numSplits) and its split_bounds
+/// section must already hold the bounds (uploadBounds).
+struct DecodeArgs {
+  CUdeviceptr q = 0;          // [B, Sq, N, L+R] elem
+  CUdeviceptr cache = 0;      // [numPages, page, L+R] elem
+  CUdeviceptr blockTable = 0; // [B, maxPages] i32
+  CUdeviceptr seqLens = 0;    // [B] i32
+  CUdeviceptr out = 0;        // [B, Sq, N, L] elem
+  CUdeviceptr lse = 0;        // [B, N, Sq] f32
+  CUdeviceptr workspace = 0;
+  size_t workspaceBytes = 0;
+  int64_t batch = 0;     // B
+  int64_t maxPages = 0;  // block_table columns
+  int64_t numPages = 0;  // pages in the cache
+  int64_t numSplits = 1; // S
+};
+
+/// Validates the sizes of a decode: batch and split counts within the
+/// grid's extents, a block table of at least one column whose capacity fits
+/// in int32, and at least one cache page.
+llvm::Error checkDecodeSizes(const DecodeKernelSpec &spec, int64_t batch,
+                             int64_t maxPages, int64_t numPages,
+                             int64_t numSplits);
+
+/// Validates everything about `args` the host can see: non-null and aligned
+/// pointers, sizes in the ranges the kernels' i32 parameters and grid allow,
+/// and a large enough workspace. Needs no GPU.
+llvm::Error checkDecodeArgs(const DecodeKernelSpec &spec,
+                            const DecodeArgs &args);
+
+/// A loaded decode image, ready to launch in the context that was current
+/// when it was created.
+class GpuDecoder {
+public:
+  /// Compiles a spec into an image (cubin) on a cache miss.
+  using Compiler = std::function<llvm::Expected<std::vector<char>>(
+      const DecodeKernelSpec &)>;
+
+  /// Loads both kernels from `image` into the current context (the primary
+  /// context of device 0 if none is current) and allows the partial kernel
+  /// its dynamic shared memory. Fails when the spec's tiling cannot run its
+  /// shape, or on any driver error.
+  static llvm::Expected<GpuDecoder> create(const DecodeKernelSpec &spec,
+                                           const std::vector<char> &image);
+
+  /// Loads the image cached under cacheKeyFor(spec). On a miss, compiles it
+  /// with `fallback` and stores it (best effort: an unwritable cache does not
+  /// fail the load); without a fallback a miss is an error that names the
+  /// `mla-aot` command producing the entry.
+  static llvm::Expected<GpuDecoder> fromCache(const DecodeKernelSpec &spec,
+                                              const KernelCache &cache,
+                                              const Compiler &fallback = {});
+
+  const DecodeKernelSpec &getSpec() const { return spec; }
+
+  /// Workspace bytes a run over `batch` requests in `numSplits` pieces needs.
+  size_t workspaceBytes(int64_t batch, int64_t numSplits) const {
+    return decodeWorkspaceLayout(spec.shape, batch, numSplits).totalBytes;
+  }
+
+  /// Enqueues the copy of `bounds` into the split_bounds section of a
+  /// workspace of `workspaceBytes` bytes. `bounds` may be released on return
+  /// (the driver stages pageable memory), but the copy is not capturable in a
+  /// CUDA graph: upload before capture.
+  llvm::Error uploadBounds(CUstream stream, CUdeviceptr workspace,
+                           size_t workspaceBytes, int64_t batch,
+                           const SplitBounds &bounds) const;
+
+  /// Validates `args` (checkDecodeArgs), then enqueues mla_decode_partial and
+  /// mla_combine on `stream`. Allocates nothing and copies nothing, so it may
+  /// be captured in a CUDA graph. Nothing is launched when validation fails.
+  llvm::Error run(CUstream stream, const DecodeArgs &args) const;
+
+private:
+  GpuDecoder(const DecodeKernelSpec &spec, CudaKernel partial,
+             CudaKernel combine)
+      : spec(spec), partial(std::move(partial)), combine(std::move(combine)) {}
+
+  DecodeKernelSpec spec;
+  CudaKernel partial;
+  CudaKernel combine;
+};
+
+} // namespace mla::gpu
+
+#endif // MLA_GPURUNTIME_GPUDECODE_H

@@ -1,0 +1,71 @@
+//===- KernelCache.h - on-disk cache of compiled GPU kernels ----*- C++ -*-===//
+//
+// Compiling a decode kernel (MLIR pipeline + ptxas) takes far longer than a
+// decode step, so compiled images are kept on disk across processes. An entry
+// is one file `<key>.cubin` whose key hashes everything the image depends on:
+// the kernel spec, the pass pipeline, the toolchain version and the chip.
+// Writers publish entries with rename(), so concurrent processes never see a
+// partially written image.
+//
+// Depends on LLVM Support only: the host runtime links it without MLIR.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MLA_GPURUNTIME_KERNELCACHE_H
+#define MLA_GPURUNTIME_KERNELCACHE_H
+
+#include "mla/Contract/CacheKey.h"
+#include "llvm/ADT/ArrayRef.h"
+#include "llvm/ADT/StringRef.h"
+#include "llvm/Support/Error.h"
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace mla::gpu {
+
+/// Returns the directory the cache uses by default: $MLA_KERNEL_CACHE_DIR,
+/// else $XDG_CACHE_HOME/mla, else $HOME/.cache/mla. Empty variables (and a
+/// relative XDG_CACHE_HOME, which the XDG spec says to ignore) are skipped;
+/// fails when none applies.
+llvm::Expected<std::string> getDefaultKernelCacheDirectory();
+
+/// A directory of compiled kernel images addressed by computeKernelCacheKey.
+/// The directory is created on the first store; lookups never create it.
+class KernelCache {
+public:
+  /// A cache rooted at `directory`.
+  explicit KernelCache(std::string directory)
+      : directory(std::move(directory)) {}
+
+  /// A cache rooted at getDefaultKernelCacheDirectory().
+  static llvm::Expected<KernelCache> openDefault();
+
+  const std::string &getDirectory() const { return directory; }
+
+  /// The file that holds (or would hold) the entry for `key`.
+  std::string getEntryPath(llvm::StringRef key) const;
+
+  /// Returns the whole image stored under `key`, or std::nullopt when there is
+  /// no readable entry (a malformed key is a miss, too).
+  std::optional<std::vector<char>> lookup(llvm::StringRef key) const;
+
+  /// Stores `image` under `key`, replacing any previous entry atomically: the
+  /// bytes go to a unique temporary file in the cache directory, which is then
+  /// renamed over the entry. Fails (without leaving a temporary file behind)
+  /// when the key is malformed or the directory cannot be created or written.
+  llvm::Error store(llvm::StringRef key, llvm::ArrayRef<char> image) const;
+
+  /// The error of a process without a compiler that finds no entry for the
+  /// spec `specText` (key `key`): std::errc::no_such_file_or_directory, with
+  /// the `mla-aot` command that builds the entry.
+  llvm::Error getMissingEntryError(llvm::StringRef specText,
+                                   llvm::StringRef key) const;
+
+private:
+  std::string directory;
+};
+
+} // namespace mla::gpu
+
+#endif // MLA_GPURUNTIME_KERNELCACHE_H

@@ -1,0 +1,220 @@
+//===- KernelABI.cpp - GPU kernel contract shared by lowering and runtime -===//
+
+#include "mla/Contract/KernelABI.h"
+
+#include <algorithm>
+
+namespace mla::gpu {
+
+const char *chipName(Chip chip) {
+  return chip == Chip::SM90a ? "sm_90a" : "sm_100a";
+}
+
+bool parseChip(const std::string &text, Chip &chip) {
+  if (text == "sm_90a" || text == "sm90" || text == "sm_90") {
+    chip = Chip::SM90a;
+    return true;
+  }
+  if (text == "sm_100a" || text == "sm100" || text == "sm_100") {
+    chip = Chip::SM100a;
+    return true;
+  }
+  return false;
+}
+
+namespace {
+int64_t alignTo(int64_t v, int64_t a) { return (v + a - 1) / a * a; }
+
+/// Largest dynamic shared memory a CTA may use (sm_90 and sm_100: 227 KiB).
+constexpr int64_t kMaxSharedBytes = 227 * 1024;
+} // namespace
+
+DecodeTiling chooseDecodeTilingSM100(const DecodeShape &shape);
+int64_t decodeSharedBytesSM100(const DecodeShape &shape,
+                               const DecodeTiling &tiling);
+std::string checkDecodeTilingSM100(const DecodeShape &shape,
+                                   const DecodeTiling &tiling);
+
+DecodeTiling chooseDecodeTiling(Chip chip, const DecodeShape &shape) {
+  if (chip == Chip::SM100a)
+    return chooseDecodeTilingSM100(shape);
+  // Warpgroup MMAs on 128B-swizzled tiles when the shape allows them: on
+  // the H200 2.1-2.3x the mma.sync kernel at N=128 and +5% at N=16, where
+  // the 64-row tile idles MMA rows but the kernel is bound by HBM anyway
+  // (docs/benchmarks.md).
+  DecodeTiling wgmmaTiling{64, 2, 64, 2, /*wgmma=*/true};
+  if (checkDecodeTiling(chip, shape, wgmmaTiling).empty())
+    return wgmmaTiling;
+  DecodeTiling tiling;
+  int64_t rows = shape.numHeads * shape.queryRows;
+  if (rows >= 64) {
+    // Compute-bound (FLOP/byte ~ 2*N*Sq): 64 rows share each KV block; two
+    // warps per 16-row block split the 512-wide output (128 f32 per thread).
+    // Three stages: +8.5% over two at (132,128,8192) on the H200
+    // (docs/benchmarks.md), still one CTA per SM.
+    tiling = {64, 2, 32, 3};
+  } else if (rows > 16) {
+    tiling = {32, 2, 32, 2};
+  } else {
+    // Memory-bound: one 16-row block, four warps on the output columns,
+    // wide KV blocks so each warp scores 16 tokens per block.
+    tiling = {16, 4, 64, 2};
+  }
+  // Narrow latents (L = 256, ...) leave too few output columns per warp.
+  while (tiling.warpsN > 1 && (shape.latentDim / tiling.warpsN) % 16 != 0)
+    tiling.warpsN /= 2;
+  // A KV block never straddles a page: small pages get smaller blocks (and
+  // fewer warps sharing a block's tokens).
+  while (shape.pageSize > 0 && shape.pageSize % tiling.kvBlock != 0) {
+    if (tiling.kvBlock / 2 >= 16 * tiling.warpsN && tiling.kvBlock > 16)
+      tiling.kvBlock /= 2;
+    else if (tiling.warpsN > 1)
+      tiling.warpsN /= 2;
+    else
+      break;
+  }
+  return tiling;
+}
+
+int64_t decodeThreadsPerCta(const DecodeTiling &tiling) {
+  return 32 * (tiling.rowsPerCta / 16) * tiling.warpsN;
+}
+
+int64_t decodeSharedBytes(Chip chip, const DecodeShape &shape,
+                          const DecodeTiling &tiling) {
+  if (chip == Chip::SM100a)
+    return decodeSharedBytesSM100(shape, tiling);
+  if (tiling.wgmma) {
+    // 64-column boxes of 128-byte rows; every section 1024-byte aligned (the
+    // 128-byte swizzle atom).
+    int64_t row = shape.rowDim() * elemBytes(shape.elem);
+    return alignTo(tiling.rowsPerCta * row, 1024) +
+           alignTo(tiling.stages * tiling.kvBlock * row, 1024) +
+           alignTo(tiling.rowsPerCta * tiling.kvBlock * 2, 1024) +
+           alignTo(tiling.rowsPerCta * tiling.warpsN * 4, 128);
+  }
+  // Shared rows are padded to whole 128-byte swizzle groups.
+  int64_t rowBytes = alignTo(shape.rowDim() * elemBytes(shape.elem), 128);
+  int64_t q = alignTo(tiling.rowsPerCta * rowBytes, 128);
+  int64_t kv = alignTo(tiling.stages * tiling.kvBlock * rowBytes, 128);
+  // P rows are padded by 16 bytes so ldmatrix reads are conflict-free.
+  int64_t p = alignTo(tiling.rowsPerCta * (tiling.kvBlock * 2 + 16), 128);
+  int64_t red = alignTo(tiling.rowsPerCta * tiling.warpsN * 4, 128);
+  return q + kv + p + red;
+}
+
+std::string checkDecodeTiling(Chip chip, const DecodeShape &shape,
+                              const DecodeTiling &tiling) {
+  if (chip == Chip::SM100a && tiling.wgmma)
+    return "wgmma is an sm_90a instruction; sm_100a uses tcgen05";
+  if (chip == Chip::SM100a)
+    return checkDecodeTilingSM100(shape, tiling);
+  auto str = [](int64_t v) { return std::to_string(v); };
+  if (shape.rowDim() % 16 != 0)
+    return "the row width L+R = " + str(shape.rowDim()) +
+           " must be a multiple of 16 (mma k-steps)";
+  if (shape.latentDim % 16 != 0)
+    return "L = " + str(shape.latentDim) + " must be a multiple of 16";
+  if (tiling.rowsPerCta % 16 != 0 || tiling.rowsPerCta <= 0)
+    return "rows_per_cta must be a positive multiple of 16";
+  if (tiling.warpsN <= 0 || (shape.latentDim / tiling.warpsN) % 16 != 0 ||
+      shape.latentDim % tiling.warpsN != 0)
+    return "each of warps_n = " + str(tiling.warpsN) +
+           " warps must own a multiple of 16 of the L = " +
+           str(shape.latentDim) + " output columns";
+  if (tiling.kvBlock % (16 * tiling.warpsN) != 0)
+    return "kv_block = " + str(tiling.kvBlock) + " must give each of the " +
+           str(tiling.warpsN) + " warps a multiple of 16 tokens";
+  if (shape.pageSize % tiling.kvBlock != 0)
+    return "kv_block = " + str(tiling.kvBlock) +
+           " must divide the page size " + str(shape.pageSize) +
+           " (a block never straddles pages)";
+  if (tiling.wgmma &&
+      (tiling.rowsPerCta != 64 || tiling.warpsN != 2 || tiling.kvBlock != 64 ||
+       shape.rowDim() % 64 != 0 || shape.latentDim % 128 != 0 ||
+       shape.latentDim > 512))
+    return "wgmma needs rows_per_cta 64, warps_n 2, kv_block 64, L+R a "
+           "multiple of 64 and L a multiple of 128 up to 512";
+  if (tiling.stages < 2)
+    return "stages = " + str(tiling.stages) +
+           " must be at least 2 (cp.async double buffering)";
+  if (decodeThreadsPerCta(tiling) > 1024)
+    return "more than 1024 threads per CTA";
+  int64_t smem = decodeSharedBytes(chip, shape, tiling);
+  if (smem > kMaxSharedBytes)
+    return "needs " + str(smem) + " bytes of shared memory, more than the " +
+           str(kMaxSharedBytes) + " a CTA may use";
+  return {};
+}
+
+//===----------------------------------------------------------------------===//
+// sm_100a (tcgen05) decode tiling
+//===----------------------------------------------------------------------===//
+//
+// On sm_100a the fields of DecodeTiling mean (see DecodeSM100.cpp):
+//   rows_per_cta = 64: the M of every tcgen05.mma (kind::f16, cta_group::1).
+//     M = 64 uses half of the tensor-memory lanes (lanes 16w..16w+15 of each
+//     32-lane sub-partition, "Layout F"), so the 64 x L f32 output fits in
+//     L/2 columns as two 64 x L/2 accumulators at lane offsets 0 and 16.
+//     That leaves >= 256 of the 512 columns for the 64 x kv_block scores.
+//   warps_n = 1: one warpgroup (128 threads); warp w owns tensor-memory
+//     sub-partition w, i.e. query rows 16w..16w+15 of the CTA.
+//   kv_block: KV tokens per QK^T / PV step (the N of QK^T, the K of PV),
+//     a multiple of 16 up to 128 (one tcgen05.ld of the scores per thread).
+//   stages: KV blocks in flight in shared memory (cp.async prefetch depth).
+
+namespace {
+/// Tensor-memory columns left for the scores once O (L/2 columns, lanes 0-15
+/// and 16-31 of each sub-partition) is placed at column 0.
+constexpr int64_t kSM100ScoreColumn = 256;
+} // namespace
+
+DecodeTiling chooseDecodeTilingSM100(const DecodeShape &shape) {
+  // Wide blocks amortise the per-block barrier/commit round trips; the
+  // 64-row Q tile plus two KV stages must stay inside 227 KiB.
+  DecodeTiling tiling{64, 1, 64, 2};
+  if (decodeSharedBytesSM100(shape, tiling) > kMaxSharedBytes)
+    tiling.kvBlock = 32;
+  return tiling;
+}
+
+int64_t decodeSharedBytesSM100(const DecodeShape &shape,
+                               const DecodeTiling &tiling) {
+  // Shared rows are padded to whole 128-byte swizzle groups.
+  int64_t rowBytes = alignTo(shape.rowDim() * elemBytes(shape.elem), 128);
+  int64_t q = tiling.rowsPerCta * rowBytes;
+  int64_t kv = tiling.stages * tiling.kvBlock * rowBytes;
+  int64_t p = tiling.rowsPerCta * tiling.kvBlock * 2;
+  // One mbarrier (8 bytes) and the tcgen05.alloc result slot (4 bytes); the
+  // kernel aligns the dynamic shared base up to 128 bytes itself.
+  int64_t sync = 16;
+  return alignTo(q + kv + p + sync, 128) + 128;
+}
+
+std::string checkDecodeTilingSM100(const DecodeShape &shape,
+                                   const DecodeTiling &tiling) {
+  auto str = [](int64_t v) { return std::to_string(v); };
+  if (tiling.rowsPerCta != 64)
+    return "rows_per_cta must be 64 on sm_100a (the M of the tcgen05 MMAs)";
+  if (tiling.warpsN != 1)
+    return "warps_n must be 1 on sm_100a (one warpgroup reads tensor memory)";
+  if (shape.rowDim() % 16 != 0)
+    return "the row width L+R = " + str(shape.rowDim()) +
+           " must be a multiple of 16 (the K of one tcgen05.mma)";
+  if (shape.latentDim % 64 != 0 || shape.latentDim > 2 * kSM100ScoreColumn)
+    return "L = " + str(shape.latentDim) +
+           " must be a multiple of 64 and at most 512 on sm_100a (two "
+           "64 x L/2 f32 accumulators in tensor memory)";
+  if (tiling.kvBlock % 16 != 0 || tiling.kvBlock < 16 || tiling.kvBlock > 128)
+    return "kv_block = " + str(tiling.kvBlock) +
+           " must be a multiple of 16 in [16, 128] on sm_100a";
+  if (tiling.stages < 1 || tiling.stages > 4)
+    return "stages must be in [1, 4]";
+  int64_t smem = decodeSharedBytesSM100(shape, tiling);
+  if (smem > kMaxSharedBytes)
+    return "needs " + str(smem) + " bytes of shared memory, more than the " +
+           str(kMaxSharedBytes) + " a CTA may use";
+  return {};
+}
+
+} // namespace mla::gpu

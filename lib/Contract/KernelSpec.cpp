@@ -1,0 +1,553 @@
+//===- KernelSpec.cpp - canonical text and cache key of a kernel spec -----===//
+//
+// The spec text is the part of the cache key a user can read: it must print
+// every field that changes the image, print it one way only, and parse back
+// to the same spec (the scale as its f32 bit pattern, so no decimal rounding
+// can make two processes disagree).
+//
+//===----------------------------------------------------------------------===//
+
+#include "mla/Contract/KernelSpec.h"
+#include "mla/Contract/CacheKey.h"
+
+#include <cerrno>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <initializer_list>
+#include <map>
+#include <sstream>
+
+// Written at configure time (see CMakeLists.txt): the MLIR release and the
+// ptxas version, as `mlir-<version>;cuda-<version>`.
+#include "ToolchainVersion.inc"
+
+namespace mla::gpu {
+
+namespace {
+
+uint32_t floatBits(float value) {
+  uint32_t bits;
+  std::memcpy(&bits, &value, sizeof(bits));
+  return bits;
+}
+
+float bitsToFloat(uint32_t bits) {
+  float value;
+  std::memcpy(&value, &bits, sizeof(value));
+  return value;
+}
+
+/// A whole decimal integer, no sign, no trailing characters.
+bool parseCount(const std::string &text, int64_t &value) {
+  if (text.empty() || text.size() > 12)
+    return false;
+  value = 0;
+  for (char c : text) {
+    if (c < '0' || c > '9')
+      return false;
+    value = value * 10 + (c - '0');
+  }
+  return true;
+}
+
+/// `0x` and eight hex digits (the f32 bit pattern toString prints), or a
+/// decimal float for hand-written specs.
+bool parseScale(const std::string &text, float &scale) {
+  if (text.size() == 10 && text[0] == '0' &&
+      (text[1] == 'x' || text[1] == 'X')) {
+    uint32_t bits = 0;
+    for (size_t i = 2; i < text.size(); ++i) {
+      char c = text[i];
+      int digit;
+      if (c >= '0' && c <= '9')
+        digit = c - '0';
+      else if (c >= 'a' && c <= 'f')
+        digit = c - 'a' + 10;
+      else if (c >= 'A' && c <= 'F')
+        digit = c - 'A' + 10;
+      else
+        return false;
+      bits = bits << 4 | static_cast<uint32_t>(digit);
+    }
+    scale = bitsToFloat(bits);
+    return true;
+  }
+  bool otherHex =
+      text.size() > 1 && text[0] == '0' && (text[1] == 'x' || text[1] == 'X');
+  if (text.empty() || otherHex)
+    return false;
+  errno = 0;
+  char *end = nullptr;
+  scale = std::strtof(text.c_str(), &end);
+  return errno == 0 && end == text.c_str() + text.size();
+}
+
+/// `RxWxKxS[w]`: rows_per_cta x warps_n x kv_block x stages; a trailing `w`
+/// selects the wgmma kernel.
+bool parseTile(const std::string &tileText, DecodeTiling &tiling) {
+  std::string text = tileText;
+  tiling.wgmma = !text.empty() && text.back() == 'w';
+  if (tiling.wgmma)
+    text.pop_back();
+  int64_t *fields[] = {&tiling.rowsPerCta, &tiling.warpsN, &tiling.kvBlock,
+                       &tiling.stages};
+  size_t start = 0;
+  for (size_t i = 0; i < 4; ++i) {
+    size_t end = i == 3 ? text.size() : text.find('x', start);
+    if (end == std::string::npos ||
+        !parseCount(text.substr(start, end - start), *fields[i]) ||
+        *fields[i] <= 0)
+      return false;
+    start = end + 1;
+  }
+  return true;
+}
+
+/// A spec text split into its family (the first word) and its key=value
+/// fields.
+struct Fields {
+  std::string family;
+  std::map<std::string, std::string> values;
+};
+
+/// Fails on a word that is not key=value and on a key given twice.
+bool splitFields(const std::string &text, Fields &fields, std::string &error) {
+  std::istringstream words(text);
+  std::string word;
+  words >> fields.family;
+  while (words >> word) {
+    size_t eq = word.find('=');
+    if (eq == std::string::npos || eq == 0) {
+      error = "expected key=value, got '" + word + "'";
+      return false;
+    }
+    std::string key = word.substr(0, eq);
+    if (!fields.values.emplace(key, word.substr(eq + 1)).second) {
+      error = "key '" + key + "' given twice";
+      return false;
+    }
+  }
+  return true;
+}
+
+/// Fails naming every missing key of `required`; `names` lists what a spec
+/// of the family holds, for the message.
+bool checkRequired(const Fields &fields,
+                   std::initializer_list<const char *> required,
+                   const char *names, std::string &error) {
+  std::string missing;
+  for (const char *key : required)
+    if (!fields.values.count(key))
+      missing += std::string(missing.empty() ? "" : ", ") + key;
+  if (missing.empty())
+    return true;
+  error = "missing " + missing + " (a spec names " + names + ")";
+  return false;
+}
+
+bool parseCountField(const Fields &fields, const char *key, int64_t &value,
+                     int64_t min, std::string &error) {
+  const std::string &text = fields.values.at(key);
+  if (parseCount(text, value) && value >= min)
+    return true;
+  error = std::string(key) + " must be an integer >= " + std::to_string(min) +
+          ", got '" + text + "'";
+  return false;
+}
+
+bool parseChipField(const std::string &value, Chip &chip, std::string &error) {
+  if (parseChip(value, chip))
+    return true;
+  error = "unknown chip '" + value + "' (expected sm_90a or sm_100a)";
+  return false;
+}
+
+bool parseActType(const std::string &value, ActType &type,
+                  std::string &error) {
+  for (ActType t : {ActType::BF16, ActType::F16, ActType::F32})
+    if (value == actTypeName(t)) {
+      type = t;
+      return true;
+    }
+  error = "dtype must be bf16, f16 or f32, got '" + value + "'";
+  return false;
+}
+
+constexpr CacheFormat kCacheFormats[] = {
+    CacheFormat::BF16,    CacheFormat::F16,          CacheFormat::F32,
+    CacheFormat::FP8E4M3, CacheFormat::FP8E4M3Token, CacheFormat::FP8DsMla};
+
+/// The #mla.cache_layout format names.
+const char *cacheFormatName(CacheFormat format) {
+  switch (format) {
+  case CacheFormat::BF16:
+    return "bf16";
+  case CacheFormat::F16:
+    return "f16";
+  case CacheFormat::F32:
+    return "f32";
+  case CacheFormat::FP8E4M3:
+    return "fp8_e4m3";
+  case CacheFormat::FP8E4M3Token:
+    return "fp8_e4m3_token";
+  case CacheFormat::FP8DsMla:
+    return "fp8_ds_mla";
+  }
+  return "";
+}
+
+std::string scaleText(float scale) {
+  char text[16];
+  std::snprintf(text, sizeof(text), "0x%08x",
+                static_cast<unsigned>(floatBits(scale)));
+  return text;
+}
+
+std::string mlaToNvvm(Chip chip) {
+  return std::string("mla-to-nvvm{chip=") + chipName(chip) + " format=bin}";
+}
+
+} // namespace
+
+std::string toString(const DecodeKernelSpec &spec) {
+  const DecodeShape &s = spec.shape;
+  const DecodeTiling &t = spec.tiling;
+  std::ostringstream os;
+  os << "decode chip=" << chipName(spec.chip) << " N=" << s.numHeads
+     << " Sq=" << s.queryRows << " L=" << s.latentDim << " R=" << s.ropeDim
+     << " page=" << s.pageSize
+     << " dtype=" << (s.elem == ElemType::BF16 ? "bf16" : "f16")
+     << " causal=" << (s.causal ? 1 : 0) << " scale=" << scaleText(s.scale)
+     << " tile=" << t.rowsPerCta << 'x' << t.warpsN << 'x' << t.kvBlock << 'x'
+     << t.stages << (t.wgmma ? "w" : "");
+  return os.str();
+}
+
+bool parseDecodeKernelSpec(const std::string &text, DecodeKernelSpec &spec,
+                           std::string &error) {
+  Fields fields;
+  if (!splitFields(text, fields, error))
+    return false;
+  if (fields.family != "decode") {
+    error = "a kernel spec starts with its family 'decode', got '" +
+            fields.family + "'";
+    return false;
+  }
+  if (!checkRequired(fields,
+                     {"chip", "N", "Sq", "L", "R", "page", "dtype", "causal",
+                      "scale"},
+                     "chip, N, Sq, L, R, page, dtype, causal and scale; tile "
+                     "is optional",
+                     error))
+    return false;
+
+  DecodeKernelSpec result;
+  DecodeShape &shape = result.shape;
+  auto count = [&](const char *key, int64_t &value, int64_t min) {
+    return parseCountField(fields, key, value, min, error);
+  };
+  for (const auto &[key, value] : fields.values) {
+    bool ok = true;
+    if (key == "chip") {
+      ok = parseChipField(value, result.chip, error);
+    } else if (key == "N") {
+      ok = count("N", shape.numHeads, 1);
+    } else if (key == "Sq") {
+      ok = count("Sq", shape.queryRows, 1);
+    } else if (key == "L") {
+      ok = count("L", shape.latentDim, 1);
+    } else if (key == "R") {
+      ok = count("R", shape.ropeDim, 0);
+    } else if (key == "page") {
+      ok = count("page", shape.pageSize, 1);
+    } else if (key == "dtype") {
+      if (value == "bf16") {
+        shape.elem = ElemType::BF16;
+      } else if (value == "f16") {
+        shape.elem = ElemType::F16;
+      } else {
+        error = "dtype must be bf16 or f16, got '" + value + "'";
+        ok = false;
+      }
+    } else if (key == "causal") {
+      if (value != "0" && value != "1") {
+        error = "causal must be 0 or 1, got '" + value + "'";
+        ok = false;
+      }
+      shape.causal = value == "1";
+    } else if (key == "scale") {
+      if (!parseScale(value, shape.scale) || !std::isfinite(shape.scale) ||
+          shape.scale <= 0) {
+        error = "scale must be a positive finite f32 (0x followed by its 8 "
+                "hex digit bit pattern, or a decimal), got '" +
+                value + "'";
+        ok = false;
+      }
+    } else if (key == "tile") {
+      if (!parseTile(value, result.tiling)) {
+        error = "tile must be rows_per_cta x warps_n x kv_block x stages, "
+                "four positive integers such as 64x2x32x2, got '" +
+                value + "'";
+        ok = false;
+      }
+    } else {
+      error = "unknown key '" + key +
+              "' (expected chip, N, Sq, L, R, page, dtype, causal, scale "
+              "or tile)";
+      ok = false;
+    }
+    if (!ok)
+      return false;
+  }
+
+  bool given = fields.values.count("tile");
+  if (!given)
+    result.tiling = chooseDecodeTiling(result.chip, shape);
+  std::string why = checkDecodeTiling(result.chip, shape, result.tiling);
+  if (!why.empty()) {
+    error = std::string(given ? "the given tile" : "the default tile") +
+            " cannot run this shape on " + chipName(result.chip) + ": " + why;
+    return false;
+  }
+  spec = result;
+  return true;
+}
+
+std::string toString(const CacheWriteKernelSpec &spec) {
+  const CacheWriteShape &s = spec.shape;
+  std::ostringstream os;
+  os << "cache_write chip=" << chipName(spec.chip) << " L=" << s.latentDim
+     << " R=" << s.ropeDim << " page=" << spec.pageSize
+     << " dtype=" << actTypeName(s.input)
+     << " format=" << cacheFormatName(s.format);
+  if (s.format == CacheFormat::FP8E4M3)
+    os << " scale=" << scaleText(s.scale);
+  return os.str();
+}
+
+bool parseCacheWriteKernelSpec(const std::string &text,
+                               CacheWriteKernelSpec &spec,
+                               std::string &error) {
+  Fields fields;
+  if (!splitFields(text, fields, error))
+    return false;
+  if (fields.family != "cache_write") {
+    error = "a cache write kernel spec starts with 'cache_write', got '" +
+            fields.family + "'";
+    return false;
+  }
+  if (!checkRequired(fields, {"chip", "L", "R", "page", "dtype", "format"},
+                     "chip, L, R, page, dtype and format; scale with format "
+                     "fp8_e4m3",
+                     error))
+    return false;
+
+  CacheWriteKernelSpec result;
+  CacheWriteShape &shape = result.shape;
+  for (const auto &[key, value] : fields.values) {
+    bool ok = true;
+    if (key == "chip") {
+      ok = parseChipField(value, result.chip, error);
+    } else if (key == "L") {
+      ok = parseCountField(fields, "L", shape.latentDim, 1, error);
+    } else if (key == "R") {
+      ok = parseCountField(fields, "R", shape.ropeDim, 1, error);
+    } else if (key == "page") {
+      ok = parseCountField(fields, "page", result.pageSize, 1, error);
+    } else if (key == "dtype") {
+      ok = parseActType(value, shape.input, error);
+    } else if (key == "format") {
+      ok = false;
+      for (CacheFormat format : kCacheFormats)
+        if (value == cacheFormatName(format)) {
+          shape.format = format;
+          ok = true;
+        }
+      if (!ok)
+        error = "format must be bf16, f16, f32, fp8_e4m3, fp8_e4m3_token or "
+                "fp8_ds_mla, got '" +
+                value + "'";
+    } else if (key == "scale") {
+      if (!parseScale(value, shape.scale) || !std::isfinite(shape.scale) ||
+          shape.scale <= 0) {
+        error = "scale must be a positive finite f32 (0x followed by its 8 "
+                "hex digit bit pattern, or a decimal), got '" +
+                value + "'";
+        ok = false;
+      }
+    } else {
+      error = "unknown key '" + key +
+              "' (expected chip, L, R, page, dtype, format or scale)";
+      ok = false;
+    }
+    if (!ok)
+      return false;
+  }
+
+  bool scaled = shape.format == CacheFormat::FP8E4M3;
+  if (scaled != static_cast<bool>(fields.values.count("scale"))) {
+    error = scaled ? "format fp8_e4m3 needs scale, the per-tensor scale its "
+                     "values are divided by (each scale is its own kernel)"
+                   : std::string("scale is only used by format fp8_e4m3, "
+                                 "not ") +
+                         cacheFormatName(shape.format);
+    return false;
+  }
+  if (!scaled)
+    shape.scale = 1.0f;
+  if (shape.format == CacheFormat::FP8DsMla &&
+      shape.latentDim % kDsMlaTile != 0) {
+    error = "format fp8_ds_mla needs L % " + std::to_string(kDsMlaTile) +
+            " == 0, got L = " + std::to_string(shape.latentDim);
+    return false;
+  }
+  spec = result;
+  return true;
+}
+
+std::string toString(const ProjectionKernelSpec &spec) {
+  const ProjectionShape &s = spec.shape;
+  std::ostringstream os;
+  if (spec.kind == ProjectionKind::AbsorbQ)
+    os << "absorb_q chip=" << chipName(spec.chip) << " N=" << s.numHeads
+       << " P=" << s.inDim << " L=" << s.outDim << " R=" << s.ropeDim;
+  else
+    os << "up_proj_out chip=" << chipName(spec.chip) << " N=" << s.numHeads
+       << " L=" << s.inDim << " V=" << s.outDim;
+  os << " dtype=" << actTypeName(s.elem);
+  return os.str();
+}
+
+bool parseProjectionKernelSpec(const std::string &text,
+                               ProjectionKernelSpec &spec,
+                               std::string &error) {
+  Fields fields;
+  if (!splitFields(text, fields, error))
+    return false;
+  ProjectionKernelSpec result;
+  if (fields.family == "absorb_q") {
+    result.kind = ProjectionKind::AbsorbQ;
+    if (!checkRequired(fields, {"chip", "N", "P", "L", "R", "dtype"},
+                       "chip, N, P, L, R and dtype", error))
+      return false;
+  } else if (fields.family == "up_proj_out") {
+    result.kind = ProjectionKind::UpProjOut;
+    if (!checkRequired(fields, {"chip", "N", "L", "V", "dtype"},
+                       "chip, N, L, V and dtype", error))
+      return false;
+  } else {
+    error = "a projection kernel spec starts with 'absorb_q' or "
+            "'up_proj_out', got '" +
+            fields.family + "'";
+    return false;
+  }
+  bool absorb = result.kind == ProjectionKind::AbsorbQ;
+  ProjectionShape &shape = result.shape;
+  shape.ropeDim = 0;
+  for (const auto &[key, value] : fields.values) {
+    bool ok = true;
+    if (key == "chip") {
+      ok = parseChipField(value, result.chip, error);
+    } else if (key == "N") {
+      ok = parseCountField(fields, "N", shape.numHeads, 1, error);
+    } else if (key == "dtype") {
+      ok = parseActType(value, shape.elem, error);
+    } else if (absorb && key == "P") {
+      ok = parseCountField(fields, "P", shape.inDim, 1, error);
+    } else if (key == "L") {
+      ok = parseCountField(fields, "L", absorb ? shape.outDim : shape.inDim, 1,
+                           error);
+    } else if (absorb && key == "R") {
+      ok = parseCountField(fields, "R", shape.ropeDim, 1, error);
+    } else if (!absorb && key == "V") {
+      ok = parseCountField(fields, "V", shape.outDim, 1, error);
+    } else {
+      error = "unknown key '" + key + "' (expected " +
+              (absorb ? "chip, N, P, L, R or dtype"
+                      : "chip, N, L, V or dtype") +
+              ")";
+      ok = false;
+    }
+    if (!ok)
+      return false;
+  }
+  if (const char *why = checkProjectionShape(shape); *why) {
+    error = std::string("no ") + fields.family + " kernel for this shape: " +
+            why;
+    return false;
+  }
+  spec = result;
+  return true;
+}
+
+bool parseKernelSpec(const std::string &text, KernelSpec &spec,
+                     std::string &error) {
+  std::istringstream words(text);
+  std::string family;
+  words >> family;
+  if (family == "decode") {
+    DecodeKernelSpec decode;
+    if (!parseDecodeKernelSpec(text, decode, error))
+      return false;
+    spec = decode;
+    return true;
+  }
+  if (family == "cache_write") {
+    CacheWriteKernelSpec cacheWrite;
+    if (!parseCacheWriteKernelSpec(text, cacheWrite, error))
+      return false;
+    spec = cacheWrite;
+    return true;
+  }
+  if (family == "absorb_q" || family == "up_proj_out") {
+    ProjectionKernelSpec projection;
+    if (!parseProjectionKernelSpec(text, projection, error))
+      return false;
+    spec = projection;
+    return true;
+  }
+  error = "a kernel spec starts with its family (decode, cache_write, "
+          "absorb_q or up_proj_out), got '" +
+          family + "'";
+  return false;
+}
+
+std::string toString(const KernelSpec &spec) {
+  return std::visit([](const auto &s) { return toString(s); }, spec);
+}
+
+std::string pipelineFor(const DecodeKernelSpec &spec) {
+  return mlaToNvvm(spec.chip);
+}
+std::string pipelineFor(const CacheWriteKernelSpec &spec) {
+  return mlaToNvvm(spec.chip);
+}
+std::string pipelineFor(const ProjectionKernelSpec &spec) {
+  return mlaToNvvm(spec.chip);
+}
+std::string pipelineFor(const KernelSpec &spec) {
+  return std::visit([](const auto &s) { return pipelineFor(s); }, spec);
+}
+
+const char *toolchainVersion() { return MLA_TOOLCHAIN_VERSION; }
+
+std::string cacheKeyFor(const DecodeKernelSpec &spec) {
+  return computeKernelCacheKey(toString(spec), pipelineFor(spec),
+                               toolchainVersion(), chipName(spec.chip));
+}
+std::string cacheKeyFor(const CacheWriteKernelSpec &spec) {
+  return computeKernelCacheKey(toString(spec), pipelineFor(spec),
+                               toolchainVersion(), chipName(spec.chip));
+}
+std::string cacheKeyFor(const ProjectionKernelSpec &spec) {
+  return computeKernelCacheKey(toString(spec), pipelineFor(spec),
+                               toolchainVersion(), chipName(spec.chip));
+}
+std::string cacheKeyFor(const KernelSpec &spec) {
+  return std::visit([](const auto &s) { return cacheKeyFor(s); }, spec);
+}
+
+} // namespace mla::gpu

@@ -1,0 +1,339 @@
+//===- GpuDecode.cpp - MLA decode on the GPU from a cached image ----------===//
+//
+// Every check runs before the first launch, so a rejected call leaves the
+// stream untouched; the launches themselves are the only driver calls run()
+// makes.
+//
+//===----------------------------------------------------------------------===//
+
+#include "mla/GpuRuntime/GpuDecode.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/Twine.h"
+#include "llvm/Support/MathExtras.h"
+#include <algorithm>
+#include <limits>
+
+using namespace mla::gpu;
+using llvm::Twine;
+
+/// Grid y and z extents (pieces per request, requests) are at most this.
+static constexpr int64_t kMaxGridYZ = 65535;
+static constexpr int64_t kInt32Max = std::numeric_limits<int32_t>::max();
+static constexpr size_t kSectionAlign = 256;
+
+static llvm::Error invalid(const Twine &message) {
+  return llvm::createStringError(
+      std::make_error_code(std::errc::invalid_argument), message);
+}
+
+DecodeWorkspaceLayout mla::gpu::decodeWorkspaceLayout(const DecodeShape &shape,
+                                                      int64_t batch,
+                                                      int64_t numSplits) {
+  auto align = [](size_t v) { return llvm::alignTo(v, kSectionAlign); };
+  size_t pieces = static_cast<size_t>(numSplits) * batch;
+  size_t rows = pieces * shape.queryRows * shape.numHeads;
+  DecodeWorkspaceLayout layout;
+  layout.partialOut = 0;
+  layout.partialLse = align(rows * shape.latentDim * sizeof(float));
+  layout.splitBounds = layout.partialLse + align(rows * sizeof(float));
+  layout.totalBytes =
+      layout.splitBounds + batch * (numSplits + 1) * sizeof(int32_t);
+  return layout;
+}
+
+static llvm::Error checkSplitCount(int64_t numSplits) {
+  if (numSplits < 1 || numSplits > kMaxGridYZ)
+    return invalid("the number of splits must be in [1, " + Twine(kMaxGridYZ) +
+                   "], got " + Twine(numSplits));
+  return llvm::Error::success();
+}
+
+/// Appends the S+1 bounds of one request cut into pieces of `chunk` tokens.
+static void appendChunkedRow(std::vector<int32_t> &bounds, int64_t len,
+                             int64_t numSplits, int64_t chunk) {
+  for (int64_t s = 0; s <= numSplits; ++s)
+    bounds.push_back(static_cast<int32_t>(std::min(s * chunk, len)));
+}
+
+llvm::Expected<SplitBounds>
+mla::gpu::planUniformBounds(llvm::ArrayRef<int32_t> seqLens, int64_t numSplits,
+                            int64_t alignTokens) {
+  if (llvm::Error error = checkSplitCount(numSplits))
+    return std::move(error);
+  if (alignTokens < 1)
+    return invalid("alignTokens must be positive, got " + Twine(alignTokens));
+  SplitBounds result;
+  result.numSplits = numSplits;
+  result.bounds.reserve(seqLens.size() * (numSplits + 1));
+  for (auto [b, len] : llvm::enumerate(seqLens)) {
+    if (len < 0)
+      return invalid("seq_lens[" + Twine(b) + "] = " + Twine(len) +
+                     " is negative");
+    int64_t chunk = llvm::alignTo(llvm::divideCeil(len, numSplits),
+                                  static_cast<uint64_t>(alignTokens));
+    appendChunkedRow(result.bounds, len, numSplits, std::max<int64_t>(chunk, 1));
+  }
+  return result;
+}
+
+llvm::Expected<SplitBounds>
+mla::gpu::planCapacityBounds(int64_t batch, int64_t capacity,
+                             int64_t numSplits, int64_t alignTokens) {
+  if (batch < 0 || capacity < 0 || capacity > kInt32Max)
+    return invalid("batch (" + Twine(batch) + ") and capacity (" +
+                   Twine(capacity) + ") must be non-negative int32 values");
+  std::vector<int32_t> lens(batch, static_cast<int32_t>(capacity));
+  return planUniformBounds(lens, numSplits, alignTokens);
+}
+
+mla::plan::SplitPlanOptions
+mla::gpu::decodePlanOptions(const DecodeKernelSpec &spec,
+                            plan::SplitPolicy policy, int64_t numSms) {
+  plan::SplitPlanOptions options;
+  options.policy = policy;
+  options.numSms = numSms;
+  options.numHeadsQ = spec.shape.numHeads;
+  options.queryRows = spec.shape.queryRows;
+  options.rowsPerCta = spec.tiling.rowsPerCta;
+  return options;
+}
+
+llvm::Expected<SplitBounds>
+mla::gpu::planBounds(llvm::ArrayRef<int32_t> seqLens,
+                     const plan::SplitPlanOptions &options) {
+  llvm::Expected<plan::SplitPlan> plan = plan::planSplits(seqLens, options);
+  if (!plan)
+    return plan.takeError();
+  if (llvm::Error error = checkSplitCount(plan->maxSplits))
+    return std::move(error);
+  return SplitBounds{plan->maxSplits, std::move(plan->bounds)};
+}
+
+llvm::Error mla::gpu::checkSeqLens(const DecodeKernelSpec &spec,
+                                   llvm::ArrayRef<int32_t> seqLens,
+                                   int64_t maxPages) {
+  int64_t capacity = maxPages * spec.shape.pageSize;
+  int64_t sq = spec.shape.queryRows;
+  for (auto [b, len] : llvm::enumerate(seqLens)) {
+    if (len < 0)
+      return invalid("seq_lens[" + Twine(b) + "] = " + Twine(len) +
+                     " is negative");
+    if (len > capacity)
+      return invalid("seq_lens[" + Twine(b) + "] = " + Twine(len) +
+                     " exceeds the block table's capacity " + Twine(capacity) +
+                     " (" + Twine(maxPages) + " pages of " +
+                     Twine(spec.shape.pageSize) + ")");
+    if (spec.shape.causal && len > 0 && len < sq)
+      return invalid("causal decode needs seq_lens[" + Twine(b) + "] = " +
+                     Twine(len) + " >= s_q = " + Twine(sq) +
+                     " (the query rows are the request's last s_q positions)");
+  }
+  return llvm::Error::success();
+}
+
+llvm::Error mla::gpu::checkDecodeSizes(const DecodeKernelSpec &spec,
+                                       int64_t batch, int64_t maxPages,
+                                       int64_t numPages, int64_t numSplits) {
+  if (batch < 1 || batch > kMaxGridYZ)
+    return invalid("the batch size must be in [1, " + Twine(kMaxGridYZ) +
+                   "], got " + Twine(batch));
+  if (maxPages < 1 || maxPages > kInt32Max / spec.shape.pageSize)
+    return invalid("the block table must have at least one column and a "
+                   "capacity (columns x page size " +
+                   Twine(spec.shape.pageSize) + ") that fits in int32, got " +
+                   Twine(maxPages) + " columns");
+  if (numPages < 1 || numPages > kInt32Max)
+    return invalid("the cache must hold between 1 and " + Twine(kInt32Max) +
+                   " pages, got " + Twine(numPages));
+  return checkSplitCount(numSplits);
+}
+
+llvm::Error mla::gpu::checkDecodeArgs(const DecodeKernelSpec &spec,
+                                      const DecodeArgs &args) {
+  struct Pointer {
+    CUdeviceptr value;
+    const char *name;
+    unsigned align;
+  };
+  // q, cache, out and the workspace are moved in 16-byte vectors; the rest
+  // are read or written element by element.
+  const Pointer pointers[] = {
+      {args.q, "q", 16},           {args.cache, "cache", 16},
+      {args.blockTable, "block_table", 4}, {args.seqLens, "seq_lens", 4},
+      {args.out, "out", 16},       {args.lse, "lse", 4},
+      {args.workspace, "workspace", 16}};
+  for (const Pointer &p : pointers) {
+    if (!p.value)
+      return invalid(Twine("the device pointer ") + p.name + " is null");
+    if (p.value % p.align)
+      return invalid(Twine("the device pointer ") + p.name + " is not " +
+                     Twine(p.align) + "-byte aligned");
+  }
+  if (llvm::Error error = checkDecodeSizes(spec, args.batch, args.maxPages,
+                                           args.numPages, args.numSplits))
+    return error;
+  size_t needed =
+      decodeWorkspaceLayout(spec.shape, args.batch, args.numSplits).totalBytes;
+  if (args.workspaceBytes < needed)
+    return invalid("the workspace holds " + Twine(args.workspaceBytes) +
+                   " bytes; " + Twine(args.batch) + " requests in " +
+                   Twine(args.numSplits) + " pieces need " + Twine(needed));
+  return llvm::Error::success();
+}
+
+llvm::Expected<GpuDecoder>
+GpuDecoder::create(const DecodeKernelSpec &spec,
+                   const std::vector<char> &image) {
+  std::string why = checkDecodeTiling(spec.chip, spec.shape, spec.tiling);
+  if (!why.empty())
+    return invalid("kernel spec '" + toString(spec) + "' is unusable: " + why);
+  llvm::Expected<CudaKernel> partial = loadKernel(image, kDecodePartialKernel);
+  if (!partial)
+    return partial.takeError();
+  llvm::Expected<CudaKernel> combine = loadKernel(image, kCombineKernel);
+  if (!combine)
+    return combine.takeError();
+  int64_t smem = decodeSharedBytes(spec.chip, spec.shape, spec.tiling);
+  if (llvm::Error error =
+          partial->setMaxDynamicSharedBytes(static_cast<int>(smem)))
+    return std::move(error);
+  return GpuDecoder(spec, std::move(*partial), std::move(*combine));
+}
+
+llvm::Expected<GpuDecoder>
+GpuDecoder::fromCache(const DecodeKernelSpec &spec, const KernelCache &cache,
+                      const Compiler &fallback) {
+  std::string key = cacheKeyFor(spec);
+  if (std::optional<std::vector<char>> image = cache.lookup(key))
+    return create(spec, *image);
+  if (!fallback)
+    return cache.getMissingEntryError(toString(spec), key);
+  llvm::Expected<std::vector<char>> image = fallback(spec);
+  if (!image)
+    return image.takeError();
+  // Another process can still use the kernel later if this fails; this one
+  // has it in hand already.
+  llvm::consumeError(cache.store(key, *image));
+  return create(spec, *image);
+}
+
+llvm::Error GpuDecoder::uploadBounds(CUstream stream, CUdeviceptr workspace,
+                                     size_t workspaceBytes, int64_t batch,
+                                     const SplitBounds &bounds) const {
+  if (!workspace)
+    return invalid("the device pointer workspace is null");
+  if (batch < 1 || bounds.numSplits < 1 ||
+      bounds.bounds.size() != static_cast<size_t>(batch * (bounds.numSplits + 1)))
+    return invalid("split bounds of " + Twine(bounds.bounds.size()) +
+                   " entries do not match " + Twine(batch) + " requests x (" +
+                   Twine(bounds.numSplits) + " + 1) pieces");
+  DecodeWorkspaceLayout layout =
+      decodeWorkspaceLayout(spec.shape, batch, bounds.numSplits);
+  if (workspaceBytes < layout.totalBytes)
+    return invalid("the workspace holds " + Twine(workspaceBytes) +
+                   " bytes; " + Twine(batch) + " requests in " +
+                   Twine(bounds.numSplits) + " pieces need " +
+                   Twine(layout.totalBytes));
+  llvm::Expected<const CudaDriver &> driver = CudaRuntime::get();
+  if (!driver)
+    return driver.takeError();
+  return driver->check(
+      driver->api().memcpyHtoDAsync(workspace + layout.splitBounds,
+                                    bounds.bounds.data(),
+                                    bounds.bounds.size() * sizeof(int32_t),
+                                    stream),
+      "cuMemcpyHtoDAsync(split bounds)");
+}
+
+llvm::Error GpuDecoder::run(CUstream stream, const DecodeArgs &args) const {
+  if (llvm::Error error = checkDecodeArgs(spec, args))
+    return error;
+  DecodeWorkspaceLayout layout =
+      decodeWorkspaceLayout(spec.shape, args.batch, args.numSplits);
+  CUdeviceptr q = args.q, cache = args.cache, blockTable = args.blockTable,
+              seqLens = args.seqLens, out = args.out, lse = args.lse;
+  CUdeviceptr partialOut = args.workspace + layout.partialOut;
+  CUdeviceptr partialLse = args.workspace + layout.partialLse;
+  CUdeviceptr splitBounds = args.workspace + layout.splitBounds;
+  int32_t batch = static_cast<int32_t>(args.batch);
+  int32_t maxPages = static_cast<int32_t>(args.maxPages);
+  int32_t numSplits = static_cast<int32_t>(args.numSplits);
+
+  void *partialParams[] = {&q,          &cache,      &blockTable, &seqLens,
+                           &splitBounds, &partialOut, &partialLse, &batch,
+                           &maxPages,   &numSplits};
+  static_assert(std::size(partialParams) == kDecodePartialNumParams);
+  void *combineParams[] = {&partialOut, &partialLse, &out,
+                           &lse,        &batch,      &numSplits};
+  static_assert(std::size(combineParams) == kCombineNumParams);
+
+  int64_t rows = spec.shape.queryRows * spec.shape.numHeads;
+  Dim3 partialGrid{
+      static_cast<unsigned>(llvm::divideCeil(rows, spec.tiling.rowsPerCta)),
+      static_cast<unsigned>(numSplits), static_cast<unsigned>(batch)};
+  Dim3 partialBlock{static_cast<unsigned>(decodeThreadsPerCta(spec.tiling))};
+  unsigned smem = static_cast<unsigned>(
+      decodeSharedBytes(spec.chip, spec.shape, spec.tiling));
+  if (llvm::Error error =
+          partial.launch(partialGrid, partialBlock, smem, stream, partialParams))
+    return error;
+
+  Dim3 combineGrid{
+      static_cast<unsigned>(llvm::divideCeil(rows, kCombineRowsPerCta)),
+      static_cast<unsigned>(batch)};
+  Dim3 combineBlock{static_cast<unsigned>(kCombineThreadsPerCta)};
+  return combine.launch(combineGrid, combineBlock, 0, stream, combineParams);
+}
+
+int64_t mla::gpu::decodeCtasPerSm(const DecodeKernelSpec &spec) {
+  // sm_90 / sm_100: 228 KiB of shared memory per SM (1 KiB reserved per
+  // CTA), 64K registers; the kernels are compiled for up to 255 registers.
+  int64_t smem = decodeSharedBytes(spec.chip, spec.shape, spec.tiling) + 1024;
+  int64_t bySmem = (228 * 1024) / smem;
+  int64_t byRegs = 65536 / (decodeThreadsPerCta(spec.tiling) * 256);
+  return std::max<int64_t>(1, std::min(bySmem, byRegs));
+}
+
+int64_t mla::gpu::chooseGridSplits(const DecodeKernelSpec &spec, int64_t batch,
+                                   int64_t maxSeqLen, int64_t numSms,
+                                   int64_t maxSplits) {
+  const DecodeShape &shape = spec.shape;
+  const DecodeTiling &tiling = spec.tiling;
+  if (batch <= 0 || maxSeqLen <= 0 || numSms <= 0)
+    return 1;
+  // Rates one CTA gets when every SM runs one: HBM bandwidth and mma.sync
+  // throughput per SM (H200-class: ~3.3 TB/s sustained, ~180 dense TFLOPS
+  // measured for these kernels; only their ratio and the combine term's
+  // scale matter for the choice).
+  const double bandwidth = 3.3e12, flops = 180e12;
+  const int64_t rows = shape.numHeads * shape.queryRows;
+  const int64_t rowBlocks = (rows + tiling.rowsPerCta - 1) / tiling.rowsPerCta;
+  const double blockBytes = double(tiling.kvBlock) * shape.rowDim() * 2;
+  const double blockFlops = 2.0 * tiling.rowsPerCta * tiling.kvBlock *
+                            double(shape.rowDim() + shape.latentDim);
+  const double tBlock = std::max(blockBytes / (bandwidth / numSms),
+                                 blockFlops / (flops / numSms));
+  const int64_t slots = numSms * decodeCtasPerSm(spec);
+  const int64_t page = shape.pageSize;
+  int64_t best = 1;
+  double bestTime = 0;
+  for (int64_t s = 1; s <= maxSplits; ++s) {
+    // Pieces are whole pages (planUniformBounds); the longest piece sets the
+    // CTA time.
+    int64_t piece = (maxSeqLen + s - 1) / s;
+    piece = (piece + page - 1) / page * page;
+    if (s > 1 && piece * (s - 1) >= maxSeqLen)
+      continue; // the last piece would be empty: that count only adds work
+    int64_t blocks = (piece + tiling.kvBlock - 1) / tiling.kvBlock;
+    int64_t ctas = rowBlocks * s * batch;
+    int64_t waves = (ctas + slots - 1) / slots;
+    double combineBytes =
+        double(s) * batch * rows * (shape.latentDim + 1) * 4 * 2;
+    double time = waves * blocks * tBlock + combineBytes / bandwidth;
+    if (s == 1 || time < bestTime * 0.98) {
+      best = s;
+      bestTime = time;
+    }
+  }
+  return best;
+}

@@ -1,5 +1,0 @@
-//===- Error.cpp - errors reported by the mla runtime ---------------------===//
-
-#include "mla/Runtime/Error.h"
-
-char mla::RuntimeError::ID;
