@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Runs on a GPU machine without LLVM/MLIR (the H200 of docs/gpu-runs.md), over
+# a gpu-carry folder made here by `bash scripts/gpu-carry-with-kernels.sh`:
+#   bash scripts/gpu-verify.sh CARRY MODE [OUT]
+# MODE check: mla-bench --check (mixed batches and the benchmark shapes) and
+#             the GPU pytest files;
+#      bench: three rounds of the default decode shapes, each round mla-bench
+#             then FlashMLA's own kernels (CARRY/peers/flashmla_bench), both L2
+#             flushed (ratios: docs/benchmarks.md);
+#      sanitize: compute-sanitizer memcheck, racecheck and synccheck over
+#             mla-bench --check, and memcheck over the GPU pytest files.
+# Logs go to OUT (default $OUT, else .) as <step>.log; a failing step makes
+# the script exit non-zero after every step has run.
+set -uo pipefail
+CARRY=${1:?carry folder}; MODE=${2:?mode}; LOGS=${3:-${OUT:-.}}
+B=$CARRY/bin/mla-bench; K=$CARRY/kernel-cache
+export MLA_KERNEL_CACHE_DIR=$PWD/$K PYTHONPATH=$CARRY/python
+status=0
+step() {  # step NAME TIMEOUT CMD...
+  local name=$1 limit=$2; shift 2
+  echo "== $name: $*" | tee -a "$LOGS/summary.log"
+  local t0=$SECONDS
+  timeout "$limit" "$@" > "$LOGS/$name.log" 2>&1
+  local rc=$?
+  echo "   rc=$rc in $((SECONDS - t0)) s; $(tail -n 2 "$LOGS/$name.log" | tr '\n' ' ' | cut -c1-300)" | tee -a "$LOGS/summary.log"
+  [ $rc -eq 0 ] || status=1
+}
+PYTESTS="test/python/test_gpu_cache.py test/python/test_gpu_decode.py test/python/test_gpu_api.py"
+nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv > "$LOGS/gpu.log" 2>&1
+case $MODE in
+  check)
+    step check 240 "$B" --cache-dir "$K" --check
+    step check-bench 240 "$B" --cache-dir "$K" --check --check-bench
+    step pytest 300 python3 -m pytest -q -rs $PYTESTS ;;
+  bench)
+    for r in 1 2 3; do
+      step "mla-r$r" 120 "$B" --cache-dir "$K" --shapes default
+      step "flashmla-r$r" 120 "$CARRY/peers/flashmla_bench" "$LOGS/flashmla-r$r.csv" --no-check --rounds 1
+    done ;;
+  sanitize)
+    for tool in memcheck racecheck synccheck; do
+      step "sanitizer-$tool" 400 compute-sanitizer --tool $tool --error-exitcode 9 "$B" --cache-dir "$K" --check
+    done
+    step sanitizer-pytest 400 compute-sanitizer --tool memcheck --error-exitcode 9 \
+      python3 -m pytest -q -x $PYTESTS ;;
+  *) echo "unknown mode $MODE" >&2; exit 2 ;;
+esac
+exit $status
