@@ -32,20 +32,25 @@
 // the PV MMAs for both O halves and commits. The epilogue divides by the sum
 // and writes partial_out / partial_lse (natural log).
 //
+// DecodeSM100Emitter writes the kernel as a sequence of short blocks in that
+// order; the tcgen05 instructions and descriptors come from
+// mla/GPUCodegen/Tcgen05.h.
+//
 //===----------------------------------------------------------------------===//
 
 #include "GpuCodegenUtils.h"
 #include "mla/Conversion/MLAToGPU/MLAToGPU.h"
+#include "mla/GPUCodegen/Tcgen05.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
-#include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/IR/SymbolTable.h"
 
 #include <cmath>
 
 using namespace mlir;
 namespace abi = mla::gpu;
+namespace tc = mla::gpu_codegen::tcgen05;
 
 namespace {
 
@@ -55,54 +60,14 @@ constexpr int64_t kTmemColumns = 512;
 constexpr int64_t kThreads = 128;
 constexpr int64_t kRows = 64;
 
-/// DeviceBuilder plus the tcgen05 pointer and the non-ftz base-2
-/// exponential/logarithm intrinsics this kernel uses.
+/// DeviceBuilder plus the non-ftz base-2 exponential/logarithm intrinsics
+/// this kernel uses.
 struct KernelBuilder : mla::gpu_codegen::DeviceBuilder {
-  explicit KernelBuilder(ImplicitLocOpBuilder &b)
-      : DeviceBuilder(b), loc(b.getLoc()) {}
-  Location loc;
+  explicit KernelBuilder(ImplicitLocOpBuilder &b) : DeviceBuilder(b) {}
 
   Value ex2(Value x) { return callIntrinsic("llvm.nvvm.ex2.approx.f32", x); }
   Value lg2(Value x) { return callIntrinsic("llvm.nvvm.lg2.approx.f", x); }
-
-  /// A TMEM address (lane << 16 | column) as the pointer tcgen05 ops take.
-  Value tmem(Value addr) {
-    return LLVM::IntToPtrOp::create(
-        b, LLVM::LLVMPointerType::get(b.getContext(), 6), addr);
-  }
 };
-
-/// A tcgen05 shared-memory matrix descriptor without swizzling: start
-/// address, leading and stride byte offsets (all >> 4), bit 46 set (the
-/// sm_100 descriptor version), base offset 0, relative LBO mode.
-Value smemDescriptor(KernelBuilder &kb, Value smemAddr, int64_t lbo,
-                     int64_t sbo) {
-  uint64_t fixed = (uint64_t(lbo >> 4) << 16) | (uint64_t(sbo >> 4) << 32) |
-                   (uint64_t(1) << 46);
-  Value start = kb.zext64(
-      kb.divu(kb.andi(smemAddr, kb.c32(0x3FFFF)), kb.c32(16)));
-  return kb.ori(start, kb.c64(static_cast<int64_t>(fixed)));
-}
-
-/// The kind::f16 instruction descriptor: f32 accumulator, bf16 or f16 A and
-/// B, A K-major, B K-major or MN-major, N >> 3 at bit 17, M >> 4 at bit 24.
-int64_t instrDescriptor(abi::ElemType elem, bool bMnMajor, int64_t m,
-                        int64_t n) {
-  int64_t ab = elem == abi::ElemType::BF16 ? 1 : 0;
-  return (int64_t(1) << 4) | (ab << 7) | (ab << 10) |
-         (int64_t(bMnMajor) << 16) | ((n >> 3) << 17) | ((m >> 4) << 24);
-}
-
-/// Byte offset of element (row, col) of a row-major [rows x cols] 16-bit
-/// tile stored as 8x(16 bytes) core matrices, row groups outermost.
-Value coreMatrixOffset(KernelBuilder &kb, Value row, Value col, int64_t cols) {
-  Value c8 = kb.c32(8);
-  Value cm = kb.add(kb.mul(kb.divu(row, c8), kb.c32(cols / 8)),
-                    kb.divu(col, c8));
-  return kb.add(kb.add(kb.mul(cm, kb.c32(128)),
-                       kb.mul(kb.remu(row, c8), kb.c32(16))),
-                kb.mul(kb.remu(col, c8), kb.c32(2)));
-}
 
 /// The dynamic shared memory symbol of the gpu.module (created once).
 LLVM::GlobalOp getDynamicSmem(OpBuilder &builder, Location loc) {
@@ -119,6 +84,26 @@ LLVM::GlobalOp getDynamicSmem(OpBuilder &builder, Location loc) {
                                 /*alignment=*/128, /*addrSpace=*/3);
 }
 
+/// The kernel parameters, in KernelABI.h's decode-partial order.
+struct KernelArgs {
+  Value q, cache, blockTable, seqLens, splitBounds, partialOut, partialLse;
+  Value numB, maxPages, numS;
+};
+
+/// Pointers into the CTA's shared memory.
+struct SharedTiles {
+  Value q, kv, p, mbar, slot;
+};
+
+/// What one KV block does to this thread's online-softmax row: the new
+/// running max and sum, the factor that rescales O, and the probabilities.
+struct SoftmaxStep {
+  Value m, l, alpha;
+  SmallVector<Value> p;
+};
+
+/// Emits the kernel as a sequence of blocks; each block reads the values
+/// earlier ones left in members and sets its own.
 class DecodeSM100Emitter {
 public:
   DecodeSM100Emitter(ImplicitLocOpBuilder &builder,
@@ -134,97 +119,109 @@ private:
   const abi::DecodeShape &shape;
   const abi::DecodeTiling &tiling;
   int64_t D, L, Lh, KB;
-
-  // Values shared by the phases of the kernel body.
-  Value tid, warp, lane, blockB, blockS, rowBase;
-  Value q, cache, blockTable, partialOut, partialLse, numB, maxPages, numS;
-  Value smemQ, smemKV, smemP, mbar, slot;
-  Value start, endCta, numBlocks;
   Type elemTy;
+  KernelArgs args;
+  SharedTiles smem;
+
+  // Thread geometry and the piece of the sequence this CTA attends to.
+  Value tid, warp, lane, blockB, blockS, rowBase, zero;
+  Value start, causalBase, endCta, numBlocks, isWarp0, isThread0;
+  // This thread's row: lanes < 16 own row 16w+lane (scores, max, sum and
+  // the first O half), lanes >= 16 the same row's second O half.
+  Value half, rowLane, rowLocal, row, rowEnd;
+  // TMEM addresses and the MMA operands that do not change per block.
+  Value tbase, tWarp, tScores, tOLow, tOHigh, descQ, descP;
+  Value scoreScale, negInf, one;
+  int64_t idescQK = 0, idescPV = 0;
+
+  // Blocks, in emission order.
+  mlir::gpu::GPUFuncOp createFunction(StringRef name);
+  void setUpThreadGeometry();
+  void carveSharedMemory(LLVM::GlobalOp dynSmem);
+  void computePieceBounds();
+  void startTmemAndStaging();
+  void computeRowLimits();
+  void prepareMmaOperands();
+  SmallVector<Value> processKVBlock(Value blk, ValueRange carried);
+  void prefetchKVBlock(Value blk);
+  void issueScoreMmas(Value kvAddr);
+  SoftmaxStep softmaxStep(Value blk, Value m, Value l);
+  void storeP(ArrayRef<Value> p);
+  void rescaleO(Value alpha, Value blk);
+  void issuePVMmas(Value kvAddr, Value blk);
+  void writeResults(Value m, Value l);
+  void writeOutput(Value rowC, Value rowValid, Value hasData, Value inv);
+  void writeLse(Value rowValid, Value hasData, Value mRow, Value lRow);
+  void releaseTmem();
+
+  // Staging of Q and KV rows with cp.async.
+  void copyRowsToTile(
+      Value tile, int64_t rows,
+      function_ref<std::pair<Value, Value>(Value r, Value cg)> source);
+  void loadQ();
+  void loadKVBlock(Value block);
 
   Value smemAddr(Value ptr) {
-    return LLVM::PtrToIntOp::create(kb.b, kb.loc, kb.i32, ptr);
+    return LLVM::PtrToIntOp::create(kb.b, kb.i32, ptr);
   }
   Value smemAt(Value base, Value byteOffset) {
     return kb.gepBytes(base, byteOffset);
   }
   Value kvStage(Value stage) {
-    return smemAt(smemKV, kb.mul(stage, kb.c32(KB * D * 2)));
-  }
-  void loadQ();
-  void loadKVBlock(Value block);
-  void barrier() { kb.barrier(); }
-  void tcFence(NVVM::Tcgen05FenceKind kind) {
-    NVVM::Tcgen05FenceOp::create(kb.b, kb.loc, kind);
-  }
-  /// Blocks until the tcgen05 work committed for `phase` has completed.
-  void waitMma(Value phase) {
-    NVVM::MBarrierTryWaitParityOp::create(kb.b, kb.loc, mbar, phase,
-                                          kb.c32(0x989680));
-    tcFence(NVVM::Tcgen05FenceKind::AFTER_THREAD_SYNC);
-  }
-  /// Lets shared-memory writes of the generic proxy (st.shared, cp.async)
-  /// be read by the tensor cores, then synchronises the CTA.
-  void publishSmem() {
-    NVVM::FenceProxyOp::create(
-        kb.b, kb.loc, NVVM::ProxyKind::async_shared,
-        NVVM::SharedSpaceAttr::get(kb.b.getContext(),
-                                   NVVM::SharedSpace::shared_cta));
-    tcFence(NVVM::Tcgen05FenceKind::BEFORE_THREAD_SYNC);
-    barrier();
-    tcFence(NVVM::Tcgen05FenceKind::AFTER_THREAD_SYNC);
-  }
-  void mma(Value d, Value aDesc, Value bDesc, int64_t idesc, Value accumulate) {
-    NVVM::Tcgen05MMAOp::create(
-        kb.b, kb.loc, NVVM::Tcgen05MMAKind::F16, NVVM::CTAGroupKind::CTA_1,
-        NVVM::Tcgen05MMACollectorOp::DISCARD, /*aShift=*/false, d, aDesc,
-        bDesc, kb.c32(idesc), accumulate, Value(), Value());
-  }
-  Value tmemLoad(Value addr, int64_t num) {
-    Type t = VectorType::get({num}, kb.i32);
-    return NVVM::Tcgen05LdOp::create(kb.b, kb.loc, t, /*pack=*/false,
-                                     NVVM::Tcgen05LdStShape::SHAPE_32X32B,
-                                     kb.tmem(addr), Value());
+    return smemAt(smem.kv, kb.mul(stage, kb.c32(KB * D * 2)));
   }
   Value extractF32(Value vec, int64_t i) {
     return LLVM::BitcastOp::create(kb.b, kb.f32, kb.extract(vec, i));
   }
   Value shflIdx(Value v, Value srcLane) {
-    return NVVM::ShflOp::create(kb.b, kb.loc, v.getType(), kb.c32(-1), v,
-                                srcLane, kb.c32(0x1f), NVVM::ShflKind::idx,
-                                UnitAttr());
+    return NVVM::ShflOp::create(kb.b, v.getType(), kb.c32(-1), v, srcLane,
+                                kb.c32(0x1f), NVVM::ShflKind::idx, UnitAttr());
   }
 };
 
+//===----------------------------------------------------------------------===//
+// Staging
+//===----------------------------------------------------------------------===//
+
+void DecodeSM100Emitter::copyRowsToTile(
+    Value tile, int64_t rows,
+    function_ref<std::pair<Value, Value>(Value r, Value cg)> source) {
+  // Each thread copies 16-byte chunks (8 elements); `source` gives chunk cg
+  // of tile row r's global address and whether it exists (if not, the chunk
+  // is zero-filled: src-size 0).
+  int64_t chunksPerRow = D / 8;
+  int64_t total = rows * chunksPerRow;
+  kb.forLoop(
+      kb.c32(0), kb.c32((total + kThreads - 1) / kThreads), kb.c32(1), {},
+      [&](Value it, ValueRange) {
+        Value idx = kb.add(kb.mul(it, kb.c32(kThreads)), tid);
+        kb.ifThen(kb.slt(idx, kb.c32(total)), [&] {
+          Value r = kb.divu(idx, kb.c32(chunksPerRow));
+          Value cg = kb.remu(idx, kb.c32(chunksPerRow));
+          auto [src, valid] = source(r, cg);
+          Value dst = smemAt(
+              tile, tc::coreMatrixOffset(kb, r, kb.mul(cg, kb.c32(8)), D));
+          kb.cpAsync16(dst, src, kb.select(valid, kb.c32(16), kb.c32(0)));
+        });
+        return SmallVector<Value>{};
+      });
+}
+
 void DecodeSM100Emitter::loadQ() {
   // Row r of the tile is row rowBase + r of request b: q + ((b*Sq*N + row) *
-  // D); rows past Sq*N are zero-filled (src-size 0).
-  int64_t chunksPerRow = D / 8;
-  int64_t total = kRows * chunksPerRow;
+  // D); rows past Sq*N are zero-filled.
   int64_t rowsTotal = shape.queryRows * shape.numHeads;
-  kb.forLoop(kb.c32(0), kb.c32((total + kThreads - 1) / kThreads), kb.c32(1),
-          {}, [&](Value it, ValueRange) {
-            Value idx = kb.add(kb.mul(it, kb.c32(kThreads)), tid);
-            kb.ifThen(kb.slt(idx, kb.c32(total)), [&] {
-              Value r = kb.divu(idx, kb.c32(chunksPerRow));
-              Value cg = kb.remu(idx, kb.c32(chunksPerRow));
-              Value row = kb.add(rowBase, r);
-              Value valid = kb.slt(row, kb.c32(rowsTotal));
-              Value rowC = kb.select(valid, row, kb.c32(0));
-              Value elem = kb.add(
-                  kb.mul(kb.add(kb.mul(kb.toI64(blockB), kb.c64(rowsTotal)),
-                                kb.toI64(rowC)),
-                         kb.c64(D)),
-                  kb.toI64(kb.mul(cg, kb.c32(8))));
-              Value src = kb.gep(q, elemTy, elem);
-              Value dst = smemAt(
-                  smemQ, coreMatrixOffset(kb, r, kb.mul(cg, kb.c32(8)), D));
-              Value size = kb.select(valid, kb.c32(16), kb.c32(0));
-              NVVM::CpAsyncOp::create(kb.b, kb.loc, dst, src, 16,
-                                      NVVM::LoadCacheModifierKind::CG, size);
-            });
-            return SmallVector<Value>{};
-          });
+  copyRowsToTile(smem.q, kRows, [&](Value r, Value cg) {
+    Value qRow = kb.add(rowBase, r);
+    Value valid = kb.slt(qRow, kb.c32(rowsTotal));
+    Value rowC = kb.select(valid, qRow, kb.c32(0));
+    Value elem =
+        kb.add(kb.mul(kb.add(kb.mul(kb.toI64(blockB), kb.c64(rowsTotal)),
+                             kb.toI64(rowC)),
+                      kb.c64(D)),
+               kb.toI64(kb.mul(cg, kb.c32(8))));
+    return std::make_pair(kb.gep(args.q, elemTy, elem), valid);
+  });
 }
 
 void DecodeSM100Emitter::loadKVBlock(Value block) {
@@ -232,62 +229,40 @@ void DecodeSM100Emitter::loadKVBlock(Value block) {
   // endCta are zero-filled so that masked P entries (exactly 0) never meet a
   // NaN in V, and their address is that of position endCta-1, which lies in
   // the piece, so block_table is only read inside the piece.
-  int64_t chunksPerRow = D / 8;
-  int64_t total = KB * chunksPerRow;
   Value dstBase = kvStage(kb.remu(block, kb.c32(tiling.stages)));
   Value first = kb.add(start, kb.mul(block, kb.c32(KB)));
   Value pageSize = kb.c32(shape.pageSize);
-  kb.forLoop(kb.c32(0), kb.c32((total + kThreads - 1) / kThreads), kb.c32(1),
-          {}, [&](Value it, ValueRange) {
-            Value idx = kb.add(kb.mul(it, kb.c32(kThreads)), tid);
-            kb.ifThen(kb.slt(idx, kb.c32(total)), [&] {
-              Value t = kb.divu(idx, kb.c32(chunksPerRow));
-              Value cg = kb.remu(idx, kb.c32(chunksPerRow));
-              Value pos = kb.add(first, t);
-              Value valid = kb.slt(pos, endCta);
-              Value posC = kb.select(valid, pos, kb.sub(endCta, kb.c32(1)));
-              Value entry = kb.add(kb.mul(blockB, maxPages),
-                                   kb.divu(posC, pageSize));
-              Value page = kb.load(kb.i32,
-                                   kb.gep(blockTable, kb.i32, entry), 4);
-              Value cacheRow =
-                  kb.add(kb.mul(kb.toI64(page), kb.c64(shape.pageSize)),
-                         kb.toI64(kb.remu(posC, pageSize)));
-              Value elem = kb.add(kb.mul(cacheRow, kb.c64(D)),
-                                  kb.toI64(kb.mul(cg, kb.c32(8))));
-              Value src = kb.gep(cache, elemTy, elem);
-              Value dst = smemAt(
-                  dstBase, coreMatrixOffset(kb, t, kb.mul(cg, kb.c32(8)), D));
-              Value size = kb.select(valid, kb.c32(16), kb.c32(0));
-              NVVM::CpAsyncOp::create(kb.b, kb.loc, dst, src, 16,
-                                      NVVM::LoadCacheModifierKind::CG, size);
-            });
-            return SmallVector<Value>{};
-          });
+  copyRowsToTile(dstBase, KB, [&](Value t, Value cg) {
+    Value pos = kb.add(first, t);
+    Value valid = kb.slt(pos, endCta);
+    Value posC = kb.select(valid, pos, kb.sub(endCta, kb.c32(1)));
+    Value entry =
+        kb.add(kb.mul(blockB, args.maxPages), kb.divu(posC, pageSize));
+    Value page = kb.load(kb.i32, kb.gep(args.blockTable, kb.i32, entry), 4);
+    Value cacheRow = kb.add(kb.mul(kb.toI64(page), kb.c64(shape.pageSize)),
+                            kb.toI64(kb.remu(posC, pageSize)));
+    Value elem =
+        kb.add(kb.mul(cacheRow, kb.c64(D)), kb.toI64(kb.mul(cg, kb.c32(8))));
+    return std::make_pair(kb.gep(args.cache, elemTy, elem), valid);
+  });
 }
 
-mlir::gpu::GPUFuncOp DecodeSM100Emitter::emit(StringRef name) {
-  OpBuilder &b = kb.b;
-  Location loc = kb.loc;
-  LLVM::GlobalOp dynSmem = getDynamicSmem(b, loc);
+//===----------------------------------------------------------------------===//
+// Prologue
+//===----------------------------------------------------------------------===//
 
+mlir::gpu::GPUFuncOp DecodeSM100Emitter::createFunction(StringRef name) {
   SmallVector<Type> params(7, kb.ptrGlobal);
   params.append(3, kb.i32);
-  OpBuilder::InsertionGuard guard(b);
   auto fn = mla::gpu_codegen::createKernel(kb.b, name, params, kThreads);
-  ValueRange args = fn.getArguments();
-  q = args[0];
-  cache = args[1];
-  blockTable = args[2];
-  Value seqLens = args[3], splitBounds = args[4];
-  partialOut = args[5];
-  partialLse = args[6];
-  numB = args[7];
-  maxPages = args[8];
-  numS = args[9];
-  elemTy = shape.elem == abi::ElemType::BF16 ? Type(b.getBF16Type())
-                                             : Type(b.getF16Type());
+  ValueRange a = fn.getArguments();
+  args = {a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9]};
+  elemTy = shape.elem == abi::ElemType::BF16 ? Type(kb.b.getBF16Type())
+                                             : Type(kb.b.getF16Type());
+  return fn;
+}
 
+void DecodeSM100Emitter::setUpThreadGeometry() {
   tid = kb.threadIdX();
   warp = kb.divu(tid, kb.c32(32));
   lane = kb.remu(tid, kb.c32(32));
@@ -295,296 +270,352 @@ mlir::gpu::GPUFuncOp DecodeSM100Emitter::emit(StringRef name) {
   blockS = kb.blockIdY();
   blockB = kb.blockIdZ();
   rowBase = kb.mul(blockX, kb.c32(kRows));
+}
 
-  // Shared memory carve-up from a 128-byte aligned base.
-  Value raw = LLVM::AddressOfOp::create(b, loc, kb.ptrShared,
-                                        dynSmem.getSymName());
+void DecodeSM100Emitter::carveSharedMemory(LLVM::GlobalOp dynSmem) {
+  // From a 128-byte aligned base: Q, the KV stages, P, the mbarrier and the
+  // tcgen05.alloc slot.
+  Value raw =
+      LLVM::AddressOfOp::create(kb.b, kb.ptrShared, dynSmem.getSymName());
   Value rawAddr = smemAddr(raw);
-  Value pad = kb.sub(kb.andi(kb.add(rawAddr, kb.c32(127)), kb.c32(~127)),
-                     rawAddr);
+  Value pad =
+      kb.sub(kb.andi(kb.add(rawAddr, kb.c32(127)), kb.c32(~127)), rawAddr);
   Value base = smemAt(raw, pad);
   int64_t qBytes = kRows * D * 2;
   int64_t kvBytes = tiling.stages * KB * D * 2;
   int64_t pBytes = kRows * KB * 2;
-  smemQ = base;
-  smemKV = smemAt(base, kb.c32(qBytes));
-  smemP = smemAt(base, kb.c32(qBytes + kvBytes));
-  mbar = smemAt(base, kb.c32(qBytes + kvBytes + pBytes));
-  slot = smemAt(base, kb.c32(qBytes + kvBytes + pBytes + 8));
+  smem.q = base;
+  smem.kv = smemAt(base, kb.c32(qBytes));
+  smem.p = smemAt(base, kb.c32(qBytes + kvBytes));
+  smem.mbar = smemAt(base, kb.c32(qBytes + kvBytes + pBytes));
+  smem.slot = smemAt(base, kb.c32(qBytes + kvBytes + pBytes + 8));
+}
 
+void DecodeSM100Emitter::computePieceBounds() {
   // The piece [start, end) of request b, clamped to [0, seq_len); causal
   // rows additionally stop at seq_len - Sq + i, so the CTA needs positions
   // up to that of its last query token.
-  Value seqLen = kb.load(kb.i32, kb.gep(seqLens, kb.i32, blockB), 4);
-  Value boundIdx = kb.add(kb.mul(blockB, kb.add(numS, kb.c32(1))), blockS);
-  Value lo = kb.load(kb.i32, kb.gep(splitBounds, kb.i32, boundIdx), 4);
-  Value hi = kb.load(kb.i32,
-                     kb.gep(splitBounds, kb.i32,
-                            kb.add(boundIdx, kb.c32(1))),
-                     4);
-  Value zero = kb.c32(0);
+  Value seqLen = kb.load(kb.i32, kb.gep(args.seqLens, kb.i32, blockB), 4);
+  Value boundIdx = kb.add(kb.mul(blockB, kb.add(args.numS, kb.c32(1))), blockS);
+  Value lo = kb.load(kb.i32, kb.gep(args.splitBounds, kb.i32, boundIdx), 4);
+  Value hi = kb.load(
+      kb.i32, kb.gep(args.splitBounds, kb.i32, kb.add(boundIdx, kb.c32(1))), 4);
+  zero = kb.c32(0);
   start = kb.minsi(kb.maxsi(lo, zero), seqLen);
   Value end = kb.maxsi(kb.minsi(kb.maxsi(hi, zero), seqLen), start);
-  Value causalBase = kb.sub(seqLen, kb.c32(shape.queryRows));
+  causalBase = kb.sub(seqLen, kb.c32(shape.queryRows));
   endCta = end;
   if (shape.causal) {
     Value lastRow = kb.minsi(kb.add(rowBase, kb.c32(kRows - 1)),
-                            kb.c32(shape.queryRows * shape.numHeads - 1));
+                             kb.c32(shape.queryRows * shape.numHeads - 1));
     Value lastToken = kb.divu(lastRow, kb.c32(shape.numHeads));
     endCta = kb.maxsi(
-        kb.minsi(end, kb.add(kb.add(causalBase, lastToken), kb.c32(1))),
-        start);
+        kb.minsi(end, kb.add(kb.add(causalBase, lastToken), kb.c32(1))), start);
   }
-  numBlocks = kb.divs(kb.add(kb.sub(endCta, start), kb.c32(KB - 1)),
-                      kb.c32(KB));
+  numBlocks =
+      kb.divs(kb.add(kb.sub(endCta, start), kb.c32(KB - 1)), kb.c32(KB));
+}
 
+void DecodeSM100Emitter::startTmemAndStaging() {
   // TMEM allocation (warp 0), mbarrier init (thread 0), Q and the first
   // stages-1 KV blocks in flight.
-  Value isWarp0 = kb.eq(warp, zero);
-  Value isThread0 = kb.eq(tid, zero);
+  isWarp0 = kb.eq(warp, zero);
+  isThread0 = kb.eq(tid, zero);
   kb.ifThen(isWarp0, [&] {
-    NVVM::Tcgen05AllocOp::create(b, loc, slot, kb.c32(kTmemColumns));
-    NVVM::Tcgen05RelinquishAllocPermitOp::create(b, loc);
+    tc::allocTmem(kb, smem.slot, kTmemColumns);
+    tc::relinquishAllocPermit(kb);
   });
-  kb.ifThen(isThread0,
-            [&] { NVVM::MBarrierInitOp::create(b, loc, mbar, kb.c32(1), Value()); });
+  kb.ifThen(isThread0, [&] {
+    NVVM::MBarrierInitOp::create(kb.b, smem.mbar, kb.c32(1), Value());
+  });
   loadQ();
-  NVVM::CpAsyncCommitGroupOp::create(b, loc);
+  kb.cpAsyncCommit();
   for (int64_t s = 0; s + 1 < tiling.stages; ++s) {
     kb.ifThen(kb.slt(kb.c32(s), numBlocks), [&] { loadKVBlock(kb.c32(s)); });
-    NVVM::CpAsyncCommitGroupOp::create(b, loc);
+    kb.cpAsyncCommit();
   }
-  tcFence(NVVM::Tcgen05FenceKind::BEFORE_THREAD_SYNC);
-  barrier();
-  tcFence(NVVM::Tcgen05FenceKind::AFTER_THREAD_SYNC);
-  Value tbase = kb.load(kb.i32, slot, 4);
+  tc::syncThreads(kb);
+  tbase = kb.load(kb.i32, smem.slot, 4);
   // Warp w reads TMEM sub-partition w (lanes 32w..32w+31).
-  Value tWarp = kb.add(tbase, kb.shl(kb.mul(warp, kb.c32(32)), kb.c32(16)));
+  tWarp = kb.add(tbase, kb.shl(kb.mul(warp, kb.c32(32)), kb.c32(16)));
+}
 
-  // Per-thread row: lanes < 16 own row 16w+lane (scores, max, sum and the
-  // first O half), lanes >= 16 the same row's second O half.
-  Value half = kb.divu(lane, kb.c32(16));
-  Value rowLane = kb.remu(lane, kb.c32(16));
-  Value rowLocal = kb.add(kb.mul(warp, kb.c32(16)), rowLane);
-  Value row = kb.add(rowBase, rowLocal);
-  Value rowEnd = endCta;
+void DecodeSM100Emitter::computeRowLimits() {
+  half = kb.divu(lane, kb.c32(16));
+  rowLane = kb.remu(lane, kb.c32(16));
+  rowLocal = kb.add(kb.mul(warp, kb.c32(16)), rowLane);
+  row = kb.add(rowBase, rowLocal);
+  rowEnd = endCta;
   if (shape.causal) {
     Value token = kb.divu(row, kb.c32(shape.numHeads));
     rowEnd = kb.minsi(endCta, kb.add(kb.add(causalBase, token), kb.c32(1)));
   }
+}
 
+void DecodeSM100Emitter::prepareMmaOperands() {
   float log2e = 1.4426950408889634f;
-  Value scoreScale = kb.f(shape.scale * log2e);
-  Value negInf = kb.f(-INFINITY);
-  Value one = kb.f(1.0);
-  int64_t idescQK = instrDescriptor(shape.elem, false, kRows, KB);
-  int64_t idescPV = instrDescriptor(shape.elem, true, kRows, Lh);
-  Value descQ = smemDescriptor(kb, smemAddr(smemQ), 128, 16 * D);
-  Value descP = smemDescriptor(kb, smemAddr(smemP), 128, 16 * KB);
-  Value tScores = kb.add(tbase, kb.c32(kScoreColumn));
-  Value tOLow = tbase;
-  Value tOHigh = kb.add(tbase, kb.c32(16 << 16));
+  scoreScale = kb.f(shape.scale * log2e);
+  negInf = kb.f(-INFINITY);
+  one = kb.f(1.0);
+  bool bf16 = shape.elem == abi::ElemType::BF16;
+  idescQK = tc::instrDescriptorF16(bf16, /*bMnMajor=*/false, kRows, KB);
+  idescPV = tc::instrDescriptorF16(bf16, /*bMnMajor=*/true, kRows, Lh);
+  // Q and P are K-major A operands in the core-matrix layout.
+  descQ = tc::smemDescriptor(kb, smemAddr(smem.q), 128, 16 * D);
+  descP = tc::smemDescriptor(kb, smemAddr(smem.p), 128, 16 * KB);
+  tScores = kb.add(tbase, kb.c32(kScoreColumn));
+  tOLow = tbase;
+  tOHigh = kb.add(tbase, kb.c32(16 << 16));
+}
 
-  SmallVector<Value> init{negInf, kb.f(0.0), zero};
-  SmallVector<Value> fin = kb.forLoop(
-      zero, numBlocks, kb.c32(1), init, [&](Value blk, ValueRange it) {
-        Value m = it[0], l = it[1], phase = it[2];
-        // Prefetch block blk+stages-1 into the stage block blk-1 used; its
-        // PV MMAs completed in the previous iteration.
-        Value pf = kb.add(blk, kb.c32(tiling.stages - 1));
-        kb.ifThen(kb.slt(pf, numBlocks), [&] { loadKVBlock(pf); });
-        NVVM::CpAsyncCommitGroupOp::create(b, loc);
-        NVVM::CpAsyncWaitGroupOp::create(b, loc, tiling.stages - 1);
-        publishSmem();
+//===----------------------------------------------------------------------===//
+// One KV block
+//===----------------------------------------------------------------------===//
 
-        // S = Q K^T: (L+R)/16 MMAs of 64 x KB x 16.
-        Value kv = kvStage(kb.remu(blk, kb.c32(tiling.stages)));
-        Value kvAddr = smemAddr(kv);
-        Value descK = smemDescriptor(kb, kvAddr, 128, 16 * D);
-        kb.ifThen(isThread0, [&] {
-          kb.forLoop(kb.c32(0), kb.c32(D / 16), kb.c32(1), {},
-                  [&](Value ks, ValueRange) {
-                    // 16 channels = two core matrices = 256 bytes.
-                    Value step = kb.zext64(kb.mul(ks, kb.c32(16)));
-                    mma(kb.tmem(tScores), kb.add(descQ, step),
-                        kb.add(descK, step), idescQK,
-                        kb.cmp(arith::CmpIPredicate::ne, ks, zero));
-                    return SmallVector<Value>{};
-                  });
-          NVVM::Tcgen05CommitOp::create(b, loc, mbar, Value());
+SmallVector<Value> DecodeSM100Emitter::processKVBlock(Value blk,
+                                                      ValueRange carried) {
+  Value m = carried[0], l = carried[1], phase = carried[2];
+  prefetchKVBlock(blk);
+  Value kvAddr = smemAddr(kvStage(kb.remu(blk, kb.c32(tiling.stages))));
+  issueScoreMmas(kvAddr);
+  tc::waitCommitted(kb, smem.mbar, phase);
+  phase = kb.bitXor(phase, kb.c32(1));
+  SoftmaxStep step = softmaxStep(blk, m, l);
+  storeP(step.p);
+  rescaleO(step.alpha, blk);
+  tc::publishSharedToTensorCores(kb);
+  issuePVMmas(kvAddr, blk);
+  tc::waitCommitted(kb, smem.mbar, phase);
+  phase = kb.bitXor(phase, kb.c32(1));
+  return {step.m, step.l, phase};
+}
+
+void DecodeSM100Emitter::prefetchKVBlock(Value blk) {
+  // Prefetch block blk+stages-1 into the stage block blk-1 used; its PV MMAs
+  // completed in the previous iteration.
+  Value pf = kb.add(blk, kb.c32(tiling.stages - 1));
+  kb.ifThen(kb.slt(pf, numBlocks), [&] { loadKVBlock(pf); });
+  kb.cpAsyncCommit();
+  kb.cpAsyncWait(tiling.stages - 1);
+  tc::publishSharedToTensorCores(kb);
+}
+
+void DecodeSM100Emitter::issueScoreMmas(Value kvAddr) {
+  // S = Q K^T: (L+R)/16 MMAs of 64 x KB x 16, the KV block as a K-major B.
+  Value descK = tc::smemDescriptor(kb, kvAddr, 128, 16 * D);
+  kb.ifThen(isThread0, [&] {
+    kb.forLoop(kb.c32(0), kb.c32(D / 16), kb.c32(1), {},
+               [&](Value ks, ValueRange) {
+                 // 16 channels = two core matrices = 256 bytes.
+                 Value step = kb.zext64(kb.mul(ks, kb.c32(16)));
+                 tc::mmaF16(kb, tc::tmemPointer(kb, tScores),
+                            kb.add(descQ, step), kb.add(descK, step), idescQK,
+                            kb.cmp(arith::CmpIPredicate::ne, ks, zero));
+                 return SmallVector<Value>{};
+               });
+    tc::commit(kb, smem.mbar);
+  });
+}
+
+SoftmaxStep DecodeSM100Emitter::softmaxStep(Value blk, Value m, Value l) {
+  // Online softmax in base 2 on this thread's score row.
+  Value sVec = tc::load32x32b(kb, kb.add(tWarp, kb.c32(kScoreColumn)), KB);
+  tc::waitLoads(kb);
+  Value first = kb.add(start, kb.mul(blk, kb.c32(KB)));
+  SmallVector<Value> x(KB), valid(KB);
+  Value blockMax = negInf;
+  for (int64_t j = 0; j < KB; ++j) {
+    valid[j] = kb.slt(kb.add(first, kb.c32(j)), rowEnd);
+    x[j] =
+        kb.select(valid[j], kb.fmul(extractF32(sVec, j), scoreScale), negInf);
+    blockMax = kb.maximumf(blockMax, x[j]);
+  }
+  SoftmaxStep step;
+  step.m = kb.maximumf(m, blockMax);
+  Value mUse = kb.select(kb.fcmp(arith::CmpFPredicate::OEQ, step.m, negInf),
+                         kb.f(0.0), step.m);
+  step.alpha = kb.ex2(kb.fsub(m, mUse));
+  Value sum = kb.f(0.0);
+  step.p.resize(KB);
+  for (int64_t j = 0; j < KB; ++j) {
+    step.p[j] = kb.select(valid[j], kb.ex2(kb.fsub(x[j], mUse)), kb.f(0.0));
+    sum = kb.fadd(sum, step.p[j]);
+  }
+  step.l = kb.fadd(kb.fmul(l, step.alpha), sum);
+  return step;
+}
+
+void DecodeSM100Emitter::storeP(ArrayRef<Value> p) {
+  // P row to shared memory, eight 16-bit values per core-matrix row.
+  kb.ifThen(kb.slt(lane, kb.c32(16)), [&] {
+    Type vecTy = VectorType::get({8}, elemTy);
+    Type vecF = VectorType::get({8}, kb.f32);
+    for (int64_t j = 0; j < KB; j += 8) {
+      Value v = LLVM::UndefOp::create(kb.b, vecF);
+      for (int64_t e = 0; e < 8; ++e)
+        v = kb.insert(v, p[j + e], e);
+      Value packed = arith::TruncFOp::create(kb.b, vecTy, v);
+      Value off = tc::coreMatrixOffset(kb, rowLocal, kb.c32(j), KB);
+      kb.store(packed, smemAt(smem.p, off), 16);
+    }
+  });
+}
+
+void DecodeSM100Emitter::rescaleO(Value alpha, Value blk) {
+  // Rescale O rows whose max moved (O is undefined before block 0, whose PV
+  // MMAs overwrite it).
+  Value alphaRow = shflIdx(alpha, rowLane);
+  Value moved = kb.fcmp(arith::CmpFPredicate::UNE, alphaRow, one);
+  Value anyMoved = NVVM::VoteSyncOp::create(kb.b, kb.i1, kb.c32(-1), moved,
+                                            NVVM::VoteSyncKind::any);
+  Value rescale =
+      kb.andi(anyMoved, kb.cmp(arith::CmpIPredicate::sgt, blk, zero));
+  kb.ifThen(rescale, [&] {
+    kb.forLoop(
+        kb.c32(0), kb.c32(Lh / 32), kb.c32(1), {}, [&](Value c, ValueRange) {
+          Value addr = kb.add(tWarp, kb.mul(c, kb.c32(32)));
+          Value o = tc::load32x32b(kb, addr, 32);
+          tc::waitLoads(kb);
+          Type vf = VectorType::get({32}, kb.f32);
+          Value of = LLVM::BitcastOp::create(kb.b, vf, o);
+          Value splat = LLVM::UndefOp::create(kb.b, vf);
+          for (int64_t e = 0; e < 32; ++e)
+            splat = kb.insert(splat, alphaRow, e);
+          Value scaled = kb.fmul(of, splat);
+          tc::store32x32b(kb, addr,
+                          LLVM::BitcastOp::create(kb.b, o.getType(), scaled));
+          return SmallVector<Value>{};
         });
-        waitMma(phase);
-        phase = kb.bitXor(phase, kb.c32(1));
+    tc::waitStores(kb);
+  });
+}
 
-        // Online softmax in base 2 on this thread's score row.
-        Value sVec = tmemLoad(kb.add(tWarp, kb.c32(kScoreColumn)), KB);
-        NVVM::Tcgen05WaitOp::create(b, loc, NVVM::Tcgen05WaitKind::LOAD);
-        Value first = kb.add(start, kb.mul(blk, kb.c32(KB)));
-        SmallVector<Value> x(KB), valid(KB);
-        Value blockMax = negInf;
-        for (int64_t j = 0; j < KB; ++j) {
-          valid[j] = kb.slt(kb.add(first, kb.c32(j)), rowEnd);
-          x[j] = kb.select(valid[j], kb.fmul(extractF32(sVec, j), scoreScale),
-                           negInf);
-          blockMax = kb.maximumf(blockMax, x[j]);
-        }
-        Value mNew = kb.maximumf(m, blockMax);
-        Value mUse = kb.select(kb.fcmp(arith::CmpFPredicate::OEQ, mNew, negInf),
-                               kb.f(0.0), mNew);
-        Value alpha = kb.ex2(kb.fsub(m, mUse));
-        Value sum = kb.f(0.0);
-        SmallVector<Value> p(KB);
-        for (int64_t j = 0; j < KB; ++j) {
-          p[j] = kb.select(valid[j], kb.ex2(kb.fsub(x[j], mUse)),
-                           kb.f(0.0));
-          sum = kb.fadd(sum, p[j]);
-        }
-        Value lNew = kb.fadd(kb.fmul(l, alpha), sum);
-
-        // P row to shared memory, eight 16-bit values per core-matrix row.
-        kb.ifThen(kb.slt(lane, kb.c32(16)), [&] {
-          Type vecTy = VectorType::get({8}, elemTy);
-          Type vecF = VectorType::get({8}, kb.f32);
-          for (int64_t j = 0; j < KB; j += 8) {
-            Value v = LLVM::UndefOp::create(b, loc, vecF);
-            for (int64_t e = 0; e < 8; ++e)
-              v = LLVM::InsertElementOp::create(b, loc, v, p[j + e],
-                                                kb.c32(e));
-            Value packed = arith::TruncFOp::create(b, loc, vecTy, v);
-            Value off = coreMatrixOffset(kb, rowLocal, kb.c32(j), KB);
-            kb.store(packed, smemAt(smemP, off), 16);
-          }
+void DecodeSM100Emitter::issuePVMmas(Value kvAddr, Value blk) {
+  // O += P V for both halves: KB/16 MMAs of 64 x L/2 x 16 each, the same KV
+  // block as an MN-major B (LBO steps token groups, SBO channel groups).
+  Value descVLow = tc::smemDescriptor(kb, kvAddr, 16 * D, 128);
+  Value descVHigh = tc::smemDescriptor(
+      kb, kb.add(kvAddr, kb.c32((Lh / 8) * 128)), 16 * D, 128);
+  kb.ifThen(isThread0, [&] {
+    kb.forLoop(
+        kb.c32(0), kb.c32(KB / 16), kb.c32(1), {}, [&](Value ks, ValueRange) {
+          // 16 tokens of P: two core matrices (256 bytes); of V: two token
+          // groups (2 * 16*D bytes).
+          Value stepP = kb.zext64(kb.mul(ks, kb.c32(16)));
+          Value stepV = kb.zext64(kb.mul(ks, kb.c32(2 * D)));
+          Value acc = kb.ori(kb.cmp(arith::CmpIPredicate::ne, ks, zero),
+                             kb.cmp(arith::CmpIPredicate::sgt, blk, zero));
+          Value a = kb.add(descP, stepP);
+          tc::mmaF16(kb, tc::tmemPointer(kb, tOLow), a, kb.add(descVLow, stepV),
+                     idescPV, acc);
+          tc::mmaF16(kb, tc::tmemPointer(kb, tOHigh), a,
+                     kb.add(descVHigh, stepV), idescPV, acc);
+          return SmallVector<Value>{};
         });
+    tc::commit(kb, smem.mbar);
+  });
+}
 
-        // Rescale O rows whose max moved (O is undefined before block 0,
-        // whose PV MMAs overwrite it).
-        Value alphaRow = shflIdx(alpha, rowLane);
-        Value moved = kb.fcmp(arith::CmpFPredicate::UNE, alphaRow, one);
-        Value anyMoved = NVVM::VoteSyncOp::create(b, loc, kb.i1, kb.c32(-1),
-                                                  moved, NVVM::VoteSyncKind::any);
-        Value rescale = kb.andi(anyMoved, kb.cmp(arith::CmpIPredicate::sgt,
-                                                 blk, zero));
-        kb.ifThen(rescale, [&] {
-          kb.forLoop(kb.c32(0), kb.c32(Lh / 32), kb.c32(1), {},
-                  [&](Value c, ValueRange) {
-                    Value addr = kb.add(tWarp, kb.mul(c, kb.c32(32)));
-                    Value o = tmemLoad(addr, 32);
-                    NVVM::Tcgen05WaitOp::create(b, loc,
-                                                NVVM::Tcgen05WaitKind::LOAD);
-                    Type vf = VectorType::get({32}, kb.f32);
-                    Value of = LLVM::BitcastOp::create(b, loc, vf, o);
-                    Value splat = LLVM::UndefOp::create(b, loc, vf);
-                    for (int64_t e = 0; e < 32; ++e)
-                      splat = LLVM::InsertElementOp::create(b, loc, splat,
-                                                            alphaRow,
-                                                            kb.c32(e));
-                    Value scaled = kb.fmul(of, splat);
-                    Value back = LLVM::BitcastOp::create(b, loc, o.getType(),
-                                                         scaled);
-                    NVVM::Tcgen05StOp::create(
-                        b, loc, /*unpack=*/false,
-                        NVVM::Tcgen05LdStShape::SHAPE_32X32B, kb.tmem(addr),
-                        back, Value());
-                    return SmallVector<Value>{};
-                  });
-          NVVM::Tcgen05WaitOp::create(b, loc, NVVM::Tcgen05WaitKind::STORE);
-        });
-        publishSmem();
+//===----------------------------------------------------------------------===//
+// Epilogue
+//===----------------------------------------------------------------------===//
 
-        // O += P V for both halves: KB/16 MMAs of 64 x L/2 x 16 each.
-        Value descVLow = smemDescriptor(kb, kvAddr, 16 * D, 128);
-        Value descVHigh = smemDescriptor(
-            kb, kb.add(kvAddr, kb.c32((Lh / 8) * 128)), 16 * D, 128);
-        kb.ifThen(isThread0, [&] {
-          kb.forLoop(kb.c32(0), kb.c32(KB / 16), kb.c32(1), {},
-                  [&](Value ks, ValueRange) {
-                    // 16 tokens of P: two core matrices (256 bytes); of V:
-                    // two token groups (2 * 16*D bytes).
-                    Value stepP = kb.zext64(kb.mul(ks, kb.c32(16)));
-                    Value stepV = kb.zext64(kb.mul(ks, kb.c32(2 * D)));
-                    Value acc = kb.ori(kb.cmp(arith::CmpIPredicate::ne, ks, zero),
-                                       kb.cmp(arith::CmpIPredicate::sgt, blk,
-                                              zero));
-                    Value a = kb.add(descP, stepP);
-                    mma(kb.tmem(tOLow), a, kb.add(descVLow, stepV), idescPV,
-                        acc);
-                    mma(kb.tmem(tOHigh), a, kb.add(descVHigh, stepV), idescPV,
-                        acc);
-                    return SmallVector<Value>{};
-                  });
-          NVVM::Tcgen05CommitOp::create(b, loc, mbar, Value());
-        });
-        waitMma(phase);
-        phase = kb.bitXor(phase, kb.c32(1));
-        return SmallVector<Value>{mNew, lNew, phase};
-      });
-
-  // An empty piece never waited for its Q copies.
-  NVVM::CpAsyncWaitGroupOp::create(b, loc, 0);
-
-  // Epilogue: out = O / l (0 where the row saw nothing), lse = ln(sum e^s).
-  Value mRow = shflIdx(fin[0], rowLane);
-  Value lRow = shflIdx(fin[1], rowLane);
+void DecodeSM100Emitter::writeResults(Value m, Value l) {
+  // out = O / l (0 where the row saw nothing), lse = ln(sum e^s).
+  Value mRow = shflIdx(m, rowLane);
+  Value lRow = shflIdx(l, rowLane);
   Value hasData = kb.andi(kb.slt(zero, numBlocks),
-                          kb.fcmp(arith::CmpFPredicate::OGT, lRow,
-                                  kb.f(0.0)));
-  Value inv = kb.select(hasData, arith::DivFOp::create(b, loc, one, lRow),
-                        kb.f(0.0));
+                          kb.fcmp(arith::CmpFPredicate::OGT, lRow, kb.f(0.0)));
+  Value inv =
+      kb.select(hasData, arith::DivFOp::create(kb.b, one, lRow), kb.f(0.0));
   int64_t rowsTotal = shape.queryRows * shape.numHeads;
   Value rowValid = kb.slt(row, kb.c32(rowsTotal));
   Value rowC = kb.select(rowValid, row, zero);
+  writeOutput(rowC, rowValid, hasData, inv);
+  writeLse(rowValid, hasData, mRow, lRow);
+}
+
+void DecodeSM100Emitter::writeOutput(Value rowC, Value rowValid, Value hasData,
+                                     Value inv) {
   // partial_out[s, b, row, half*L/2 ...] with row = i*N + n.
+  int64_t rowsTotal = shape.queryRows * shape.numHeads;
   Value outElem = kb.add(
-      kb.mul(kb.add(kb.mul(kb.toI64(kb.add(kb.mul(blockS, numB), blockB)),
+      kb.mul(kb.add(kb.mul(kb.toI64(kb.add(kb.mul(blockS, args.numB), blockB)),
                            kb.c64(rowsTotal)),
                     kb.toI64(rowC)),
              kb.c64(L)),
       kb.toI64(kb.mul(half, kb.c32(Lh))));
-  Value outRow = kb.gep(partialOut, kb.f32, outElem);
+  Value outRow = kb.gep(args.partialOut, kb.f32, outElem);
   Type vf4 = VectorType::get({4}, kb.f32);
   kb.forLoop(zero, kb.c32(Lh / 32), kb.c32(1), {}, [&](Value c, ValueRange) {
     Value col = kb.mul(c, kb.c32(32));
-    Value o = tmemLoad(kb.add(tWarp, col), 32);
-    NVVM::Tcgen05WaitOp::create(b, loc, NVVM::Tcgen05WaitKind::LOAD);
+    Value o = tc::load32x32b(kb, kb.add(tWarp, col), 32);
+    tc::waitLoads(kb);
     kb.ifThen(rowValid, [&] {
       for (int64_t e = 0; e < 32; e += 4) {
-        Value v = LLVM::UndefOp::create(b, loc, vf4);
+        Value v = LLVM::UndefOp::create(kb.b, vf4);
         for (int64_t k = 0; k < 4; ++k) {
-          Value x = kb.select(hasData, kb.fmul(extractF32(o, e + k), inv),
-                              kb.f(0.0));
-          v = LLVM::InsertElementOp::create(b, loc, v, x, kb.c32(k));
+          Value x =
+              kb.select(hasData, kb.fmul(extractF32(o, e + k), inv), kb.f(0.0));
+          v = kb.insert(v, x, k);
         }
-        Value dst = kb.gep(outRow, kb.f32,
-                           kb.toI64(kb.add(col, kb.c32(e))));
+        Value dst = kb.gep(outRow, kb.f32, kb.toI64(kb.add(col, kb.c32(e))));
         kb.store(v, dst, 16);
       }
     });
     return SmallVector<Value>{};
   });
+}
+
+void DecodeSM100Emitter::writeLse(Value rowValid, Value hasData, Value mRow,
+                                  Value lRow) {
   // partial_lse[s, b, n, i] = (m + log2 l) * ln 2.
   kb.ifThen(kb.andi(rowValid, kb.slt(lane, kb.c32(16))), [&] {
     Value token = kb.divu(row, kb.c32(shape.numHeads));
     Value head = kb.remu(row, kb.c32(shape.numHeads));
     Value lseElem = kb.add(
-        kb.mul(kb.add(kb.mul(kb.toI64(kb.add(kb.mul(blockS, numB), blockB)),
-                             kb.c64(shape.numHeads)),
-                      kb.toI64(head)),
-               kb.c64(shape.queryRows)),
+        kb.mul(
+            kb.add(kb.mul(kb.toI64(kb.add(kb.mul(blockS, args.numB), blockB)),
+                          kb.c64(shape.numHeads)),
+                   kb.toI64(head)),
+            kb.c64(shape.queryRows)),
         kb.toI64(token));
-    Value lseVal = kb.fmul(kb.fadd(mRow, kb.lg2(lRow)),
-                           kb.f(0.6931471805599453));
+    Value lseVal =
+        kb.fmul(kb.fadd(mRow, kb.lg2(lRow)), kb.f(0.6931471805599453));
     kb.store(kb.select(hasData, lseVal, negInf),
-             kb.gep(partialLse, kb.f32, lseElem), 4);
+             kb.gep(args.partialLse, kb.f32, lseElem), 4);
   });
+}
 
-  tcFence(NVVM::Tcgen05FenceKind::BEFORE_THREAD_SYNC);
-  barrier();
+void DecodeSM100Emitter::releaseTmem() {
+  tc::fenceBeforeThreadSync(kb);
+  kb.barrier();
   kb.ifThen(isWarp0, [&] {
-    tcFence(NVVM::Tcgen05FenceKind::AFTER_THREAD_SYNC);
-    NVVM::Tcgen05DeallocOp::create(b, loc, kb.tmem(tbase),
-                                   kb.c32(kTmemColumns));
+    tc::fenceAfterThreadSync(kb);
+    tc::deallocTmem(kb, tbase, kTmemColumns);
   });
-  mlir::gpu::ReturnOp::create(b, loc);
+}
+
+mlir::gpu::GPUFuncOp DecodeSM100Emitter::emit(StringRef name) {
+  LLVM::GlobalOp dynSmem = getDynamicSmem(kb.b, kb.b.getLoc());
+  OpBuilder::InsertionGuard guard(kb.b);
+  mlir::gpu::GPUFuncOp fn = createFunction(name);
+  setUpThreadGeometry();
+  carveSharedMemory(dynSmem);
+  computePieceBounds();
+  startTmemAndStaging();
+  computeRowLimits();
+  prepareMmaOperands();
+  SmallVector<Value> init{negInf, kb.f(0.0), zero};
+  SmallVector<Value> fin = kb.forLoop(zero, numBlocks, kb.c32(1), init,
+                                      [&](Value blk, ValueRange carried) {
+                                        return processKVBlock(blk, carried);
+                                      });
+  // An empty piece never waited for its Q copies.
+  kb.cpAsyncWait(0);
+  writeResults(fin[0], fin[1]);
+  releaseTmem();
+  mlir::gpu::ReturnOp::create(kb.b);
   return fn;
 }
 

@@ -13,6 +13,11 @@
 // CHECK: nvvm.tcgen05.alloc %{{.*}}, %[[COLS:.*]] : !llvm.ptr<3>, i32
 // CHECK: nvvm.tcgen05.relinquish_alloc_permit
 // CHECK: nvvm.cp.async.shared.global {{.*}}, 16, cache = cg
+// Unswizzled shared-memory descriptors (version bit 46): Q (and every K
+// block) K-major with LBO = 128 and SBO = 16 * 576 bytes
+// (8 << 16 | 576 << 32 | 1 << 46), P with SBO = 16 * 32 bytes (32 << 32).
+// CHECK: arith.constant 72842645864448 : i64
+// CHECK: arith.constant 70506183655424 : i64
 // QK^T: M = 64, N = 32, bf16 x bf16 -> f32, both operands K-major
 // (idesc = 4 << 24 | 4 << 17 | 1 << 10 | 1 << 7 | 1 << 4).
 // CHECK: nvvm.tcgen05.mma {{.*}} %c67634320_i32, {{.*}}kind = #nvvm.tcgen05_mma_kind<f16>
@@ -22,6 +27,9 @@
 // CHECK: llvm.call_intrinsic "llvm.nvvm.ex2.approx.f32"
 // CHECK: nvvm.vote.sync any
 // CHECK: nvvm.tcgen05.st {{.*}}shape_32x32b{{.*}} : vector<32xi32>
+// V is the same block read MN-major: LBO = 16 * 576 (576 << 16), SBO = 128
+// (8 << 32).
+// CHECK: arith.constant 70403141664768 : i64
 // PV: N = L/2 = 256 per half, B (the latent rows) MN-major (bit 16).
 // CHECK: nvvm.tcgen05.mma {{.*}} %c71369872_i32, {{.*}}kind = #nvvm.tcgen05_mma_kind<f16>
 // CHECK: nvvm.tcgen05.mma {{.*}} %c71369872_i32{{.*}}, {{.*}}kind = #nvvm.tcgen05_mma_kind<f16>
