@@ -2,7 +2,7 @@
 
 #include "mla/GPUCodegen/Tcgen05.h"
 
-#include "GpuCodegenUtils.h"
+#include "mla/GPUCodegen/DeviceBuilder.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 

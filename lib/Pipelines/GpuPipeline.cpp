@@ -9,6 +9,7 @@
 
 #include "mla/Conversion/Passes.h"
 #include "mla/Dialect/MLA/Transforms/Passes.h"
+#include "mla/GPUCodegen/TargetInfo.h"
 #include "mla/Pipelines/Pipelines.h"
 #include "mla/Contract/KernelABI.h"
 #include "mlir/Conversion/Passes.h"
@@ -41,7 +42,7 @@ void mla::buildMLAToNVVMPipeline(OpPassManager &pm,
   GpuNVVMAttachTargetOptions attach;
   attach.triple = "nvptx64-nvidia-cuda";
   attach.chip = gpu::chipName(chip);
-  attach.features = chip == gpu::Chip::SM90a ? "+ptx80" : "+ptx88";
+  attach.features = gpu_codegen::getTargetInfo(chip).ptxFeatures().str();
   attach.optLevel = 3;
   pm.addPass(createGpuNVVMAttachTarget(attach));
 

@@ -16,11 +16,16 @@
 #include "mlir/Target/LLVMIR/Dialect/All.h"
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
 
+namespace mla::test {
+void registerTestGPUCodegenBlocksPass();
+} // namespace mla::test
+
 int main(int argc, char **argv) {
   mlir::registerAllPasses();
   mla::registerMLAPasses();
   mla::registerMLAConversionPasses();
   mla::registerMLAPipelines();
+  mla::test::registerTestGPUCodegenBlocksPass();
 
   mlir::DialectRegistry registry;
   registry.insert<mla::MLADialect>();

@@ -17,7 +17,7 @@
 #include "mla/Conversion/MLAToGPU/MLAToGPU.h"
 #include "mla/Dialect/MLA/IR/MLAOps.h"
 #include "mla/Contract/CacheProjectionABI.h"
-#include "GpuCodegenUtils.h"
+#include "mla/GPUCodegen/DeviceBuilder.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"

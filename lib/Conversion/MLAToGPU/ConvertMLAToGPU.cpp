@@ -6,10 +6,11 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "GpuCodegenUtils.h"
 #include "mla/Conversion/MLAToGPU/MLAToGPU.h"
 #include "mla/Conversion/Passes.h"
 #include "mla/Dialect/MLA/IR/MLAOps.h"
+#include "mla/GPUCodegen/DeviceBuilder.h"
+#include "mla/GPUCodegen/TargetInfo.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
@@ -144,10 +145,11 @@ struct KernelEmitter {
       return failure();
     std::string name = uniqueName(abi::kDecodePartialKernel);
     FailureOr<::mlir::gpu::GPUFuncOp> fn =
-        chip == abi::Chip::SM90a
-            ? emitDecodePartialSM90(builder, op->getLoc(), name, *shape, *tiling)
-            : emitDecodePartialSM100(builder, op->getLoc(), name, *shape,
-                                     *tiling);
+        getTargetInfo(chip).decodeMma() == MmaFamily::Tcgen05
+            ? emitDecodePartialSM100(builder, op->getLoc(), name, *shape,
+                                     *tiling)
+            : emitDecodePartialSM90(builder, op->getLoc(), name, *shape,
+                                    *tiling);
     if (failed(fn))
       return failure();
     if (!withCombine)

@@ -38,7 +38,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "GpuCodegenUtils.h"
+#include "mla/GPUCodegen/DeviceBuilder.h"
 #include "mla/Conversion/MLAToGPU/MLAToGPU.h"
 #include "mla/GPUCodegen/Tcgen05.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"

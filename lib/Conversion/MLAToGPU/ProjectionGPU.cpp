@@ -20,7 +20,8 @@
 #include "mla/Conversion/MLAToGPU/MLAToGPU.h"
 #include "mla/Dialect/MLA/IR/MLAOps.h"
 #include "mla/Contract/CacheProjectionABI.h"
-#include "GpuCodegenUtils.h"
+#include "mla/GPUCodegen/DeviceBuilder.h"
+#include "mla/GPUCodegen/MmaSync.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
@@ -218,119 +219,139 @@ private:
 
   /// bf16/f16: the tensor-core tile loop.
   void emitMmaBody(Value smemBase) {
-    constexpr int64_t tileM = abi::kProjTileM, tileN = abi::kProjTileN;
-    constexpr int64_t threads = abi::kProjMmaThreadsPerCta;
-    const int64_t tileK = abi::projectionTileK(s);
-    const int64_t ldsm = tileK + 8; // padded shared row, in elements
-    const int64_t chunksPerRow = tileK / 8;
-
-    Type i16 = e.i16;
-    Type fragTy = s.elem == abi::ActType::BF16
-                      ? e.i32
-                      : Type(VectorType::get({2}, b.getF16Type()));
-    auto chunkTy = VectorType::get({8}, i16);
-    Value zeroChunk = arith::ConstantOp::create(
-        b, loc, DenseElementsAttr::get(chunkTy, b.getI16IntegerAttr(0)));
-    Value smemA = smemBase;
-    Value smemB = e.gep(smemBase, b.getI8Type(), e.c32(tileM * ldsm * 2));
-
-    Value warp = e.shru(tid, e.c32(5));
-    Value lane = e.andi(tid, e.c32(31));
-    Value group = e.shru(lane, e.c32(2));
-    Value quad = e.andi(lane, e.c32(3));
-    Value warpRow = e.mul(e.shru(warp, e.c32(1)),
-                          e.c32(32));
-    Value warpCol =
-        e.mul(e.andi(warp, e.c32(1)), e.c32(32));
-    Value m0 = e.mul(ctaX, e.c32(tileM));
-    Value n0 = e.mul(ctaY, e.c32(tileN));
-    Value wHead = e.gep(
-        w, i16, e.mul(e.zext64(head), e.c64(s.inDim * s.outDim)));
-
-    int64_t aAlign = commonPow2({16, p.inRowStride * 2, p.inHeadStride * 2},
-                                16);
-    int64_t bAlign = commonPow2({16, s.outDim * 2}, 16);
-
+    setUpMmaTiles(smemBase);
     Value zero = e.f(0.0f);
     SmallVector<Value> init(32, zero);
     SmallVector<Value> acc = e.forLoop(
         s.inDim / tileK, init, [&](Value kt, ValueRange accIn) {
           Value k0 = e.mul(kt, e.c32(tileK));
-          // Input slice [64 x tileK] -> smemA[row][k], rows past T as zeros.
-          e.forLoop(tileM * chunksPerRow / threads, {},
-                    [&](Value i, ValueRange) {
-            Value idx = e.add(e.mul(i, e.c32(threads)), tid);
-            Value r = e.divu(idx, e.c32(chunksPerRow));
-            Value ch = e.remu(idx, e.c32(chunksPerRow));
-            Value t = e.add(m0, r);
-            Value valid = e.slt(t, tokens);
-            Value col = e.add(k0, e.mul(ch, e.c32(8)));
-            Value src = e.gep(in, i16,
-                              inOffset(e.select(valid, t, e.c32(0)), col));
-            Value v = e.select(valid, e.load(chunkTy, src, aAlign), zeroChunk);
-            Value dst = e.gep(smemA, i16,
-                              e.add(e.mul(r, e.c32(ldsm)), e.mul(ch, e.c32(8))));
-            e.store(v, dst, 16);
-            return SmallVector<Value>{};
-          });
-          // Weight slice [tileK x 64] -> smemB[col][k] (transposed),
-          // columns past outDim as zeros.
-          e.forLoop(tileK * (tileN / 8) / threads, {},
-                    [&](Value i, ValueRange) {
-            Value idx = e.add(e.mul(i, e.c32(threads)), tid);
-            Value kr = e.divu(idx, e.c32(tileN / 8));
-            Value cc = e.mul(e.remu(idx, e.c32(tileN / 8)), e.c32(8));
-            Value col = e.add(n0, cc);
-            Value valid = e.slt(col, e.c32(s.outDim));
-            Value src = e.gep(
-                wHead, i16,
-                e.add(e.mul(e.zext64(e.add(k0, kr)), e.c64(s.outDim)),
-                      e.zext64(e.select(valid, col, e.c32(0)))));
-            Value v = e.select(valid, e.load(chunkTy, src, bAlign), zeroChunk);
-            for (int64_t j = 0; j < 8; ++j) {
-              Value at = e.add(e.mul(e.add(cc, e.c32(j)), e.c32(ldsm)), kr);
-              e.store(e.extract(v, j),
-                      e.gep(smemB, i16, at), 2);
-            }
-            return SmallVector<Value>{};
-          });
+          stageInputSlice(k0);
+          stageWeightSlice(k0);
           mlir::gpu::BarrierOp::create(b);
-
           SmallVector<Value> accs(accIn.begin(), accIn.end());
-          for (int64_t kk = 0; kk < tileK; kk += 16) {
-            // Fragment (row, k) of a shared tile as one 32-bit load: i32
-            // for bf16, vector<2xf16> for f16 (what nvvm.mma.sync accepts).
-            auto frag = [&](Value base, Value row, int64_t k) {
-              Value at = e.add(e.mul(row, e.c32(ldsm)),
-                               e.add(e.mul(quad, e.c32(2)), e.c32(kk + k)));
-              return e.load(fragTy, e.gep(base, i16, at), 4);
-            };
-            SmallVector<std::array<Value, 4>> aFrags;
-            for (int64_t mt = 0; mt < 2; ++mt) {
-              Value row = e.add(warpRow, e.add(group, e.c32(16 * mt)));
-              Value row8 = e.add(row, e.c32(8));
-              aFrags.push_back({frag(smemA, row, 0), frag(smemA, row8, 0),
-                                frag(smemA, row, 8), frag(smemA, row8, 8)});
-            }
-            for (int64_t nt = 0; nt < 4; ++nt) {
-              Value col = e.add(warpCol, e.add(group, e.c32(8 * nt)));
-              Value b0 = frag(smemB, col, 0), b1 = frag(smemB, col, 8);
-              for (int64_t mt = 0; mt < 2; ++mt) {
-                int64_t base = (mt * 4 + nt) * 4;
-                ValueRange c(ArrayRef<Value>(accs).slice(base, 4));
-                SmallVector<Value> cVals(c.begin(), c.end());
-                SmallVector<Value> d = mma(aFrags[mt], {b0, b1}, cVals);
-                std::copy(d.begin(), d.end(), accs.begin() + base);
-              }
-            }
-          }
+          for (int64_t kk = 0; kk < tileK; kk += 16)
+            multiplySlice(accs, kk);
           mlir::gpu::BarrierOp::create(b);
           return accs;
         });
+    storeTile(acc);
+    if (s.ropeDim > 0)
+      e.ifThen(e.eq(ctaY, e.c32(0)),
+               [&] { emitRopeCopy(m0, abi::kProjTileM, abi::kProjMmaThreadsPerCta); });
+  }
 
-    // Epilogue: each accumulator pair is two adjacent columns of one row.
-    int64_t outAlign = commonPow2({4, p.outRowStride * 2, p.outHeadStride * 2},
-                                  4);
+  // The tensor-core tile loop's geometry (setUpMmaTiles).
+  int64_t tileK = 0, ldsm = 0, chunksPerRow = 0, aAlign = 0, bAlign = 0;
+  Type fragTy;
+  VectorType chunkTy;
+  Value zeroChunk, smemA, smemB, group, quad, warpRow, warpCol, m0, n0, wHead;
+
+  void setUpMmaTiles(Value smemBase) {
+    constexpr int64_t tileM = abi::kProjTileM, tileN = abi::kProjTileN;
+    tileK = abi::projectionTileK(s);
+    ldsm = tileK + 8; // padded shared row, in elements
+    chunksPerRow = tileK / 8;
+    fragTy = s.elem == abi::ActType::BF16
+                 ? e.i32
+                 : Type(VectorType::get({2}, b.getF16Type()));
+    chunkTy = VectorType::get({8}, e.i16);
+    zeroChunk = arith::ConstantOp::create(
+        b, loc, DenseElementsAttr::get(chunkTy, b.getI16IntegerAttr(0)));
+    smemA = smemBase;
+    smemB = e.gep(smemBase, b.getI8Type(), e.c32(tileM * ldsm * 2));
+
+    Value warp = e.shru(tid, e.c32(5));
+    Value lane = e.andi(tid, e.c32(31));
+    group = e.shru(lane, e.c32(2));
+    quad = e.andi(lane, e.c32(3));
+    warpRow = e.mul(e.shru(warp, e.c32(1)), e.c32(32));
+    warpCol = e.mul(e.andi(warp, e.c32(1)), e.c32(32));
+    m0 = e.mul(ctaX, e.c32(tileM));
+    n0 = e.mul(ctaY, e.c32(tileN));
+    wHead = e.gep(w, e.i16, e.mul(e.zext64(head), e.c64(s.inDim * s.outDim)));
+    aAlign = commonPow2({16, p.inRowStride * 2, p.inHeadStride * 2}, 16);
+    bAlign = commonPow2({16, s.outDim * 2}, 16);
+  }
+
+  /// Input slice [64 x tileK] -> smemA[row][k], rows past T as zeros.
+  void stageInputSlice(Value k0) {
+    constexpr int64_t threads = abi::kProjMmaThreadsPerCta;
+    e.forLoop(abi::kProjTileM * chunksPerRow / threads, {},
+              [&](Value i, ValueRange) {
+      Value idx = e.add(e.mul(i, e.c32(threads)), tid);
+      Value r = e.divu(idx, e.c32(chunksPerRow));
+      Value ch = e.remu(idx, e.c32(chunksPerRow));
+      Value t = e.add(m0, r);
+      Value valid = e.slt(t, tokens);
+      Value col = e.add(k0, e.mul(ch, e.c32(8)));
+      Value src = e.gep(in, e.i16, inOffset(e.select(valid, t, e.c32(0)), col));
+      Value v = e.select(valid, e.load(chunkTy, src, aAlign), zeroChunk);
+      Value dst = e.gep(smemA, e.i16,
+                        e.add(e.mul(r, e.c32(ldsm)), e.mul(ch, e.c32(8))));
+      e.store(v, dst, 16);
+      return SmallVector<Value>{};
+    });
+  }
+
+  /// Weight slice [tileK x 64] -> smemB[col][k] (transposed), columns past
+  /// outDim as zeros.
+  void stageWeightSlice(Value k0) {
+    constexpr int64_t threads = abi::kProjMmaThreadsPerCta;
+    constexpr int64_t tileN = abi::kProjTileN;
+    e.forLoop(tileK * (tileN / 8) / threads, {}, [&](Value i, ValueRange) {
+      Value idx = e.add(e.mul(i, e.c32(threads)), tid);
+      Value kr = e.divu(idx, e.c32(tileN / 8));
+      Value cc = e.mul(e.remu(idx, e.c32(tileN / 8)), e.c32(8));
+      Value col = e.add(n0, cc);
+      Value valid = e.slt(col, e.c32(s.outDim));
+      Value src = e.gep(wHead, e.i16,
+                        e.add(e.mul(e.zext64(e.add(k0, kr)), e.c64(s.outDim)),
+                              e.zext64(e.select(valid, col, e.c32(0)))));
+      Value v = e.select(valid, e.load(chunkTy, src, bAlign), zeroChunk);
+      for (int64_t j = 0; j < 8; ++j) {
+        Value at = e.add(e.mul(e.add(cc, e.c32(j)), e.c32(ldsm)), kr);
+        e.store(e.extract(v, j), e.gep(smemB, e.i16, at), 2);
+      }
+      return SmallVector<Value>{};
+    });
+  }
+
+  /// Fragment (row, k) of a shared tile as one 32-bit load: i32 for bf16,
+  /// vector<2xf16> for f16 (what nvvm.mma.sync accepts).
+  Value loadFrag(Value base, Value row, int64_t k) {
+    Value at = e.add(e.mul(row, e.c32(ldsm)),
+                     e.add(e.mul(quad, e.c32(2)), e.c32(k)));
+    return e.load(fragTy, e.gep(base, e.i16, at), 4);
+  }
+
+  /// accs += the 16-wide k slice `kk` of the staged tiles: 2 x 4 m16n8k16
+  /// tiles per warp.
+  void multiplySlice(MutableArrayRef<Value> accs, int64_t kk) {
+    bool bf16 = s.elem == abi::ActType::BF16;
+    SmallVector<gpu_codegen::MmaFragA> aFrags;
+    for (int64_t mt = 0; mt < 2; ++mt) {
+      Value row = e.add(warpRow, e.add(group, e.c32(16 * mt)));
+      Value row8 = e.add(row, e.c32(8));
+      aFrags.push_back({{loadFrag(smemA, row, kk), loadFrag(smemA, row8, kk),
+                         loadFrag(smemA, row, kk + 8),
+                         loadFrag(smemA, row8, kk + 8)}});
+    }
+    for (int64_t nt = 0; nt < 4; ++nt) {
+      Value col = e.add(warpCol, e.add(group, e.c32(8 * nt)));
+      Value b0 = loadFrag(smemB, col, kk), b1 = loadFrag(smemB, col, kk + 8);
+      for (int64_t mt = 0; mt < 2; ++mt) {
+        MutableArrayRef<Value> c = accs.slice((mt * 4 + nt) * 4, 4);
+        gpu_codegen::MmaAccum d = gpu_codegen::mmaSync(
+            e, aFrags[mt], {{b0, b1}}, {{c[0], c[1], c[2], c[3]}}, bf16);
+        llvm::copy(d.regs, c.begin());
+      }
+    }
+  }
+
+  /// Each accumulator pair is two adjacent columns of one row.
+  void storeTile(ArrayRef<Value> acc) {
+    int64_t outAlign =
+        commonPow2({4, p.outRowStride * 2, p.outHeadStride * 2}, 4);
     auto pairTy = VectorType::get({2}, p.elem);
     for (int64_t mt = 0; mt < 2; ++mt) {
       for (int64_t nt = 0; nt < 4; ++nt) {
@@ -340,8 +361,7 @@ private:
         for (int64_t half = 0; half < 2; ++half) {
           Value t = e.add(m0, e.add(warpRow, e.add(group, e.c32(16 * mt +
                                                                8 * half))));
-          Value ok = e.andi(e.slt(t, tokens),
-                                           e.slt(col, e.c32(s.outDim)));
+          Value ok = e.andi(e.slt(t, tokens), e.slt(col, e.c32(s.outDim)));
           Value lo = acc[base + 2 * half], hi = acc[base + 2 * half + 1];
           e.ifThen(ok, [&] {
             Value v = e.poison(pairTy);
@@ -352,29 +372,6 @@ private:
         }
       }
     }
-    if (s.ropeDim > 0)
-      e.ifThen(e.eq(ctaY, e.c32(0)),
-               [&] { emitRopeCopy(m0, tileM, threads); });
-  }
-
-  /// d = a * b + c for one m16n8k16 tile (row-major A, column-major B).
-  SmallVector<Value> mma(ArrayRef<Value> a, ArrayRef<Value> bFrag,
-                         ArrayRef<Value> c) {
-    auto ptx = s.elem == abi::ActType::BF16 ? NVVM::MMATypes::bf16
-                                            : NVVM::MMATypes::f16;
-    Type f32 = e.f32;
-    auto resTy = LLVM::LLVMStructType::getLiteral(b.getContext(),
-                                                  {f32, f32, f32, f32});
-    Value d = NVVM::MmaOp::create(
-        b, loc, resTy, a, bFrag, c, ArrayRef<int64_t>{16, 8, 16},
-        std::nullopt, std::nullopt,
-        std::array<NVVM::MMATypes, 2>{ptx, ptx},
-        std::array<NVVM::MMALayout, 2>{NVVM::MMALayout::row,
-                                       NVVM::MMALayout::col});
-    SmallVector<Value> r;
-    for (int64_t i = 0; i < 4; ++i)
-      r.push_back(LLVM::ExtractValueOp::create(b, d, i));
-    return r;
   }
 };
 

@@ -1,6 +1,7 @@
-//===- GpuCodegenUtils.cpp - LLVM/NVVM-level kernel building helpers -----===//
+//===- DeviceBuilder.cpp - LLVM/NVVM-level kernel building helpers -------===//
 
-#include "GpuCodegenUtils.h"
+#include "mla/GPUCodegen/DeviceBuilder.h"
+#include "mla/GPUCodegen/InlinePTX.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
@@ -142,20 +143,8 @@ Value DeviceBuilder::callIntrinsic(StringRef name, Value x) {
       .getResult(0);
 }
 
-static Value unaryAsm(ImplicitLocOpBuilder &b, StringRef text, Value x) {
-  return LLVM::InlineAsmOp::create(b, x.getType(), ValueRange{x}, text, "=f,f",
-                                   /*has_side_effects=*/false,
-                                   /*is_align_stack=*/false,
-                                   LLVM::tailcallkind::TailCallKind::None,
-                                   LLVM::AsmDialectAttr(), ArrayAttr())
-      .getResult(0);
-}
-Value DeviceBuilder::exp2(Value x) {
-  return unaryAsm(b, "ex2.approx.ftz.f32 $0, $1;", x);
-}
-Value DeviceBuilder::log2(Value x) {
-  return unaryAsm(b, "lg2.approx.ftz.f32 $0, $1;", x);
-}
+Value DeviceBuilder::exp2(Value x) { return ptx::ex2ApproxFtz(b, x); }
+Value DeviceBuilder::log2(Value x) { return ptx::lg2ApproxFtz(b, x); }
 
 Value DeviceBuilder::gep(Value base, Type elemType, Value index) {
   return LLVM::GEPOp::create(b, base.getType(), elemType, base,
@@ -224,14 +213,17 @@ std::array<Value, 4> DeviceBuilder::mma16816(ArrayRef<Value> a,
   MLIRContext *ctx = b.getContext();
   auto structType = LLVM::LLVMStructType::getLiteral(ctx, {f32, f32, f32, f32});
   NVVM::MMATypes t = bf16 ? NVVM::MMATypes::bf16 : NVVM::MMATypes::f16;
-  // bf16 fragments are i32-packed pairs; f16 ones are vector<2xf16>.
+  // bf16 fragments are i32-packed pairs; f16 ones are vector<2xf16>
+  // (i32-packed f16 pairs, as ldmatrix returns them, are bitcast).
   SmallVector<Value, 4> aOps(a.begin(), a.end()), bOps(bv.begin(), bv.end());
   if (!bf16) {
     auto v2h = VectorType::get({2}, b.getF16Type());
     for (Value &v : aOps)
-      v = LLVM::BitcastOp::create(b, v2h, v);
+      if (v.getType() != v2h)
+        v = LLVM::BitcastOp::create(b, v2h, v);
     for (Value &v : bOps)
-      v = LLVM::BitcastOp::create(b, v2h, v);
+      if (v.getType() != v2h)
+        v = LLVM::BitcastOp::create(b, v2h, v);
   }
   Value r = NVVM::MmaOp::create(
       b, structType, aOps, bOps, c, ArrayRef<int64_t>{16, 8, 16}, std::nullopt,

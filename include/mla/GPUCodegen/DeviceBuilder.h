@@ -1,15 +1,17 @@
-//===- GpuCodegenUtils.h - LLVM/NVVM-level kernel building helpers -------===//
+//===- DeviceBuilder.h - LLVM/NVVM-level kernel building helpers -*- C++ -*-===//
 //
 // A thin layer over ImplicitLocOpBuilder for writing kernels at the
 // LLVM/NVVM level: i32 arithmetic (arith), global/shared pointers
 // (llvm.getelementptr, aligned loads and stores), thread indices, barriers,
 // warp shuffles, cp.async, ldmatrix, mma.sync m16n8k16 and the fast base-2
 // exponential/logarithm. Kernels built with it lower through the device half
-// of the `mla-to-nvvm` pipeline.
+// of the `mla-to-nvvm` pipeline. It is the bottom of the GPU kernel-building
+// layer: the typed blocks of this folder (shared-memory tiles, pipelines,
+// MMAs, softmax) are written with it.
 //
 //===----------------------------------------------------------------------===//
-#ifndef MLA_LIB_CONVERSION_MLATOGPU_GPUCODEGENUTILS_H
-#define MLA_LIB_CONVERSION_MLATOGPU_GPUCODEGENUTILS_H
+#ifndef MLA_GPUCODEGEN_DEVICEBUILDER_H
+#define MLA_GPUCODEGEN_DEVICEBUILDER_H
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
@@ -155,4 +157,4 @@ public:
 
 } // namespace mla::gpu_codegen
 
-#endif // MLA_LIB_CONVERSION_MLATOGPU_GPUCODEGENUTILS_H
+#endif // MLA_GPUCODEGEN_DEVICEBUILDER_H

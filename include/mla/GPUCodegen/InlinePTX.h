@@ -1,0 +1,36 @@
+//===- InlinePTX.h - the inline-PTX instructions of the GPU kernels -*- C++ -*-===//
+//
+// Every `llvm.inline_asm` the GPU kernels use, in one place: the `.ftz`
+// fast exp2/log2 of the softmax, and wgmma with both operands from shared
+// memory, written as the PTX the kernels were measured with (MLIR 22's
+// nvvm.wgmma.mma_async is itself lowered to inline PTX by
+// convert-nvvm-to-llvm, and wgmma with A in registers has no op at all).
+// test/Conversion/MLAToGPU/inline-ptx.mlir checks the PTX of each.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MLA_GPUCODEGEN_INLINEPTX_H
+#define MLA_GPUCODEGEN_INLINEPTX_H
+
+#include "mlir/IR/ImplicitLocOpBuilder.h"
+#include "llvm/ADT/SmallVector.h"
+
+namespace mla::gpu_codegen::ptx {
+
+/// `ex2.approx.ftz.f32`: 2^x, -inf gives 0.
+mlir::Value ex2ApproxFtz(mlir::ImplicitLocOpBuilder &b, mlir::Value x);
+
+/// `lg2.approx.ftz.f32`: log2(x).
+mlir::Value lg2ApproxFtz(mlir::ImplicitLocOpBuilder &b, mlir::Value x);
+
+/// `wgmma.mma_async.sync.aligned.m64n<n>k16.f32.<bf16|f16>` with both
+/// operands from shared-memory descriptors (i64). `acc` holds the thread's
+/// n/2 f32 accumulators; `scaleD` (i32) = 0 ignores them (D = A*B), else
+/// D = A*B + D. `transB` reads B as MN-major. Returns the n/2 results.
+llvm::SmallVector<mlir::Value>
+wgmmaMmaAsyncSS(mlir::ImplicitLocOpBuilder &b, int64_t n, bool bf16,
+                llvm::ArrayRef<mlir::Value> acc, mlir::Value descA,
+                mlir::Value descB, mlir::Value scaleD, bool transB);
+
+} // namespace mla::gpu_codegen::ptx
+
+#endif // MLA_GPUCODEGEN_INLINEPTX_H

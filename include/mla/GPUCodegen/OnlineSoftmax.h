@@ -1,0 +1,73 @@
+//===- OnlineSoftmax.h - base-2 online softmax steps ---------------*- C++ -*-===//
+//
+// The steps every attention kernel takes per KV block (primer section 4), in
+// base 2 so that each exponential is one ex2.approx: scores are scaled by
+// scale * log2(e) and masked to -inf; the running row max m (base 2) and sum
+// l are rescaled by alpha = 2^(m_old - m_new); p = 2^(s - m); the end divides
+// by l and reports the natural-log LSE ln(2) * (m + log2 l). A row that has
+// seen nothing keeps m = -inf, l = 0 and ends with out = 0, lse = -inf.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MLA_GPUCODEGEN_ONLINESOFTMAX_H
+#define MLA_GPUCODEGEN_ONLINESOFTMAX_H
+
+#include "mla/GPUCodegen/DeviceBuilder.h"
+
+namespace mla::gpu_codegen::softmax {
+
+constexpr float kLog2e = 1.4426950408889634f;
+constexpr float kLn2 = 0.6931471805599453f;
+
+/// The score `s` times `scaleLog2` (= softmax scale * log2 e) where `valid`
+/// (i1), else -inf.
+mlir::Value scaleAndMask(DeviceBuilder &d, mlir::Value s, mlir::Value valid,
+                         float scaleLog2);
+
+enum class Combiner { Max, Sum };
+/// All-reduce of `v` over the lanes that differ in the bits of `laneMasks`,
+/// one shfl.bfly per mask in the given order (max: llvm.maxnum).
+mlir::Value xorAllReduce(DeviceBuilder &d, mlir::Value v, Combiner combiner,
+                         llvm::ArrayRef<int> laneMasks);
+/// The four lanes of a quad share a row of an mma.sync/wgmma accumulator.
+mlir::Value quadMax(DeviceBuilder &d, mlir::Value v);
+mlir::Value quadSum(DeviceBuilder &d, mlir::Value v);
+
+/// The running state of a row after a block with max `blockMax`.
+struct Rescale {
+  /// The new running max (base 2; -inf while the row has seen nothing).
+  mlir::Value mNew;
+  /// The max to exponentiate against: mNew, or 0 while it is -inf, so that
+  /// no -inf - -inf NaN appears.
+  mlir::Value mUse;
+  /// 2^(m_old - mUse): the factor for the old sum and output.
+  mlir::Value alpha;
+  /// The old sum times alpha (add the block's probabilities to it).
+  mlir::Value l;
+};
+Rescale rescale(DeviceBuilder &d, mlir::Value mOld, mlir::Value lOld,
+                mlir::Value blockMax);
+
+/// p = 2^(s - mUse).
+mlir::Value probability(DeviceBuilder &d, mlir::Value s, mlir::Value mUse);
+
+/// 1/l for a row with l > 0, else 0 (and whether l > 0).
+struct Normaliser {
+  mlir::Value nonEmpty;
+  mlir::Value inv;
+};
+Normaliser normaliser(DeviceBuilder &d, mlir::Value l);
+
+/// ln(2) * (m + log2 l) from the base-2 max, -inf for an empty row.
+mlir::Value naturalLse(DeviceBuilder &d, mlir::Value mBase2, mlir::Value l,
+                       mlir::Value nonEmpty);
+
+/// Merging states with natural-log LSEs (split-KV combine): the weight
+/// e^(lse - m) of a piece, computed as 2^((lse - m) log2 e).
+mlir::Value naturalWeight(DeviceBuilder &d, mlir::Value lse, mlir::Value m);
+/// m + ln(sum of the weights), -inf for an empty row (m natural).
+mlir::Value mergedLse(DeviceBuilder &d, mlir::Value m, mlir::Value sum,
+                      mlir::Value nonEmpty);
+
+} // namespace mla::gpu_codegen::softmax
+
+#endif // MLA_GPUCODEGEN_ONLINESOFTMAX_H

@@ -1,0 +1,300 @@
+//===- DecodeSM90Kernel.cpp - the shared half of the sm_90a decode --------===//
+
+#include "DecodeSM90Kernel.h"
+
+#include "mla/GPUCodegen/OnlineSoftmax.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "llvm/Support/MathExtras.h"
+
+using namespace mlir;
+using namespace mla::gpu_codegen;
+using namespace mla::gpu_codegen::sm90;
+namespace abi = mla::gpu;
+
+DecodeSM90Layout DecodeSM90Layout::get(const abi::DecodeShape &shape,
+                                       const abi::DecodeTiling &tiling) {
+  const int64_t M = tiling.rowsPerCta, Bk = tiling.kvBlock;
+  const int64_t rowData = shape.rowDim() * 2;
+  DecodeSM90Layout lay;
+  if (tiling.wgmma) {
+    // Every section 1024-byte aligned: the 128B swizzle repeats every
+    // 8 rows x 128 bytes and wgmma descriptors address it from there.
+    int64_t kvOff = llvm::alignTo(M * rowData, 1024);
+    int64_t pOff = kvOff + llvm::alignTo(tiling.stages * Bk * rowData, 1024);
+    lay.q = SmemTile::box128B(0, M);
+    lay.kv = SmemTile::box128B(kvOff, Bk);
+    lay.p = SmemTile::box128B(pOff, M);
+    lay.ring = {tiling.stages, Bk * rowData};
+    lay.redOff = pOff + llvm::alignTo(M * Bk * 2, 1024);
+    return lay;
+  }
+  // P rows are padded by 16 bytes so that ldmatrix rows of P spread banks.
+  int64_t rowBytes = SmemTile::paddedRowBytes(SmemSwizzle::ChunkXor, rowData);
+  int64_t pRowBytes = Bk * 2 + 16;
+  int64_t kvOff = llvm::alignTo(M * rowBytes, 128);
+  int64_t pOff = kvOff + llvm::alignTo(tiling.stages * Bk * rowBytes, 128);
+  lay.q = SmemTile::chunkXor(0, M, rowData);
+  lay.kv = SmemTile::chunkXor(kvOff, Bk, rowData);
+  lay.p = SmemTile::linear(pOff, M, pRowBytes);
+  lay.ring = {tiling.stages, Bk * rowBytes};
+  lay.redOff = pOff + llvm::alignTo(M * pRowBytes, 128);
+  return lay;
+}
+
+DecodeSM90Kernel::DecodeSM90Kernel(ImplicitLocOpBuilder &b,
+                                   const abi::DecodeShape &shape,
+                                   const abi::DecodeTiling &tiling)
+    : b(b), d(b), shape(shape), tiling(tiling),
+      lay(DecodeSM90Layout::get(shape, tiling)), N(shape.numHeads),
+      Sq(shape.queryRows), L(shape.latentDim), D(shape.rowDim()),
+      page(shape.pageSize), M(tiling.rowsPerCta), wn(tiling.warpsN),
+      Bk(tiling.kvBlock), St(tiling.stages),
+      T(abi::decodeThreadsPerCta(tiling)), rows(N * Sq), Dc(D / 8),
+      Lw(L / wn), ntO(Lw / 8), Tw(Bk / wn), ntS(Tw / 8),
+      bf16(shape.elem == abi::ElemType::BF16),
+      scaleLog2(shape.scale * softmax::kLog2e) {
+  halfType = bf16 ? Type(b.getBF16Type()) : Type(b.getF16Type());
+}
+
+void DecodeSM90Kernel::begin(StringRef name, WarpGrid grid) {
+  Type g = d.ptrGlobal, i32 = d.i32;
+  fn = createKernel(b, name, {g, g, g, g, g, g, g, i32, i32, i32}, T);
+  fn->setAttr("nvvm.minctasm", b.getI32IntegerAttr(1));
+  qPtr = fn.getArgument(0), cache = fn.getArgument(1),
+  blockTable = fn.getArgument(2), seqLens = fn.getArgument(3),
+  bounds = fn.getArgument(4), pout = fn.getArgument(5),
+  plse = fn.getArgument(6), batch = fn.getArgument(7),
+  maxPages = fn.getArgument(8), numSplits = fn.getArgument(9);
+
+  smem = dynamicSharedBase(b);
+  tid = d.threadIdX();
+  warp = d.divu(tid, d.c32(32)), lane = d.remu(tid, d.c32(32));
+  bool groups = grid == WarpGrid::Warpgroups;
+  wi = groups ? d.remu(warp, d.c32(4)) : d.divu(warp, d.c32(wn));
+  wj = groups ? d.divu(warp, d.c32(4)) : d.remu(warp, d.c32(wn));
+  gq = d.divu(lane, d.c32(4)), tq = d.remu(lane, d.c32(4));
+  r0 = d.mul(d.blockIdX(), d.c32(M));
+  split = d.blockIdY(), bb = d.blockIdZ();
+  computePiece();
+  computeRowLimits();
+}
+
+void DecodeSM90Kernel::computePiece() {
+  Type i32 = d.i32;
+  seq = d.load(i32, d.gep(seqLens, i32, bb), 4);
+  Value bIdx = d.add(d.mul(bb, d.add(numSplits, d.c32(1))), split);
+  Value zero = d.c32(0);
+  hi = d.load(i32, d.gep(bounds, i32, d.add(bIdx, d.c32(1))), 4);
+  hi = d.maxsi(d.minsi(hi, seq), zero);
+  lo = d.load(i32, d.gep(bounds, i32, bIdx), 4);
+  lo = d.minsi(d.maxsi(lo, zero), hi);
+  kvEnd = hi;
+  if (shape.causal) {
+    Value lastRow = d.sub(d.minsi(d.add(r0, d.c32(M)), d.c32(rows)), d.c32(1));
+    Value iMax = d.divu(lastRow, d.c32(N));
+    kvEnd = d.minsi(hi, d.add(d.sub(seq, d.c32(Sq)), d.add(iMax, d.c32(1))));
+  }
+  kvEnd = d.maxsi(kvEnd, lo);
+  blk0 = d.mul(d.divu(lo, d.c32(Bk)), d.c32(Bk));
+  numBlocks = d.select(
+      d.slt(lo, kvEnd),
+      d.divu(d.add(d.sub(kvEnd, blk0), d.c32(Bk - 1)), d.c32(Bk)), zero);
+}
+
+void DecodeSM90Kernel::computeRowLimits() {
+  for (int h = 0; h < 2; ++h) {
+    rowLocal[h] = d.add(d.mul(wi, d.c32(16)), d.add(gq, d.c32(8 * h)));
+    rowGlobal[h] = d.add(r0, rowLocal[h]);
+    rowLimit[h] = kvEnd;
+    if (shape.causal) {
+      Value iq = d.divu(rowGlobal[h], d.c32(N));
+      rowLimit[h] = d.minsi(
+          kvEnd, d.add(d.sub(seq, d.c32(Sq)), d.add(iq, d.c32(1))));
+    }
+  }
+}
+
+Value DecodeSM90Kernel::sm(int64_t base, Value byteOffset) {
+  return d.gepBytes(smem, d.add(d.c32(base), byteOffset));
+}
+
+Value DecodeSM90Kernel::blockStart(Value k) {
+  return d.add(blk0, d.mul(k, d.c32(Bk)));
+}
+
+void DecodeSM90Kernel::stageQ() {
+  // Rows past the request's N*Sq are zero-filled.
+  Value qReqBase = d.mul(d.toI64(d.mul(bb, d.c32(rows))), d.c64(D));
+  forEachStrided(d, tid, T, M * Dc, [&](Value idx) {
+    Value rr = d.divu(idx, d.c32(Dc)), ch = d.remu(idx, d.c32(Dc));
+    Value r = d.add(r0, rr);
+    Value valid = d.slt(r, d.c32(rows));
+    Value rc = d.minsi(r, d.c32(rows - 1));
+    Value src = d.gep(qPtr, halfType,
+                      d.add(qReqBase, d.add(d.mul(d.toI64(rc), d.c64(D)),
+                                            d.toI64(d.mul(ch, d.c32(8))))));
+    Value size = zeroFillSize(d, valid);
+    d.cpAsync16(sm(lay.q.base, lay.q.byteOffset(d, rr, ch)), src, size);
+  });
+}
+
+void DecodeSM90Kernel::issueBlock(Value k) {
+  // A block never straddles a page.
+  d.ifThen(d.slt(k, numBlocks), [&] {
+    Value start = blockStart(k);
+    Value pageIdx = d.divu(start, d.c32(page));
+    Value phys = d.load(
+        d.i32, d.gep(blockTable, d.i32, d.add(d.mul(bb, maxPages), pageIdx)),
+        4);
+    Value firstRow = d.add(d.mul(d.toI64(phys), d.c64(page)),
+                           d.toI64(d.remu(start, d.c32(page))));
+    Value rowBase = d.mul(firstRow, d.c64(D));
+    Value stage = lay.ring.slotOffset(d, k);
+    forEachStrided(d, tid, T, Bk * Dc, [&](Value idx) {
+      Value tok = d.divu(idx, d.c32(Dc)), ch = d.remu(idx, d.c32(Dc));
+      Value valid = d.slt(d.add(start, tok), kvEnd);
+      Value src = d.gep(
+          cache, halfType,
+          d.add(rowBase, d.toI64(d.add(d.mul(tok, d.c32(D)),
+                                       d.mul(ch, d.c32(8))))));
+      Value size = zeroFillSize(d, valid);
+      d.cpAsync16(sm(lay.kv.base, d.add(stage, lay.kv.byteOffset(d, tok, ch))),
+                  src, size);
+    });
+  });
+}
+
+void DecodeSM90Kernel::stageQAndPrefill() {
+  // Group 0 = Q + block 0; groups 1..St-2 = the next blocks.
+  stageQ();
+  lay.ring.prefill(d, [&](Value k) { issueBlock(k); });
+}
+
+SmallVector<Value> DecodeSM90Kernel::initialState() {
+  SmallVector<Value> inits;
+  Value fzero = d.f(0.0f), ninf = d.negInf();
+  for (int64_t j = 0; j < ntO * 4; ++j)
+    inits.push_back(fzero);
+  inits.append({ninf, ninf, fzero, fzero});
+  return inits;
+}
+
+Value DecodeSM90Kernel::redSlot(int h, Value j) {
+  Value slot = d.add(d.mul(rowLocal[h], d.c32(wn)), j);
+  return d.gepBytes(smem, d.add(d.c32(lay.redOff), d.mul(slot, d.c32(4))));
+}
+
+void DecodeSM90Kernel::maskAndPublishRowMax(MutableArrayRef<MmaAccum> s,
+                                            Value start) {
+  Value rowMax[2] = {d.negInf(), d.negInf()};
+  Value tokBase = d.add(start, d.add(d.mul(wj, d.c32(Tw)),
+                                     d.mul(tq, d.c32(2))));
+  for (int64_t q = 0; q < ntS; ++q)
+    for (int e = 0; e < 4; ++e) {
+      int h = e / 2;
+      Value pos = d.add(tokBase, d.c32(8 * q + e % 2));
+      Value valid = d.andi(d.sge(pos, lo), d.slt(pos, rowLimit[h]));
+      s[q].regs[e] = softmax::scaleAndMask(d, s[q].regs[e], valid, scaleLog2);
+      rowMax[h] = d.fmax(rowMax[h], s[q].regs[e]);
+    }
+  for (int h = 0; h < 2; ++h) {
+    rowMax[h] = softmax::quadMax(d, rowMax[h]);
+    d.store(rowMax[h], redSlot(h, wj), 4);
+  }
+  d.barrier();
+}
+
+Value DecodeSM90Kernel::blockRowMax(int h) {
+  Value blockMax = d.negInf();
+  for (int64_t j = 0; j < wn; ++j)
+    blockMax = d.fmax(blockMax, d.load(d.f32, redSlot(h, d.c32(j)), 4));
+  return blockMax;
+}
+
+void DecodeSM90Kernel::storeProbabilities(ArrayRef<MmaAccum> s,
+                                          Value mUse[2], Value l[2]) {
+  for (int64_t q = 0; q < ntS; ++q) {
+    Value pv[4];
+    for (int e = 0; e < 4; ++e) {
+      pv[e] = softmax::probability(d, s[q].regs[e], mUse[e / 2]);
+      l[e / 2] = d.fadd(l[e / 2], pv[e]);
+    }
+    Value col = d.add(d.mul(wj, d.c32(Tw)),
+                      d.add(d.c32(8 * q), d.mul(tq, d.c32(2))));
+    for (int h = 0; h < 2; ++h) {
+      Value off = lay.p.elementOffset(d, rowLocal[h], col, 2);
+      d.store(d.pack2(pv[2 * h], pv[2 * h + 1], halfType), sm(lay.p.base, off),
+              4);
+    }
+  }
+}
+
+SmallVector<Value> DecodeSM90Kernel::softmaxBlock(MutableArrayRef<MmaAccum> s,
+                                                  Value start,
+                                                  ValueRange carried) {
+  SmallVector<Value> o(carried.begin(), carried.begin() + ntO * 4);
+  maskAndPublishRowMax(s, start);
+  Value mNew[2], mUse[2], alpha[2], lNew[2];
+  for (int h = 0; h < 2; ++h) {
+    Value blockMax = blockRowMax(h);
+    softmax::Rescale r = softmax::rescale(d, carried[ntO * 4 + h],
+                                          carried[ntO * 4 + 2 + h], blockMax);
+    mNew[h] = r.mNew, mUse[h] = r.mUse, alpha[h] = r.alpha, lNew[h] = r.l;
+  }
+  storeProbabilities(s, mUse, lNew);
+  for (int64_t j = 0; j < ntO; ++j)
+    for (int e = 0; e < 4; ++e)
+      o[j * 4 + e] = d.fmul(o[j * 4 + e], alpha[e / 2]);
+  o.append({mNew[0], mNew[1], lNew[0], lNew[1]});
+  return o;
+}
+
+void DecodeSM90Kernel::finish(ValueRange state) {
+  lay.ring.drain(d);
+  // Row sums: the quad, then the warps_n warps sharing the rows.
+  d.barrier();
+  for (int h = 0; h < 2; ++h) {
+    Value l = softmax::quadSum(d, state[ntO * 4 + 2 + h]);
+    d.store(l, redSlot(h, wj), 4);
+  }
+  d.barrier();
+  Value lRow[2];
+  for (int h = 0; h < 2; ++h) {
+    lRow[h] = d.f(0.0f);
+    for (int64_t j = 0; j < wn; ++j)
+      lRow[h] = d.fadd(lRow[h], d.load(d.f32, redSlot(h, d.c32(j)), 4));
+  }
+  writeOutput(state, lRow);
+  mlir::gpu::ReturnOp::create(b);
+}
+
+void DecodeSM90Kernel::writeOutput(ValueRange state, Value lRow[2]) {
+  auto v2 = VectorType::get({2}, d.f32);
+  Value sb = d.add(d.mul(split, batch), bb);
+  Value zero = d.c32(0);
+  for (int h = 0; h < 2; ++h) {
+    softmax::Normaliser norm = softmax::normaliser(d, lRow[h]);
+    d.ifThen(d.slt(rowGlobal[h], d.c32(rows)), [&] {
+      Value outRow = d.mul(
+          d.toI64(d.add(d.mul(sb, d.c32(rows)), rowGlobal[h])), d.c64(L));
+      Value colBase = d.add(d.mul(wj, d.c32(Lw)), d.mul(tq, d.c32(2)));
+      for (int64_t j = 0; j < ntO; ++j) {
+        Value v = LLVM::UndefOp::create(b, v2);
+        v = LLVM::InsertElementOp::create(
+            b, v, d.fmul(state[j * 4 + 2 * h], norm.inv), d.c32(0));
+        v = LLVM::InsertElementOp::create(
+            b, v, d.fmul(state[j * 4 + 2 * h + 1], norm.inv), d.c32(1));
+        Value col = d.add(colBase, d.c32(8 * j));
+        d.store(v, d.gep(pout, d.f32, d.add(outRow, d.toI64(col))), 8);
+      }
+      d.ifThen(d.andi(d.eq(wj, zero), d.eq(tq, zero)), [&] {
+        Value lse = softmax::naturalLse(d, state[ntO * 4 + h], lRow[h],
+                                        norm.nonEmpty);
+        Value iq = d.divu(rowGlobal[h], d.c32(N)),
+              n = d.remu(rowGlobal[h], d.c32(N));
+        Value idx = d.add(d.mul(d.add(d.mul(sb, d.c32(N)), n), d.c32(Sq)), iq);
+        d.store(lse, d.gep(plse, d.f32, idx), 4);
+      });
+    });
+  }
+}

@@ -1,0 +1,143 @@
+//===- DecodeSM90Kernel.h - the shared half of the sm_90a decode -*- C++ -*-===//
+//
+// mla_decode_partial for sm_90a. One CTA = `rows_per_cta` query rows of one
+// request and one split-KV piece:
+//
+//   * The Q tile [rows x (L+R)] and KV blocks [kv_block x (L+R)] are staged
+//     in shared memory with 16-byte cp.async copies, `stages` blocks deep
+//     (a StageRing). Positions past the piece are zero-filled (src-size 0):
+//     a NaN in an unused slot never enters shared memory.
+//   * S = Q K^T per block, then the base-2 online softmax: scores are scaled
+//     by scale*log2(e) and masked (piece bounds, causal limit per row) to
+//     -inf; the block's row maxima of the warps sharing a row meet in shared
+//     memory; p = ex2(s - m) goes to shared memory as bf16/f16; each thread
+//     keeps a partial row sum.
+//   * O += P V, V being a view of the same KV tile.
+//   * The end merges the row sums across warps and writes the normalised
+//     f32 partial output and the natural-log LSE (-inf for an empty piece).
+//
+// The two MMA schedules are separate compositions over this class, chosen
+// once by `DecodeTiling::wgmma`: DecodeSM90MmaSync.cpp (warp grid, ldmatrix
+// + mma.sync on ChunkXor tiles) and DecodeSM90Wgmma.cpp (two warpgroups,
+// wgmma on Box128B tiles). This class holds what they share: the kernel
+// signature, the piece bounds and row limits, the staging, the softmax of a
+// block and the epilogue.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MLA_LIB_CONVERSION_MLATOGPU_DECODESM90KERNEL_H
+#define MLA_LIB_CONVERSION_MLATOGPU_DECODESM90KERNEL_H
+
+#include "mla/GPUCodegen/AsyncCopy.h"
+#include "mla/GPUCodegen/DeviceBuilder.h"
+#include "mla/GPUCodegen/MmaSync.h"
+#include "mla/GPUCodegen/SmemTile.h"
+#include "mla/Contract/KernelABI.h"
+
+namespace mla::gpu_codegen::sm90 {
+
+/// Where the tiles of the kernel live in dynamic shared memory.
+struct DecodeSM90Layout {
+  SmemTile q, kv, p;
+  /// The KV tile's ring (one kv tile per stage).
+  StageRing ring;
+  /// Offset of the f32 [rows_per_cta x warps_n] row-reduction scratch.
+  int64_t redOff;
+
+  /// ChunkXor Q/KV tiles and a padded Linear P tile (mma.sync), or Box128B
+  /// tiles in 1024-byte-aligned sections (wgmma).
+  static DecodeSM90Layout get(const gpu::DecodeShape &shape,
+                              const gpu::DecodeTiling &tiling);
+};
+
+/// How warps map onto (row block i, column/token slice j).
+enum class WarpGrid {
+  /// warp = i * warps_n + j.
+  RowMajor,
+  /// warpgroup j, warp i = warp % 4 inside it.
+  Warpgroups,
+};
+
+class DecodeSM90Kernel {
+public:
+  DecodeSM90Kernel(mlir::ImplicitLocOpBuilder &b, const gpu::DecodeShape &shape,
+                   const gpu::DecodeTiling &tiling);
+
+  /// Creates the kernel and computes the piece, the warp coordinates and the
+  /// per-thread row limits.
+  void begin(llvm::StringRef name, WarpGrid grid);
+  /// Stages Q and the first stages - 1 KV blocks.
+  void stageQAndPrefill();
+  /// Issues KV block `k` (skipped past the piece) into its ring slot.
+  void issueBlock(mlir::Value k);
+  /// The first KV position of block `k`.
+  mlir::Value blockStart(mlir::Value k);
+  /// Shared-memory pointer `base + byteOffset`.
+  mlir::Value sm(int64_t base, mlir::Value byteOffset);
+
+  /// Loop-carried state: O (ntO * 4), row max (2), partial row sum (2).
+  llvm::SmallVector<mlir::Value> initialState();
+  /// The online softmax of one block of scores `s` (this thread's ntS
+  /// accumulator tiles) starting at KV position `start`: masks and scales
+  /// `s`, rescales `o`, stores P to the P tile and returns the next state
+  /// (o, m, l). Ends before the barrier that publishes P.
+  llvm::SmallVector<mlir::Value> softmaxBlock(llvm::MutableArrayRef<MmaAccum> s,
+                                              mlir::Value start,
+                                              mlir::ValueRange carried);
+  /// Waits for the copies, merges the row sums, writes out and lse.
+  void finish(mlir::ValueRange state);
+
+  mlir::ImplicitLocOpBuilder &b;
+  DeviceBuilder d;
+  const gpu::DecodeShape &shape;
+  const gpu::DecodeTiling &tiling;
+  const DecodeSM90Layout lay;
+  // N, Sq, L, L+R, page; rows_per_cta, warps_n, kv_block, stages, threads,
+  // N*Sq rows, 16-byte chunks per row, output columns / token columns per
+  // warp slice and their 8-wide tiles.
+  const int64_t N, Sq, L, D, page, M, wn, Bk, St, T, rows, Dc, Lw, ntO, Tw,
+      ntS;
+  const bool bf16;
+  const float scaleLog2;
+  mlir::Type halfType;
+
+  mlir::gpu::GPUFuncOp fn;
+  mlir::Value qPtr, cache, blockTable, seqLens, bounds, pout, plse, batch,
+      maxPages, numSplits;
+  mlir::Value smem, tid, warp, lane, wi, wj, gq, tq, r0, split, bb;
+  /// The piece [lo, hi), the last position any row may see, and the blocks.
+  mlir::Value seq, lo, hi, kvEnd, blk0, numBlocks;
+  /// Rows g and g+8 of the thread's 16-row block: in the tile, in the
+  /// request, and their causal limits.
+  mlir::Value rowLocal[2], rowGlobal[2], rowLimit[2];
+
+private:
+  void computePiece();
+  void computeRowLimits();
+  void stageQ();
+  /// The f32 slot (rowLocal[h], j) of the row-reduction scratch.
+  mlir::Value redSlot(int h, mlir::Value j);
+  /// Masks and scales the block, and publishes the per-thread row maxima
+  /// (reduced over the quad) to the scratch; ends with a barrier.
+  void maskAndPublishRowMax(llvm::MutableArrayRef<MmaAccum> s,
+                            mlir::Value start);
+  /// The block's max of row rowLocal[h] over the warps sharing it.
+  mlir::Value blockRowMax(int h);
+  /// p = 2^(s - m) to the P tile; adds p to the row sums `l`.
+  void storeProbabilities(llvm::ArrayRef<MmaAccum> s, mlir::Value mUse[2],
+                          mlir::Value l[2]);
+  void writeOutput(mlir::ValueRange state, mlir::Value lRow[2]);
+};
+
+/// The mma.sync and wgmma compositions (tiling.wgmma picks one).
+mlir::FailureOr<mlir::gpu::GPUFuncOp>
+emitDecodeSM90MmaSync(mlir::OpBuilder &builder, mlir::Location loc,
+                      llvm::StringRef name, const gpu::DecodeShape &shape,
+                      const gpu::DecodeTiling &tiling);
+mlir::FailureOr<mlir::gpu::GPUFuncOp>
+emitDecodeSM90Wgmma(mlir::OpBuilder &builder, mlir::Location loc,
+                    llvm::StringRef name, const gpu::DecodeShape &shape,
+                    const gpu::DecodeTiling &tiling);
+
+} // namespace mla::gpu_codegen::sm90
+
+#endif // MLA_LIB_CONVERSION_MLATOGPU_DECODESM90KERNEL_H

@@ -1,0 +1,121 @@
+//===- DecodeSM90MmaSync.cpp - sm_90a decode with ldmatrix + mma.sync -----===//
+//
+// Warps form a (rows_per_cta/16) x warps_n grid. Warp (i, j) scores rows
+// 16i..16i+15 against its kv_block/warps_n tokens of each block (Q and K
+// fragments by ldmatrix from ChunkXor tiles), and owns output columns
+// [j*L/warps_n, ...) of O += P V in registers, V fragments being
+// ldmatrix.trans views of the same KV tile.
+//
+//===----------------------------------------------------------------------===//
+
+#include "DecodeSM90Kernel.h"
+
+using namespace mlir;
+using namespace mla::gpu_codegen;
+using namespace mla::gpu_codegen::sm90;
+namespace abi = mla::gpu;
+
+namespace {
+
+class MmaSyncDecode {
+public:
+  explicit MmaSyncDecode(DecodeSM90Kernel &k);
+
+  /// One KV block: the loop body over carried (o, m, l).
+  SmallVector<Value> step(Value kIdx, ValueRange carried);
+
+private:
+  /// S = Q K^T over this warp's tokens of the block in ring slot `stage`.
+  SmallVector<MmaAccum> scores(Value stage);
+  /// o += P V over this warp's output columns.
+  void accumulateOutput(MutableArrayRef<Value> o, Value stage);
+
+  DecodeSM90Kernel &k;
+  DeviceBuilder &d;
+  // Lane-invariant parts of the ldmatrix addresses.
+  Value l16, lHalf, l8, lMat1, qRow, kTokBase, vTokLane;
+};
+
+} // namespace
+
+MmaSyncDecode::MmaSyncDecode(DecodeSM90Kernel &k) : k(k), d(k.d) {
+  l16 = d.remu(k.lane, d.c32(16)), lHalf = d.divu(k.lane, d.c32(16));
+  l8 = d.remu(k.lane, d.c32(8)),
+  lMat1 = d.remu(d.divu(k.lane, d.c32(8)), d.c32(2));
+  qRow = d.add(d.mul(k.wi, d.c32(16)), l16);
+  kTokBase =
+      d.add(d.mul(k.wj, d.c32(k.Tw)), d.add(l8, d.mul(lHalf, d.c32(8))));
+  vTokLane = d.add(l8, d.mul(lMat1, d.c32(8)));
+}
+
+SmallVector<MmaAccum> MmaSyncDecode::scores(Value stage) {
+  const SmemTile &q = k.lay.q, &kv = k.lay.kv;
+  SmallVector<MmaAccum> s(k.ntS, MmaAccum::splat(d.f(0.0f)));
+  for (int64_t kk = 0; kk < k.D / 16; ++kk) {
+    MmaFragA a = loadFragA(
+        d, k.sm(q.base, q.byteOffset(d, qRow, d.add(lHalf, d.c32(2 * kk)))));
+    for (int64_t p = 0; p < k.ntS / 2; ++p) {
+      Value tok = d.add(kTokBase, d.c32(16 * p));
+      std::array<MmaFragB, 2> bk = loadFragBPair(
+          d,
+          k.sm(kv.base, d.add(stage, kv.byteOffset(
+                                         d, tok, d.add(lMat1, d.c32(2 * kk))))),
+          /*trans=*/false);
+      s[2 * p] = mmaSync(d, a, bk[0], s[2 * p], k.bf16);
+      s[2 * p + 1] = mmaSync(d, a, bk[1], s[2 * p + 1], k.bf16);
+    }
+  }
+  return s;
+}
+
+void MmaSyncDecode::accumulateOutput(MutableArrayRef<Value> o, Value stage) {
+  const SmemTile &p = k.lay.p, &kv = k.lay.kv;
+  for (int64_t kk = 0; kk < k.Bk / 16; ++kk) {
+    MmaFragA a = loadFragA(
+        d, k.sm(p.base, p.byteOffset(d, qRow, d.add(lHalf, d.c32(2 * kk)))));
+    Value tok = d.add(vTokLane, d.c32(16 * kk));
+    for (int64_t pp = 0; pp < k.ntO / 2; ++pp) {
+      Value chunk =
+          d.add(d.add(d.mul(k.wj, d.c32(k.Lw / 8)), d.c32(2 * pp)), lHalf);
+      std::array<MmaFragB, 2> bv = loadFragBPair(
+          d, k.sm(kv.base, d.add(stage, kv.byteOffset(d, tok, chunk))),
+          /*trans=*/true);
+      for (int t = 0; t < 2; ++t) {
+        MutableArrayRef<Value> tile = o.slice((2 * pp + t) * 4, 4);
+        MmaAccum acc =
+            mmaSync(d, a, bv[t], {{tile[0], tile[1], tile[2], tile[3]}},
+                    k.bf16);
+        llvm::copy(acc.regs, tile.begin());
+      }
+    }
+  }
+}
+
+SmallVector<Value> MmaSyncDecode::step(Value kIdx, ValueRange carried) {
+  const StageRing &ring = k.lay.ring;
+  ring.waitOldest(d);
+  d.barrier();
+  ring.refill(d, kIdx, [&](Value next) { k.issueBlock(next); });
+  Value stage = ring.slotOffset(d, kIdx);
+  Value start = k.blockStart(kIdx);
+  SmallVector<MmaAccum> s = scores(stage);
+  SmallVector<Value> next = k.softmaxBlock(s, start, carried);
+  d.barrier();
+  accumulateOutput(MutableArrayRef<Value>(next).take_front(k.ntO * 4), stage);
+  return next;
+}
+
+FailureOr<mlir::gpu::GPUFuncOp> mla::gpu_codegen::sm90::emitDecodeSM90MmaSync(
+    OpBuilder &builder, Location loc, StringRef name,
+    const abi::DecodeShape &shape, const abi::DecodeTiling &tiling) {
+  ImplicitLocOpBuilder b(loc, builder);
+  DecodeSM90Kernel k(b, shape, tiling);
+  k.begin(name, WarpGrid::RowMajor);
+  k.stageQAndPrefill();
+  MmaSyncDecode mma(k);
+  SmallVector<Value> state = k.d.forLoop(
+      k.d.c32(0), k.numBlocks, k.d.c32(1), k.initialState(),
+      [&](Value kIdx, ValueRange carried) { return mma.step(kIdx, carried); });
+  k.finish(state);
+  return k.fn;
+}

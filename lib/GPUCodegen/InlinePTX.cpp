@@ -1,0 +1,68 @@
+//===- InlinePTX.cpp - the inline-PTX instructions of the GPU kernels ----===//
+
+#include "mla/GPUCodegen/InlinePTX.h"
+
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include <string>
+
+using namespace mlir;
+
+static Value unaryF32Asm(ImplicitLocOpBuilder &b, StringRef text, Value x) {
+  return LLVM::InlineAsmOp::create(b, x.getType(), ValueRange{x}, text, "=f,f",
+                                   /*has_side_effects=*/false,
+                                   /*is_align_stack=*/false,
+                                   LLVM::tailcallkind::TailCallKind::None,
+                                   LLVM::AsmDialectAttr(), ArrayAttr())
+      .getResult(0);
+}
+
+Value mla::gpu_codegen::ptx::ex2ApproxFtz(ImplicitLocOpBuilder &b, Value x) {
+  return unaryF32Asm(b, "ex2.approx.ftz.f32 $0, $1;", x);
+}
+
+Value mla::gpu_codegen::ptx::lg2ApproxFtz(ImplicitLocOpBuilder &b, Value x) {
+  return unaryF32Asm(b, "lg2.approx.ftz.f32 $0, $1;", x);
+}
+
+/// The asm text and constraints of wgmmaMmaAsyncSS: operands $0..$(c-1) are
+/// the accumulators (outputs tied to inputs $c..$(2c-1) through "0".."c-1"
+/// constraints), then the two descriptors and the scale-d register.
+static std::pair<std::string, std::string> wgmmaSSText(int64_t n, bool bf16,
+                                                       bool transB) {
+  int64_t c = n / 2;
+  std::string text = "{\n.reg .pred p;\nsetp.ne.b32 p, $" +
+                     std::to_string(2 * c + 2) + ", 0;\n" +
+                     "wgmma.mma_async.sync.aligned.m64n" + std::to_string(n) +
+                     "k16.f32." + (bf16 ? "bf16.bf16" : "f16.f16") + " {";
+  std::string cons;
+  for (int64_t i = 0; i < c; ++i) {
+    text += (i ? ", $" : "$") + std::to_string(i);
+    cons += "=f,";
+  }
+  text += "}, $" + std::to_string(2 * c) + ", $" + std::to_string(2 * c + 1) +
+          ", p, 1, 1, 0, " + (transB ? "1" : "0") + ";\n}";
+  for (int64_t i = 0; i < c; ++i)
+    cons += std::to_string(i) + ",";
+  cons += "l,l,r";
+  return {text, cons};
+}
+
+SmallVector<Value> mla::gpu_codegen::ptx::wgmmaMmaAsyncSS(
+    ImplicitLocOpBuilder &b, int64_t n, bool bf16, ArrayRef<Value> acc,
+    Value descA, Value descB, Value scaleD, bool transB) {
+  auto [text, cons] = wgmmaSSText(n, bf16, transB);
+  SmallVector<Value> operands(acc.begin(), acc.end());
+  operands.append({descA, descB, scaleD});
+  SmallVector<Type> fields(n / 2, b.getF32Type());
+  auto structType = LLVM::LLVMStructType::getLiteral(b.getContext(), fields);
+  Value r = LLVM::InlineAsmOp::create(
+                b, structType, operands, text, cons,
+                /*has_side_effects=*/true, /*is_align_stack=*/false,
+                LLVM::tailcallkind::TailCallKind::None,
+                LLVM::AsmDialectAttr(), ArrayAttr())
+                .getResult(0);
+  SmallVector<Value> out;
+  for (int64_t i = 0; i < n / 2; ++i)
+    out.push_back(LLVM::ExtractValueOp::create(b, r, i));
+  return out;
+}

@@ -1,0 +1,64 @@
+//===- OnlineSoftmax.cpp - base-2 online softmax steps --------------------===//
+
+#include "mla/GPUCodegen/OnlineSoftmax.h"
+
+using namespace mlir;
+using namespace mla::gpu_codegen;
+
+Value softmax::scaleAndMask(DeviceBuilder &d, Value s, Value valid,
+                            float scaleLog2) {
+  return d.select(valid, d.fmul(s, d.f(scaleLog2)), d.negInf());
+}
+
+Value softmax::xorAllReduce(DeviceBuilder &d, Value v, Combiner combiner,
+                            ArrayRef<int> laneMasks) {
+  for (int mask : laneMasks)
+    v = combiner == Combiner::Max ? d.fmax(v, d.shflXor(v, mask))
+                                  : d.fadd(v, d.shflXor(v, mask));
+  return v;
+}
+
+Value softmax::quadMax(DeviceBuilder &d, Value v) {
+  return xorAllReduce(d, v, Combiner::Max, {1, 2});
+}
+
+Value softmax::quadSum(DeviceBuilder &d, Value v) {
+  return xorAllReduce(d, v, Combiner::Sum, {1, 2});
+}
+
+softmax::Rescale softmax::rescale(DeviceBuilder &d, Value mOld, Value lOld,
+                                  Value blockMax) {
+  Rescale r;
+  r.mNew = d.fmax(mOld, blockMax);
+  r.mUse = d.select(d.feq(r.mNew, d.negInf()), d.f(0.0f), r.mNew);
+  r.alpha = d.exp2(d.fsub(mOld, r.mUse));
+  r.l = d.fmul(lOld, r.alpha);
+  return r;
+}
+
+Value softmax::probability(DeviceBuilder &d, Value s, Value mUse) {
+  return d.exp2(d.fsub(s, mUse));
+}
+
+softmax::Normaliser softmax::normaliser(DeviceBuilder &d, Value l) {
+  Normaliser n;
+  n.nonEmpty = d.fcmp(arith::CmpFPredicate::OGT, l, d.f(0.0f));
+  n.inv = d.select(n.nonEmpty, d.fdiv(d.f(1.0f), l), d.f(0.0f));
+  return n;
+}
+
+Value softmax::naturalLse(DeviceBuilder &d, Value mBase2, Value l,
+                          Value nonEmpty) {
+  Value lse = d.fmul(d.fadd(mBase2, d.log2(l)), d.f(kLn2));
+  return d.select(nonEmpty, lse, d.negInf());
+}
+
+Value softmax::naturalWeight(DeviceBuilder &d, Value lse, Value m) {
+  return d.exp2(d.fmul(d.fsub(lse, m), d.f(kLog2e)));
+}
+
+Value softmax::mergedLse(DeviceBuilder &d, Value m, Value sum,
+                         Value nonEmpty) {
+  Value lse = d.fadd(m, d.fmul(d.log2(sum), d.f(kLn2)));
+  return d.select(nonEmpty, lse, d.negInf());
+}

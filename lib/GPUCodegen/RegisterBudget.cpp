@@ -1,0 +1,31 @@
+//===- RegisterBudget.cpp - warpgroup register reallocation ---------------===//
+
+#include "mla/GPUCodegen/RegisterBudget.h"
+
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
+
+using namespace mlir;
+using namespace mla::gpu_codegen;
+
+void mla::gpu_codegen::markReallocatable(mlir::gpu::GPUFuncOp kernel) {
+  Builder b(kernel.getContext());
+  if (DenseI32ArrayAttr block = kernel.getKnownBlockSizeAttr())
+    kernel->setAttr("nvvm.maxntid", block);
+  kernel->setAttr("nvvm.minctasm", b.getI32IntegerAttr(1));
+}
+
+static void setMaxRegisters(DeviceBuilder &d, int64_t registers,
+                            NVVM::SetMaxRegisterAction action) {
+  assert(registers >= 24 && registers <= 256 && registers % 8 == 0 &&
+         "setmaxnreg takes a multiple of 8 in [24, 256]");
+  NVVM::SetMaxRegisterOp::create(d.b, static_cast<uint32_t>(registers),
+                                 action);
+}
+
+void mla::gpu_codegen::increaseRegisters(DeviceBuilder &d, int64_t registers) {
+  setMaxRegisters(d, registers, NVVM::SetMaxRegisterAction::increase);
+}
+
+void mla::gpu_codegen::decreaseRegisters(DeviceBuilder &d, int64_t registers) {
+  setMaxRegisters(d, registers, NVVM::SetMaxRegisterAction::decrease);
+}

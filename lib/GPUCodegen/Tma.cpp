@@ -1,0 +1,21 @@
+//===- Tma.cpp - TMA (cp.async.bulk.tensor) tile loads --------------------===//
+
+#include "mla/GPUCodegen/Tma.h"
+
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
+
+using namespace mlir;
+using namespace mla::gpu_codegen;
+
+void TmaDescriptor::loadTile(Value dstShared, MBarrier &bar,
+                             ArrayRef<Value> coords) {
+  // The bulk-tensor op addresses the destination in the shared::cluster
+  // window (address space 7); a CTA's own shared memory is part of it.
+  auto clusterPtr = LLVM::LLVMPointerType::get(d.b.getContext(), 7);
+  Value dst = LLVM::AddrSpaceCastOp::create(d.b, clusterPtr, dstShared);
+  NVVM::CpAsyncBulkTensorGlobalToSharedClusterOp::create(
+      d.b, dst, desc, coords, bar.pointer(), /*im2colOffsets=*/ValueRange(),
+      /*multicastMask=*/Value(), /*l2CacheHint=*/Value(),
+      NVVM::TMALoadMode::TILE, /*isCTAOnly=*/false,
+      /*group=*/NVVM::CTAGroupKindAttr(), /*predicate=*/Value());
+}
