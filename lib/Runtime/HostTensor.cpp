@@ -1,9 +1,9 @@
 //===- HostTensor.cpp - host array element types and shapes ---------------===//
 
 #include "mla/Runtime/HostTensor.h"
-#include "mlir/IR/BuiltinTypes.h"
 #include "llvm/Support/ErrorHandling.h"
 #include "llvm/Support/raw_ostream.h"
+#include <limits>
 
 using namespace mla;
 
@@ -57,20 +57,6 @@ llvm::StringRef mla::getDTypeIRName(DType dtype) {
   llvm_unreachable("unknown DType");
 }
 
-std::optional<DType> mla::getDTypeOf(mlir::Type type) {
-  if (type.isF32())
-    return DType::f32;
-  if (type.isF16())
-    return DType::f16;
-  if (type.isBF16())
-    return DType::bf16;
-  if (type.isSignlessInteger(32))
-    return DType::i32;
-  if (type.isSignlessInteger(8))
-    return DType::i8;
-  return std::nullopt;
-}
-
 bool mla::isCompatibleDType(DType actual, DType expected) {
   if (actual == expected)
     return true;
@@ -83,7 +69,7 @@ std::string mla::formatShape(llvm::ArrayRef<int64_t> shape) {
   llvm::raw_string_ostream os(text);
   os << '[';
   llvm::interleaveComma(shape, os, [&](int64_t d) {
-    if (mlir::ShapedType::isDynamic(d))
+    if (d == std::numeric_limits<int64_t>::min())
       os << '?';
     else
       os << d;

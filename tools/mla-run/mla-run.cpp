@@ -23,6 +23,7 @@
 #include "RandomInputs.h"
 #include "mla/Dialect/MLA/IR/MLAOps.h"
 #include "mla/Runtime/CpuExecutor.h"
+#include "mla/Runtime/KernelBuilder.h"
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Diagnostics.h"

@@ -3,14 +3,15 @@
 // The runtime's view of a caller's array: a data pointer, an element type and
 // a shape, dense and row-major. The C API, the kernel builder, the executor
 // and mla-run all speak this type, so no layer converts between array
-// descriptions.
+// descriptions. It needs no MLIR, so the contract layer's argument rules and
+// the GPU runtime use it too; MLIR element types map to it in
+// KernelBuilder.h.
 //
 //===----------------------------------------------------------------------===//
 
 #ifndef MLA_RUNTIME_HOSTTENSOR_H
 #define MLA_RUNTIME_HOSTTENSOR_H
 
-#include "mlir/IR/Types.h"
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringRef.h"
@@ -33,14 +34,12 @@ llvm::StringRef getDTypeName(DType dtype);
 /// The MLIR spelling of the element type ("f32", "i8", ...).
 llvm::StringRef getDTypeIRName(DType dtype);
 
-/// The host type of an MLIR element type, if it has one.
-std::optional<DType> getDTypeOf(mlir::Type type);
-
 /// True if an array of `actual` may be bound to IR elements of `expected`
 /// (equal types, or u8 bytes for i8).
 bool isCompatibleDType(DType actual, DType expected);
 
-/// "[2, 16, 576]".
+/// "[2, 16, 576]"; a dimension of INT64_MIN (MLIR's dynamic size) prints
+/// as "?".
 std::string formatShape(llvm::ArrayRef<int64_t> shape);
 
 /// Number of elements of a shape.
