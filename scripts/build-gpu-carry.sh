@@ -22,6 +22,9 @@ if [[ ! -f "$VERSION_INC_DIR/ToolchainVersion.inc" ]]; then
 fi
 
 RUNTIME_SOURCES=(
+  lib/Contract/ArgRules.cpp
+  lib/Runtime/Error.cpp
+  lib/Runtime/HostTensor.cpp
   lib/Runtime/KernelABI.cpp
   lib/Runtime/SplitPlanner.cpp
   lib/Runtime/Gpu/CacheProjectionLaunch.cpp
