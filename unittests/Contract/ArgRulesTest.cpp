@@ -119,8 +119,9 @@ TEST(ArgRules, GpuDecodeTakesHalfPrecisionAutoCachesAndGridSplits) {
   c.options.numSplits = 65535;
   EXPECT_EQ(messageOf(c.check(Device::GPU)), "");
   c.options.numSplits = 65536;
-  EXPECT_NE(messageOf(c.check(Device::GPU)).find("num_splits = 65536 must be "
-                                                 "in [1, 65535]"),
+  EXPECT_NE(messageOf(c.check(Device::GPU))
+                .find("num_splits = 65536 must be "
+                      "in [1, 65535]"),
             std::string::npos);
   c.options.numSplits.reset();
   c.q.dtype = c.cache.dtype = DType::f32;
@@ -155,20 +156,20 @@ TEST(ArgRules, CacheWriteChecksFormatsAndSlots) {
   HostTensor slotMapping = tensor(DType::i32, {3}, slots.data());
   CacheFormat format;
   format.kvFormat = "fp8_e4m3_token";
-  llvm::Expected<CacheWriteCall> call = checkCacheWrite(
-      Device::CPU, kvC, kPe, cache, slotMapping, format);
+  llvm::Expected<CacheWriteCall> call =
+      checkCacheWrite(Device::CPU, kvC, kPe, cache, slotMapping, format);
   ASSERT_TRUE(!!call) << messageOf(call.takeError());
   EXPECT_EQ(call->cache.layoutFormat, "fp8_e4m3_token");
   EXPECT_TRUE(call->writesAnything);
 
   slots[2] = 64;
-  EXPECT_EQ(messageOf(checkCacheWrite(Device::CPU, kvC, kPe, cache,
-                                      slotMapping, format)),
+  EXPECT_EQ(messageOf(checkCacheWrite(Device::CPU, kvC, kPe, cache, slotMapping,
+                                      format)),
             "slot_mapping[2] = 64 is beyond kv_cache's 64 slots (4 pages of "
             "16)");
   format.kvFormat = "fp8_ds_mla";
-  EXPECT_EQ(messageOf(checkCacheWrite(Device::CPU, kvC, kPe, cache,
-                                      slotMapping, format)),
+  EXPECT_EQ(messageOf(checkCacheWrite(Device::CPU, kvC, kPe, cache, slotMapping,
+                                      format)),
             "kv_format 'fp8_ds_mla' needs a latent width L that is a multiple "
             "of 128, got L = 64");
   // The GPU kernel converts to the cache's float type; the CPU does not.
@@ -197,8 +198,7 @@ TEST(ArgRules, Projections) {
   HostTensor wUv = tensor(DType::f32, {3, 63, 8});
   EXPECT_EQ(messageOf(checkUpProjOut(Device::CPU, o, wUv)),
             "w_uv dim 1 is 63 but o's latent width (dim 2) is 64");
-  EXPECT_EQ(messageOf(checkSplitKvBProj(tensor(DType::f32, {38, 64}), 3, 8,
-                                        5)),
+  EXPECT_EQ(messageOf(checkSplitKvBProj(tensor(DType::f32, {38, 64}), 3, 8, 5)),
             "kv_b_proj dim 0 is 38 but N*(P+V) = 3*(8+5) = 39");
 }
 

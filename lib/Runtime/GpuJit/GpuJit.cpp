@@ -200,8 +200,8 @@ OwningOpRef<ModuleOp> buildCacheWriteModule(MLIRContext &ctx,
   Type kvC = tensorType({-1, s.latentDim}, in);
   Type kPe = tensorType({-1, s.ropeDim}, in);
   Type slots = tensorType({-1}, IntegerType::get(&ctx, 32));
-  Type cache = tensorType({-1, spec.pageSize, cacheRowBytes(s) / elemBytes},
-                          cacheElem);
+  Type cache =
+      tensorType({-1, spec.pageSize, cacheRowBytes(s) / elemBytes}, cacheElem);
   KernelModuleBuilder kb(ctx, spec.chip, "mla_cache_write",
                          {kvC, kPe, slots, cache}, {cache});
   OpBuilder &b = kb.getBuilder();
@@ -210,9 +210,9 @@ OwningOpRef<ModuleOp> buildCacheWriteModule(MLIRContext &ctx,
   if (s.format == CacheFormat::FP8E4M3)
     scale = b.getF32FloatAttr(s.scale);
   auto layout = CacheLayoutAttr::get(&ctx, format, spec.pageSize, scale);
-  auto write = CacheWriteOp::create(b, kb.getLoc(), cache, kb.getArg(0),
-                                    kb.getArg(1), kb.getArg(2), kb.getArg(3),
-                                    layout);
+  auto write =
+      CacheWriteOp::create(b, kb.getLoc(), cache, kb.getArg(0), kb.getArg(1),
+                           kb.getArg(2), kb.getArg(3), layout);
   return kb.finish(write->getResults());
 }
 
@@ -232,12 +232,11 @@ OwningOpRef<ModuleOp> buildProjectionModule(MLIRContext &ctx,
                          {in, weight}, {out});
   OpBuilder &b = kb.getBuilder();
   Operation *op =
-      absorb ? AbsorbQOp::create(b, kb.getLoc(), out, kb.getArg(0),
-                                 kb.getArg(1))
-                   .getOperation()
-             : UpProjOutOp::create(b, kb.getLoc(), out, kb.getArg(0),
-                                   kb.getArg(1))
-                   .getOperation();
+      absorb
+          ? AbsorbQOp::create(b, kb.getLoc(), out, kb.getArg(0), kb.getArg(1))
+                .getOperation()
+          : UpProjOutOp::create(b, kb.getLoc(), out, kb.getArg(0), kb.getArg(1))
+                .getOperation();
   return kb.finish(op->getResults());
 }
 
