@@ -38,11 +38,50 @@ extern "C" {
 #define MLA_GPU_ERROR_KERNEL_NOT_FOUND 2
 #define MLA_GPU_ERROR_CUDA 3
 
-/* Element types of q, the cache and out. */
+/* Element types: of a decode spec (bf16, f16) and of mlaGpuTensor. */
 #define MLA_GPU_DTYPE_BF16 0
 #define MLA_GPU_DTYPE_F16 1
+#define MLA_GPU_DTYPE_F32 2
+#define MLA_GPU_DTYPE_INT32 3
+#define MLA_GPU_DTYPE_UINT8 4
 
-/* How mlaGpuDecode splits requests when numSplits is 0 (SplitPlanner.h). */
+#define MLA_GPU_MAX_RANK 8
+
+/* A dense row-major tensor: a device pointer (CUdeviceptr; 0 where the call
+ * only checks arguments) with its element type and shape, so that the
+ * argument rules (mla/Contract/ArgRules.h, the CPU path's rules with the
+ * GPU kernels' limits) can run in C before anything is enqueued. */
+typedef struct mlaGpuTensor {
+  uint64_t data;
+  int32_t dtype;
+  int32_t rank;
+  int64_t shape[MLA_GPU_MAX_RANK];
+} mlaGpuTensor;
+
+/* How cache rows are stored, as in mla-c/Runtime.h: `kvFormat` is "auto"
+ * (also meant by NULL), "fp8_e4m3" (with `kvScale` when `hasKvScale`),
+ * "fp8_e4m3_token" or "fp8_ds_mla". */
+typedef struct mlaGpuCacheFormat {
+  const char *kvFormat;
+  int32_t hasKvScale;
+  double kvScale;
+} mlaGpuCacheFormat;
+
+/* The options of a decode: `headDimV` is the latent width L. With
+ * `hasNumSplits`, every request is cut into `numSplits` pieces (1 to 65535);
+ * without, `splitPolicy` (MLA_GPU_SPLIT_*) decides. The decode kernels read
+ * caches of q's dtype only (kv_format "auto"). */
+typedef struct mlaGpuDecodeOptions {
+  int64_t headDimV;
+  double softmaxScale;
+  int32_t causal;
+  int32_t hasNumSplits;
+  int64_t numSplits;
+  int32_t splitPolicy;
+  mlaGpuCacheFormat cache;
+} mlaGpuDecodeOptions;
+
+/* How mlaGpuDecode splits requests without a forced count (SplitPlanner.h). */
 #define MLA_GPU_SPLIT_HEURISTIC 0       /* vLLM Triton MLA's count */
 #define MLA_GPU_SPLIT_BALANCED 1        /* FlashMLA's balanced schedule */
 #define MLA_GPU_SPLIT_BATCH_INVARIANT 2 /* one piece per request */
@@ -58,15 +97,25 @@ int mlaGpuDecodeSpec(const char *chip, int32_t device, int64_t numHeads,
                      double softmaxScale, const char *tile, char *spec,
                      size_t specLen, char *err, size_t errLen);
 
+/* Checks a decode's tensors and options by the argument rules, without a
+ * spec or a GPU: q [B, Sq, N, L+R] bf16 or f16, cache [numPages, page, L+R]
+ * of q's dtype, blockTable int32 [B, maxPages], seqLens int32 [B]; with
+ * `seqLensHost` (the same lengths on the host) also every length against
+ * the block table's capacity and, for causal decode, against Sq. */
+int mlaGpuCheckDecode(const mlaGpuTensor *q, const mlaGpuTensor *cache,
+                      const mlaGpuTensor *blockTable,
+                      const mlaGpuTensor *seqLens, const int32_t *seqLensHost,
+                      const mlaGpuDecodeOptions *options, char *err,
+                      size_t errLen);
+
 /* FlashMLA's flash_mla_with_kvcache on the GPU, for the kernel `spec`:
- *   q [B, Sq, N, L+R], cache [numPages, page, L+R] (spec dtype),
- *   blockTable int32 [B, maxPages], seqLens int32 [B] (device),
- *   -> out [B, Sq, N, L] (spec dtype), lse float32 [B, N, Sq].
- * `seqLensHost` holds the same lengths on the host; they are validated and
- * the splits planned from them. With NULL, lengths are not checked and
- * requests are split as if full (maxPages x page tokens), heuristic policy
- * only. `numSplits` > 0 cuts every request into that many pieces; 0 lets
- * `splitPolicy` decide.
+ *   q, cache, blockTable, seqLens as mlaGpuCheckDecode says (device
+ *   pointers), -> out [B, Sq, N, L] (q's dtype), lse float32 [B, N, Sq].
+ * The call first runs mlaGpuCheckDecode's rules and checks that the spec
+ * was made for these shapes and options. `seqLensHost` holds the lengths on
+ * the host; they are validated and the splits planned from them. With NULL,
+ * lengths are not checked and requests are split as if full (maxPages x
+ * page tokens), heuristic policy only.
  *
  * With `workspace` 0 nothing runs: the call validates the arguments and
  * stores the workspace size the call needs in `*workspaceBytes` (a device
@@ -77,13 +126,12 @@ int mlaGpuDecodeSpec(const char *chip, int32_t device, int64_t numHeads,
  * the workspace and enqueues the kernels on `stream`. The host-to-device copy
  * makes this call unsuitable for CUDA graph capture (GpuDecode.h is the
  * capturable C++ interface). */
-int mlaGpuDecode(const char *spec, int32_t device, uint64_t q, uint64_t cache,
-                 uint64_t blockTable, uint64_t seqLens,
-                 const int32_t *seqLensHost, int64_t batch, int64_t maxPages,
-                 int64_t numPages, int64_t numSplits, int32_t splitPolicy,
-                 uint64_t out, uint64_t lse, uint64_t workspace,
-                 size_t *workspaceBytes, void *stream, char *err,
-                 size_t errLen);
+int mlaGpuDecode(const char *spec, int32_t device, const mlaGpuTensor *q,
+                 const mlaGpuTensor *cache, const mlaGpuTensor *blockTable,
+                 const mlaGpuTensor *seqLens, const int32_t *seqLensHost,
+                 const mlaGpuDecodeOptions *options, uint64_t out,
+                 uint64_t lse, uint64_t workspace, size_t *workspaceBytes,
+                 void *stream, char *err, size_t errLen);
 
 /* Writes the canonical text of a kernel spec of any family ("decode ...",
  * "cache_write ...", "absorb_q ...", "up_proj_out ...": the text mla-aot
@@ -93,36 +141,56 @@ int mlaGpuDecode(const char *spec, int32_t device, uint64_t q, uint64_t cache,
 int mlaGpuCanonicalSpec(const char *text, char *spec, size_t specLen,
                         char *err, size_t errLen);
 
+/* Checks a cache write's tensors and format by the argument rules, without
+ * a spec or a GPU: kvC [T, L] and kPe [T, R] or [T, 1, R] (bf16, f16 or f32,
+ * one dtype), slotMapping int32 [T], cache [pages, page, row] of a float
+ * type for kv_format "auto" (rows are converted to it) or uint8 rows of the
+ * fp8 format's width (L+R, L+R+8 or L + 4*L/128 + 2*R bytes). With
+ * `slotMappingHost` (the same slots on the host) also every slot: negative
+ * (padding) or below pages * page. */
+int mlaGpuCheckCacheWrite(const mlaGpuTensor *kvC, const mlaGpuTensor *kPe,
+                          const mlaGpuTensor *slotMapping,
+                          const int32_t *slotMappingHost,
+                          const mlaGpuTensor *cache,
+                          const mlaGpuCacheFormat *format, char *err,
+                          size_t errLen);
+
 /* vLLM's concat_and_cache_mla on the GPU, for the "cache_write" kernel
- * `spec` (which fixes L, R, the input dtype and the cache row format):
- *   kvC [T, L], kPe [T, R] (spec dtype), slotMapping int32 [T] (device),
- *   cache [numSlots, row] (numSlots = pages * page size; rows of the spec's
- *   format: 2 or 4 bytes per entry for bf16/f16/f32, L+R, L+R+8 or
- *   L + 4*L/128 + 2*R bytes for fp8_e4m3, fp8_e4m3_token, fp8_ds_mla).
- * Token t is written to row slotMapping[t] in place; negative slots are
- * padding and write nothing. `slotMappingHost` holds the same slots on the
- * host: when given, a slot >= numSlots is MLA_GPU_ERROR_INVALID_ARGUMENT and
- * nothing is enqueued; with NULL the kernel skips such slots. Pointers must be
- * 16-byte aligned. Enqueues one kernel on `stream`, without copies, so it may
- * be captured in a CUDA graph. */
-int mlaGpuCacheWrite(const char *spec, int32_t device, uint64_t kvC,
-                     uint64_t kPe, uint64_t slotMapping,
-                     const int32_t *slotMappingHost, uint64_t cache,
-                     int64_t tokens, int64_t numSlots, void *stream, char *err,
-                     size_t errLen);
+ * `spec` (which fixes L, R, the input dtype, the page size and the cache row
+ * format): the tensors as mlaGpuCheckCacheWrite says (device pointers), with
+ * the format the spec names; the call checks them by the same rules and
+ * against the spec. Token t is written to row slotMapping[t] of the cache in
+ * place; negative slots are padding and write nothing. `slotMappingHost`
+ * holds the same slots on the host: when given, a slot past the cache is
+ * MLA_GPU_ERROR_INVALID_ARGUMENT and nothing is enqueued; with NULL the
+ * kernel skips such slots. Pointers must be 16-byte aligned. Enqueues one
+ * kernel on `stream`, without copies, so it may be captured in a CUDA
+ * graph. */
+int mlaGpuCacheWrite(const char *spec, int32_t device, const mlaGpuTensor *kvC,
+                     const mlaGpuTensor *kPe, const mlaGpuTensor *slotMapping,
+                     const int32_t *slotMappingHost, const mlaGpuTensor *cache,
+                     void *stream, char *err, size_t errLen);
 
-/* q [T, N, P+R] -> out [T, N, L+R] (spec dtype) for the "absorb_q" kernel
- * `spec`: out[t, n, :L] = q[t, n, :P] @ wUkT[n] with wUkT [N, P, L], and
+/* Check absorb_q's and up_proj_out's tensors by the argument rules, without
+ * a spec or a GPU: q [T, N, P+R] with wUkT [N, P, L], o [T, N, L] with
+ * wUv [N, L, V]; bf16, f16 or f32, one dtype. */
+int mlaGpuCheckAbsorbQ(const mlaGpuTensor *q, const mlaGpuTensor *wUkT,
+                       char *err, size_t errLen);
+int mlaGpuCheckUpProjOut(const mlaGpuTensor *o, const mlaGpuTensor *wUv,
+                         char *err, size_t errLen);
+
+/* q -> out [T, N, L+R] (q's dtype) for the "absorb_q" kernel `spec`, made
+ * for these shapes: out[t, n, :L] = q[t, n, :P] @ wUkT[n], and
  * out[t, n, L:] = q[t, n, P:]. Enqueues one kernel on `stream`. */
-int mlaGpuAbsorbQ(const char *spec, int32_t device, uint64_t q, uint64_t wUkT,
-                  uint64_t out, int64_t tokens, void *stream, char *err,
-                  size_t errLen);
+int mlaGpuAbsorbQ(const char *spec, int32_t device, const mlaGpuTensor *q,
+                  const mlaGpuTensor *wUkT, uint64_t out, void *stream,
+                  char *err, size_t errLen);
 
-/* o [T, N, L] -> out [T, N*V] (spec dtype) for the "up_proj_out" kernel
- * `spec`: out[t, n*V:(n+1)*V] = o[t, n] @ wUv[n] with wUv [N, L, V].
- * Enqueues one kernel on `stream`. */
-int mlaGpuUpProjOut(const char *spec, int32_t device, uint64_t o,
-                    uint64_t wUv, uint64_t out, int64_t tokens, void *stream,
+/* o -> out [T, N*V] (o's dtype) for the "up_proj_out" kernel `spec`, made
+ * for these shapes: out[t, n*V:(n+1)*V] = o[t, n] @ wUv[n]. Enqueues one
+ * kernel on `stream`. */
+int mlaGpuUpProjOut(const char *spec, int32_t device, const mlaGpuTensor *o,
+                    const mlaGpuTensor *wUv, uint64_t out, void *stream,
                     char *err, size_t errLen);
 
 /* Drops every loaded kernel (decode, cache write and projections). */

@@ -9,10 +9,13 @@
 //===----------------------------------------------------------------------===//
 
 #include "mla-c/Gpu.h"
+#include "mla/Contract/ArgRules.h"
+#include "mla/Contract/Error.h"
 #include "mla/GpuRuntime/CacheProjectionLaunch.h"
 #include "mla/GpuRuntime/GpuDecode.h"
 #include "llvm/ADT/Twine.h"
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <map>
@@ -45,14 +48,23 @@ int report(llvm::Error error, char *err, size_t errLen) {
     return MLA_GPU_SUCCESS;
   int code = MLA_GPU_ERROR_CUDA;
   std::string message;
-  llvm::handleAllErrors(std::move(error), [&](const llvm::ErrorInfoBase &e) {
-    std::error_code ec = e.convertToErrorCode();
-    if (ec == std::errc::invalid_argument)
-      code = MLA_GPU_ERROR_INVALID_ARGUMENT;
-    else if (ec == std::errc::no_such_file_or_directory)
-      code = MLA_GPU_ERROR_KERNEL_NOT_FOUND;
-    message += (message.empty() ? "" : "; ") + e.message();
-  });
+  llvm::handleAllErrors(
+      std::move(error),
+      [&](const mla::RuntimeError &e) {
+        // The argument rules' errors (the rest of the runtime marks its
+        // own with an error code).
+        if (e.getKind() == mla::RuntimeErrorKind::InvalidArgument)
+          code = MLA_GPU_ERROR_INVALID_ARGUMENT;
+        message += (message.empty() ? "" : "; ") + e.getMessage();
+      },
+      [&](const llvm::ErrorInfoBase &e) {
+        std::error_code ec = e.convertToErrorCode();
+        if (ec == std::errc::invalid_argument)
+          code = MLA_GPU_ERROR_INVALID_ARGUMENT;
+        else if (ec == std::errc::no_such_file_or_directory)
+          code = MLA_GPU_ERROR_KERNEL_NOT_FOUND;
+        message += (message.empty() ? "" : "; ") + e.message();
+      });
   writeMessage(message, err, errLen);
   return code;
 }
@@ -275,44 +287,378 @@ llvm::Expected<Spec> parseFamily(const char *text, const char *family,
   return spec;
 }
 
-struct CacheWriteCall {
-  const char *spec;
-  int32_t device;
-  CacheWriteArgs args;
-  const int32_t *slotMappingHost;
-  CUstream stream;
+//===----------------------------------------------------------------------===//
+// Arguments
+//===----------------------------------------------------------------------===//
+
+/// The host description of `t` for the argument rules; `host` is the host
+/// copy of an integer table, when the caller has one.
+llvm::Expected<mla::HostTensor> unwrap(const mlaGpuTensor *t,
+                                       llvm::StringRef name,
+                                       const int32_t *host = nullptr) {
+  if (!t)
+    return invalid(name + " is NULL");
+  mla::HostTensor result;
+  switch (t->dtype) {
+  case MLA_GPU_DTYPE_BF16:
+    result.dtype = mla::DType::bf16;
+    break;
+  case MLA_GPU_DTYPE_F16:
+    result.dtype = mla::DType::f16;
+    break;
+  case MLA_GPU_DTYPE_F32:
+    result.dtype = mla::DType::f32;
+    break;
+  case MLA_GPU_DTYPE_INT32:
+    result.dtype = mla::DType::i32;
+    break;
+  case MLA_GPU_DTYPE_UINT8:
+    result.dtype = mla::DType::u8;
+    break;
+  default:
+    return invalid(name + " has unknown dtype code " + Twine(t->dtype));
+  }
+  if (t->rank < 0 || t->rank > MLA_GPU_MAX_RANK)
+    return invalid(name + " has rank " + Twine(t->rank) + "; ranks 0 to " +
+                   Twine(MLA_GPU_MAX_RANK) + " are supported");
+  result.shape.assign(t->shape, t->shape + t->rank);
+  if (llvm::any_of(result.shape, [](int64_t d) { return d < 0; }))
+    return invalid(name + " has a negative dimension " +
+                   mla::formatShape(result.shape));
+  result.data = const_cast<int32_t *>(host);
+  return result;
+}
+
+mla::CacheFormat unwrap(const mlaGpuCacheFormat &format) {
+  mla::CacheFormat result;
+  result.kvFormat = format.kvFormat ? format.kvFormat : "auto";
+  if (format.hasKvScale)
+    result.kvScale = format.kvScale;
+  return result;
+}
+
+llvm::Expected<mla::plan::SplitPolicy> unwrapPolicy(int32_t policy) {
+  switch (policy) {
+  case MLA_GPU_SPLIT_HEURISTIC:
+    return mla::plan::SplitPolicy::Heuristic;
+  case MLA_GPU_SPLIT_BALANCED:
+    return mla::plan::SplitPolicy::Balanced;
+  case MLA_GPU_SPLIT_BATCH_INVARIANT:
+    return mla::plan::SplitPolicy::BatchInvariant;
+  case MLA_GPU_SPLIT_GRID:
+    // Planned from the lengths (or the capacity) and the SM count.
+    return mla::plan::SplitPolicy::Heuristic;
+  default:
+    return invalid("unknown split policy " + Twine(policy));
+  }
+}
+
+/// Says which spec the call needed when `spec` is another one.
+template <typename Spec>
+llvm::Error checkSpecFits(const Spec &spec, const Spec &needed) {
+  if (toString(spec) == toString(needed))
+    return llvm::Error::success();
+  return invalid("the kernel spec '" + toString(spec) +
+                 "' was not made for these arguments, which need '" +
+                 toString(needed) + "'");
+}
+
+//===----------------------------------------------------------------------===//
+// Decode
+//===----------------------------------------------------------------------===//
+
+/// A decode call as the C API receives it.
+struct DecodeCall {
+  const mlaGpuTensor *q, *cache, *blockTable, *seqLens;
+  const int32_t *seqLensHost;
+  const mlaGpuDecodeOptions *options;
 };
 
-llvm::Error cacheWrite(const CacheWriteCall &call) {
-  llvm::Expected<CacheWriteKernelSpec> spec = parseFamily<CacheWriteKernelSpec>(
-      call.spec, "cache_write", parseCacheWriteKernelSpec);
+/// The decode rules on `call`'s descriptions, and its split policy.
+llvm::Expected<mla::DecodeCall> checkDecodeCall(const DecodeCall &call) {
+  if (!call.options)
+    return invalid("options is NULL");
+  const mlaGpuDecodeOptions &o = *call.options;
+  llvm::Expected<mla::plan::SplitPolicy> policy = unwrapPolicy(o.splitPolicy);
+  if (!policy)
+    return policy.takeError();
+  std::array<mla::HostTensor, 4> t;
+  std::pair<const mlaGpuTensor *, const char *> in[] = {
+      {call.q, "q"},
+      {call.cache, "kv_cache"},
+      {call.blockTable, "block_table"},
+      {call.seqLens, "seq_lens"}};
+  for (auto [i, arg] : llvm::enumerate(in)) {
+    llvm::Expected<mla::HostTensor> unwrapped = unwrap(
+        arg.first, arg.second, i == 3 ? call.seqLensHost : nullptr);
+    if (!unwrapped)
+      return unwrapped.takeError();
+    t[i] = std::move(*unwrapped);
+  }
+  mla::DecodeOptions options;
+  options.headDimV = o.headDimV;
+  options.softmaxScale = o.softmaxScale;
+  options.causal = o.causal != 0;
+  if (o.hasNumSplits)
+    options.numSplits = o.numSplits;
+  options.cache = unwrap(o.cache);
+  return mla::checkDecode(mla::Device::GPU, t[0], t[1], t[2], t[3], options);
+}
+
+/// The spec a checked decode needs, with `spec`'s chip and tiling.
+DecodeKernelSpec neededSpec(const DecodeKernelSpec &spec,
+                            const mla::DecodeCall &call) {
+  DecodeKernelSpec needed = spec;
+  DecodeShape &s = needed.shape;
+  s.numHeads = call.numHeads;
+  s.queryRows = call.queryRows;
+  s.latentDim = call.latentDim;
+  s.ropeDim = call.ropeDim;
+  s.pageSize = call.cache.pageSize;
+  s.elem = call.dtype == mla::DType::bf16 ? ElemType::BF16 : ElemType::F16;
+  s.causal = call.causal;
+  s.scale = call.softmaxScale;
+  return needed;
+}
+
+/// The split bounds of a checked decode. Caller holds the state lock.
+llvm::Expected<SplitBounds> planDecode(State &s, const DecodeCall &call,
+                                       const DecodeKernelSpec &spec,
+                                       const mla::DecodeCall &checked,
+                                       int32_t device) {
+  int32_t policyCode = call.options->splitPolicy;
+  mla::plan::SplitPolicy policy = *unwrapPolicy(policyCode);
+  int64_t batch = checked.batch;
+  int64_t alignTokens = spec.shape.pageSize;
+  int64_t capacity = checked.maxPages * spec.shape.pageSize;
+  llvm::ArrayRef<int32_t> lens;
+  if (call.seqLensHost)
+    lens = llvm::ArrayRef(call.seqLensHost, batch);
+  if (checked.numSplits)
+    return call.seqLensHost
+               ? planUniformBounds(lens, *checked.numSplits, alignTokens)
+               : planCapacityBounds(batch, capacity, *checked.numSplits,
+                                    alignTokens);
+  if (policy == mla::plan::SplitPolicy::BatchInvariant)
+    return planUniformBounds(lens, 1, alignTokens);
+  llvm::Expected<int64_t> numSms = getNumSms(s, device);
+  if (!numSms)
+    return numSms.takeError();
+  if (policyCode == MLA_GPU_SPLIT_GRID) {
+    int64_t longest = capacity;
+    if (call.seqLensHost)
+      longest = lens.empty() ? 0 : *llvm::max_element(lens);
+    int64_t count = chooseGridSplits(spec, batch, longest, *numSms);
+    return call.seqLensHost
+               ? planUniformBounds(lens, count, alignTokens)
+               : planCapacityBounds(batch, capacity, count, alignTokens);
+  }
+  if (!call.seqLensHost)
+    return planCapacityBounds(
+        batch, capacity, mla::plan::heuristicNumSplits(capacity, *numSms),
+        alignTokens);
+  return planBounds(lens, decodePlanOptions(spec, policy, *numSms));
+}
+
+llvm::Error decode(const char *specText, int32_t device, const DecodeCall &call,
+                   uint64_t out, uint64_t lse, uint64_t workspace,
+                   size_t *workspaceBytes, CUstream stream) {
+  llvm::Expected<mla::DecodeCall> checked = checkDecodeCall(call);
+  if (!checked)
+    return checked.takeError();
+  llvm::Expected<DecodeKernelSpec> spec = parseSpec(specText);
   if (!spec)
     return spec.takeError();
-  CacheWriteArgs args = call.args;
-  args.shape = spec->shape;
-  if (llvm::Error error = checkCacheWriteArgs(args))
+  if (llvm::Error error = checkSpecFits(*spec, neededSpec(*spec, *checked)))
     return error;
-  if (args.tokens == 0)
-    return llvm::Error::success();
-  if (call.slotMappingHost)
-    if (llvm::Error error = checkSlotMapping(
-            llvm::ArrayRef(call.slotMappingHost, args.tokens), args.numSlots))
-      return error;
+  if (!workspaceBytes)
+    return invalid("workspaceBytes is null");
+  // Sizes first (with one split: the count is checked once planned).
+  if (llvm::Error error = checkDecodeSizes(*spec, checked->batch,
+                                           checked->maxPages,
+                                           checked->cache.pages, 1))
+    return error;
+  if (!call.seqLensHost && !checked->numSplits &&
+      call.options->splitPolicy != MLA_GPU_SPLIT_HEURISTIC &&
+      call.options->splitPolicy != MLA_GPU_SPLIT_GRID)
+    return invalid("the balanced and batch-invariant split policies plan from "
+                   "the sequence lengths: pass them on the host");
 
   State &s = state();
   std::lock_guard<std::mutex> lock(s.mutex);
-  llvm::Expected<CUcontext> context = useDevice(s, call.device);
+  llvm::Expected<SplitBounds> bounds =
+      planDecode(s, call, *spec, *checked, device);
+  if (!bounds)
+    return bounds.takeError();
+
+  DecodeArgs args;
+  args.q = call.q->data;
+  args.cache = call.cache->data;
+  args.blockTable = call.blockTable->data;
+  args.seqLens = call.seqLens->data;
+  args.out = out;
+  args.lse = lse;
+  args.workspace = workspace;
+  args.batch = checked->batch;
+  args.maxPages = checked->maxPages;
+  args.numPages = checked->cache.pages;
+  args.numSplits = bounds->numSplits;
+  if (!workspace) {
+    if (llvm::Error error = checkDecodeSizes(*spec, args.batch, args.maxPages,
+                                             args.numPages, args.numSplits))
+      return error;
+    *workspaceBytes =
+        decodeWorkspaceLayout(spec->shape, args.batch, args.numSplits)
+            .totalBytes;
+    return llvm::Error::success();
+  }
+  args.workspaceBytes = *workspaceBytes;
+  if (llvm::Error error = checkDecodeArgs(*spec, args))
+    return error;
+
+  llvm::Expected<CUcontext> context = useDevice(s, device);
+  if (!context)
+    return context.takeError();
+  llvm::Expected<const GpuDecoder &> decoder = getDecoder(s, *spec, *context);
+  if (!decoder)
+    return decoder.takeError();
+  if (llvm::Error error =
+          decoder->uploadBounds(stream, args.workspace, args.workspaceBytes,
+                                args.batch, *bounds))
+    return error;
+  return decoder->run(stream, args);
+}
+
+//===----------------------------------------------------------------------===//
+// Cache write
+//===----------------------------------------------------------------------===//
+
+/// A cache write as the C API receives it.
+struct CacheWriteCall {
+  const mlaGpuTensor *kvC, *kPe, *slotMapping, *cache;
+  const int32_t *slotMappingHost;
+};
+
+llvm::Expected<mla::CacheWriteCall>
+checkCacheWriteCall(const CacheWriteCall &call,
+                    const mla::CacheFormat &format) {
+  std::array<mla::HostTensor, 4> t;
+  std::pair<const mlaGpuTensor *, const char *> in[] = {
+      {call.kvC, "kv_c"},
+      {call.kPe, "k_pe"},
+      {call.slotMapping, "slot_mapping"},
+      {call.cache, "kv_cache"}};
+  for (auto [i, arg] : llvm::enumerate(in)) {
+    llvm::Expected<mla::HostTensor> unwrapped = unwrap(
+        arg.first, arg.second, i == 2 ? call.slotMappingHost : nullptr);
+    if (!unwrapped)
+      return unwrapped.takeError();
+    t[i] = std::move(*unwrapped);
+  }
+  return mla::checkCacheWrite(mla::Device::GPU, t[0], t[1], t[3], t[2],
+                              format);
+}
+
+/// The kv_format (and kv_scale) a cache_write spec stores rows in.
+mla::CacheFormat formatOf(const CacheWriteKernelSpec &spec) {
+  mla::CacheFormat format;
+  switch (spec.shape.format) {
+  case CacheFormat::BF16:
+  case CacheFormat::F16:
+  case CacheFormat::F32:
+    break;
+  case CacheFormat::FP8E4M3:
+    format.kvFormat = "fp8_e4m3";
+    format.kvScale = spec.shape.scale;
+    break;
+  case CacheFormat::FP8E4M3Token:
+    format.kvFormat = "fp8_e4m3_token";
+    break;
+  case CacheFormat::FP8DsMla:
+    format.kvFormat = "fp8_ds_mla";
+    break;
+  }
+  return format;
+}
+
+/// The spec a checked cache write needs, with `spec`'s chip and fp8 scale.
+CacheWriteKernelSpec neededSpec(const CacheWriteKernelSpec &spec,
+                                const mla::CacheWriteCall &call) {
+  CacheWriteKernelSpec needed = spec;
+  needed.shape.latentDim = call.latentDim;
+  needed.shape.ropeDim = call.ropeDim;
+  needed.pageSize = call.cache.pageSize;
+  needed.shape.input = call.dtype == mla::DType::bf16   ? ActType::BF16
+                       : call.dtype == mla::DType::f16 ? ActType::F16
+                                                       : ActType::F32;
+  llvm::StringRef layout = call.cache.layoutFormat;
+  if (layout == "bf16")
+    needed.shape.format = CacheFormat::BF16;
+  else if (layout == "f16")
+    needed.shape.format = CacheFormat::F16;
+  else if (layout == "f32")
+    needed.shape.format = CacheFormat::F32;
+  return needed;
+}
+
+llvm::Error cacheWrite(const char *specText, int32_t device,
+                       const CacheWriteCall &call, CUstream stream) {
+  llvm::Expected<CacheWriteKernelSpec> spec = parseFamily<CacheWriteKernelSpec>(
+      specText, "cache_write", parseCacheWriteKernelSpec);
+  if (!spec)
+    return spec.takeError();
+  llvm::Expected<mla::CacheWriteCall> checked =
+      checkCacheWriteCall(call, formatOf(*spec));
+  if (!checked)
+    return checked.takeError();
+  if (llvm::Error error = checkSpecFits(*spec, neededSpec(*spec, *checked)))
+    return error;
+  CacheWriteArgs args;
+  args.shape = spec->shape;
+  args.kvC = call.kvC->data;
+  args.kPe = call.kPe->data;
+  args.slotMapping = call.slotMapping->data;
+  args.cache = call.cache->data;
+  args.tokens = checked->tokens;
+  args.numSlots = checked->cache.pages * checked->cache.pageSize;
+  if (llvm::Error error = checkCacheWriteArgs(args))
+    return error;
+  if (!checked->writesAnything)
+    return llvm::Error::success();
+
+  State &s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  llvm::Expected<CUcontext> context = useDevice(s, device);
   if (!context)
     return context.takeError();
   llvm::Expected<const CudaKernel &> kernel =
       getKernel(s, *spec, *context, loadCacheWriteKernel);
   if (!kernel)
     return kernel.takeError();
-  return launchCacheWrite(*kernel, call.stream, args);
+  return launchCacheWrite(*kernel, stream, args);
+}
+
+//===----------------------------------------------------------------------===//
+// Projections
+//===----------------------------------------------------------------------===//
+
+llvm::Expected<mla::ProjectionCall> checkProjectionCall(ProjectionKind kind,
+                                                        const mlaGpuTensor *x,
+                                                        const mlaGpuTensor *w) {
+  bool absorb = kind == ProjectionKind::AbsorbQ;
+  llvm::Expected<mla::HostTensor> in = unwrap(x, absorb ? "q" : "o");
+  if (!in)
+    return in.takeError();
+  llvm::Expected<mla::HostTensor> weight = unwrap(w, absorb ? "w_uk_t" : "w_uv");
+  if (!weight)
+    return weight.takeError();
+  return absorb ? mla::checkAbsorbQ(mla::Device::GPU, *in, *weight)
+                : mla::checkUpProjOut(mla::Device::GPU, *in, *weight);
 }
 
 llvm::Error project(ProjectionKind kind, const char *specText, int32_t device,
-                    ProjectionArgs args, CUstream stream) {
+                    const mlaGpuTensor *x, const mlaGpuTensor *w,
+                    uint64_t out, CUstream stream) {
   bool absorb = kind == ProjectionKind::AbsorbQ;
   const char *family = absorb ? "absorb_q" : "up_proj_out";
   llvm::Expected<ProjectionKernelSpec> spec =
@@ -323,7 +669,26 @@ llvm::Error project(ProjectionKind kind, const char *specText, int32_t device,
   if (spec->kind != kind)
     return invalid(Twine("the kernel spec '") + specText + "' is not an " +
                    family + " spec");
+  llvm::Expected<mla::ProjectionCall> checked =
+      checkProjectionCall(kind, x, w);
+  if (!checked)
+    return checked.takeError();
+  ProjectionKernelSpec needed = *spec;
+  needed.shape.numHeads = checked->numHeads;
+  needed.shape.inDim = checked->inDim;
+  needed.shape.outDim = checked->outDim;
+  needed.shape.ropeDim = checked->ropeDim;
+  needed.shape.elem = checked->dtype == mla::DType::bf16  ? ActType::BF16
+                      : checked->dtype == mla::DType::f16 ? ActType::F16
+                                                          : ActType::F32;
+  if (llvm::Error error = checkSpecFits(*spec, needed))
+    return error;
+  ProjectionArgs args;
   args.shape = spec->shape;
+  args.in = x->data;
+  args.weight = w->data;
+  args.out = out;
+  args.tokens = checked->tokens;
   if (llvm::Error error =
           absorb ? checkAbsorbQArgs(args) : checkUpProjOutArgs(args))
     return error;
@@ -341,124 +706,6 @@ llvm::Error project(ProjectionKind kind, const char *specText, int32_t device,
     return kernel.takeError();
   return absorb ? launchAbsorbQ(*kernel, stream, args)
                 : launchUpProjOut(*kernel, stream, args);
-}
-
-struct DecodeCall {
-  const char *spec;
-  int32_t device;
-  DecodeArgs args;
-  const int32_t *seqLensHost;
-  int64_t numSplits;
-  int32_t splitPolicy;
-  size_t *workspaceBytes;
-  CUstream stream;
-};
-
-llvm::Error decode(const DecodeCall &call) {
-  llvm::Expected<DecodeKernelSpec> spec = parseSpec(call.spec);
-  if (!spec)
-    return spec.takeError();
-  const DecodeArgs &args = call.args;
-  if (!call.workspaceBytes)
-    return invalid("workspaceBytes is null");
-  if (call.numSplits < 0)
-    return invalid("num_splits must be positive, or 0 to let the split "
-                   "policy decide; got " + Twine(call.numSplits));
-  mla::plan::SplitPolicy policy;
-  switch (call.splitPolicy) {
-  case MLA_GPU_SPLIT_HEURISTIC:
-    policy = mla::plan::SplitPolicy::Heuristic;
-    break;
-  case MLA_GPU_SPLIT_BALANCED:
-    policy = mla::plan::SplitPolicy::Balanced;
-    break;
-  case MLA_GPU_SPLIT_BATCH_INVARIANT:
-    policy = mla::plan::SplitPolicy::BatchInvariant;
-    break;
-  case MLA_GPU_SPLIT_GRID:
-    // Planned below from the lengths (or the capacity) and the SM count.
-    policy = mla::plan::SplitPolicy::Heuristic;
-    break;
-  default:
-    return invalid("unknown split policy " + Twine(call.splitPolicy));
-  }
-  // Sizes first (with one split: the count is checked once planned), so the
-  // lengths below can be read and the capacity computed safely.
-  if (llvm::Error error = checkDecodeSizes(*spec, args.batch, args.maxPages,
-                                           args.numPages, 1))
-    return error;
-  llvm::ArrayRef<int32_t> lens;
-  if (call.seqLensHost) {
-    lens = llvm::ArrayRef(call.seqLensHost, args.batch);
-    if (llvm::Error error = checkSeqLens(*spec, lens, args.maxPages))
-      return error;
-  } else if (call.numSplits == 0 && policy != mla::plan::SplitPolicy::Heuristic) {
-    return invalid("the balanced and batch-invariant split policies plan from "
-                   "the sequence lengths: pass them on the host");
-  }
-
-  State &s = state();
-  std::lock_guard<std::mutex> lock(s.mutex);
-  int64_t alignTokens = spec->shape.pageSize;
-  int64_t capacity = args.maxPages * spec->shape.pageSize;
-  llvm::Expected<SplitBounds> bounds = [&]() -> llvm::Expected<SplitBounds> {
-    if (call.numSplits > 0)
-      return call.seqLensHost
-                 ? planUniformBounds(lens, call.numSplits, alignTokens)
-                 : planCapacityBounds(args.batch, capacity, call.numSplits,
-                                      alignTokens);
-    if (policy == mla::plan::SplitPolicy::BatchInvariant)
-      return planUniformBounds(lens, 1, alignTokens);
-    llvm::Expected<int64_t> numSms = getNumSms(s, call.device);
-    if (!numSms)
-      return numSms.takeError();
-    if (call.splitPolicy == MLA_GPU_SPLIT_GRID) {
-      int64_t longest = capacity;
-      if (call.seqLensHost) {
-        longest = 0;
-        for (int32_t len : lens)
-          longest = std::max<int64_t>(longest, len);
-      }
-      int64_t count = chooseGridSplits(*spec, args.batch, longest, *numSms);
-      return call.seqLensHost
-                 ? planUniformBounds(lens, count, alignTokens)
-                 : planCapacityBounds(args.batch, capacity, count, alignTokens);
-    }
-    if (!call.seqLensHost)
-      return planCapacityBounds(
-          args.batch, capacity,
-          mla::plan::heuristicNumSplits(capacity, *numSms), alignTokens);
-    return planBounds(lens, decodePlanOptions(*spec, policy, *numSms));
-  }();
-  if (!bounds)
-    return bounds.takeError();
-
-  DecodeArgs full = args;
-  full.numSplits = bounds->numSplits;
-  if (!args.workspace) {
-    if (llvm::Error error = checkDecodeSizes(*spec, full.batch, full.maxPages,
-                                             full.numPages, full.numSplits))
-      return error;
-    *call.workspaceBytes =
-        decodeWorkspaceLayout(spec->shape, full.batch, full.numSplits)
-            .totalBytes;
-    return llvm::Error::success();
-  }
-  full.workspaceBytes = *call.workspaceBytes;
-  if (llvm::Error error = checkDecodeArgs(*spec, full))
-    return error;
-
-  llvm::Expected<CUcontext> context = useDevice(s, call.device);
-  if (!context)
-    return context.takeError();
-  llvm::Expected<const GpuDecoder &> decoder = getDecoder(s, *spec, *context);
-  if (!decoder)
-    return decoder.takeError();
-  if (llvm::Error error =
-          decoder->uploadBounds(call.stream, full.workspace,
-                                full.workspaceBytes, full.batch, *bounds))
-    return error;
-  return decoder->run(call.stream, full);
 }
 
 } // namespace
@@ -483,33 +730,30 @@ extern "C" int mlaGpuDecodeSpec(const char *chip, int32_t device,
   return MLA_GPU_SUCCESS;
 }
 
-extern "C" int mlaGpuDecode(const char *spec, int32_t device, uint64_t q,
-                            uint64_t cache, uint64_t blockTable,
-                            uint64_t seqLens, const int32_t *seqLensHost,
-                            int64_t batch, int64_t maxPages, int64_t numPages,
-                            int64_t numSplits, int32_t splitPolicy,
-                            uint64_t out, uint64_t lse, uint64_t workspace,
+extern "C" int mlaGpuCheckDecode(const mlaGpuTensor *q,
+                                 const mlaGpuTensor *cache,
+                                 const mlaGpuTensor *blockTable,
+                                 const mlaGpuTensor *seqLens,
+                                 const int32_t *seqLensHost,
+                                 const mlaGpuDecodeOptions *options, char *err,
+                                 size_t errLen) {
+  DecodeCall call{q, cache, blockTable, seqLens, seqLensHost, options};
+  return report(checkDecodeCall(call).takeError(), err, errLen);
+}
+
+extern "C" int mlaGpuDecode(const char *spec, int32_t device,
+                            const mlaGpuTensor *q, const mlaGpuTensor *cache,
+                            const mlaGpuTensor *blockTable,
+                            const mlaGpuTensor *seqLens,
+                            const int32_t *seqLensHost,
+                            const mlaGpuDecodeOptions *options, uint64_t out,
+                            uint64_t lse, uint64_t workspace,
                             size_t *workspaceBytes, void *stream, char *err,
                             size_t errLen) {
-  DecodeCall call;
-  call.spec = spec;
-  call.device = device;
-  call.args.q = q;
-  call.args.cache = cache;
-  call.args.blockTable = blockTable;
-  call.args.seqLens = seqLens;
-  call.args.out = out;
-  call.args.lse = lse;
-  call.args.workspace = workspace;
-  call.args.batch = batch;
-  call.args.maxPages = maxPages;
-  call.args.numPages = numPages;
-  call.seqLensHost = seqLensHost;
-  call.numSplits = numSplits;
-  call.splitPolicy = splitPolicy;
-  call.workspaceBytes = workspaceBytes;
-  call.stream = static_cast<CUstream>(stream);
-  return report(decode(call), err, errLen);
+  DecodeCall call{q, cache, blockTable, seqLens, seqLensHost, options};
+  return report(decode(spec, device, call, out, lse, workspace, workspaceBytes,
+                       static_cast<CUstream>(stream)),
+                err, errLen);
 }
 
 extern "C" int mlaGpuCanonicalSpec(const char *text, char *spec,
@@ -531,48 +775,63 @@ extern "C" int mlaGpuCanonicalSpec(const char *text, char *spec,
   return MLA_GPU_SUCCESS;
 }
 
-extern "C" int mlaGpuCacheWrite(const char *spec, int32_t device,
-                                uint64_t kvC, uint64_t kPe,
-                                uint64_t slotMapping,
-                                const int32_t *slotMappingHost, uint64_t cache,
-                                int64_t tokens, int64_t numSlots, void *stream,
-                                char *err, size_t errLen) {
-  CacheWriteCall call;
-  call.spec = spec;
-  call.device = device;
-  call.args.kvC = kvC;
-  call.args.kPe = kPe;
-  call.args.slotMapping = slotMapping;
-  call.args.cache = cache;
-  call.args.tokens = tokens;
-  call.args.numSlots = numSlots;
-  call.slotMappingHost = slotMappingHost;
-  call.stream = static_cast<CUstream>(stream);
-  return report(cacheWrite(call), err, errLen);
+extern "C" int mlaGpuCheckCacheWrite(const mlaGpuTensor *kvC,
+                                     const mlaGpuTensor *kPe,
+                                     const mlaGpuTensor *slotMapping,
+                                     const int32_t *slotMappingHost,
+                                     const mlaGpuTensor *cache,
+                                     const mlaGpuCacheFormat *format,
+                                     char *err, size_t errLen) {
+  if (!format)
+    return report(invalid("the cache format is NULL"), err, errLen);
+  CacheWriteCall call{kvC, kPe, slotMapping, cache, slotMappingHost};
+  return report(checkCacheWriteCall(call, unwrap(*format)).takeError(), err,
+                errLen);
 }
 
-extern "C" int mlaGpuAbsorbQ(const char *spec, int32_t device, uint64_t q,
-                             uint64_t wUkT, uint64_t out, int64_t tokens,
-                             void *stream, char *err, size_t errLen) {
-  ProjectionArgs args;
-  args.in = q;
-  args.weight = wUkT;
-  args.out = out;
-  args.tokens = tokens;
-  return report(project(ProjectionKind::AbsorbQ, spec, device, args,
+extern "C" int mlaGpuCacheWrite(const char *spec, int32_t device,
+                                const mlaGpuTensor *kvC,
+                                const mlaGpuTensor *kPe,
+                                const mlaGpuTensor *slotMapping,
+                                const int32_t *slotMappingHost,
+                                const mlaGpuTensor *cache, void *stream,
+                                char *err, size_t errLen) {
+  CacheWriteCall call{kvC, kPe, slotMapping, cache, slotMappingHost};
+  return report(
+      cacheWrite(spec, device, call, static_cast<CUstream>(stream)), err,
+      errLen);
+}
+
+extern "C" int mlaGpuCheckAbsorbQ(const mlaGpuTensor *q,
+                                  const mlaGpuTensor *wUkT, char *err,
+                                  size_t errLen) {
+  return report(
+      checkProjectionCall(ProjectionKind::AbsorbQ, q, wUkT).takeError(), err,
+      errLen);
+}
+
+extern "C" int mlaGpuCheckUpProjOut(const mlaGpuTensor *o,
+                                    const mlaGpuTensor *wUv, char *err,
+                                    size_t errLen) {
+  return report(
+      checkProjectionCall(ProjectionKind::UpProjOut, o, wUv).takeError(), err,
+      errLen);
+}
+
+extern "C" int mlaGpuAbsorbQ(const char *spec, int32_t device,
+                             const mlaGpuTensor *q, const mlaGpuTensor *wUkT,
+                             uint64_t out, void *stream, char *err,
+                             size_t errLen) {
+  return report(project(ProjectionKind::AbsorbQ, spec, device, q, wUkT, out,
                         static_cast<CUstream>(stream)),
                 err, errLen);
 }
 
-extern "C" int mlaGpuUpProjOut(const char *spec, int32_t device, uint64_t o,
-                               uint64_t wUv, uint64_t out, int64_t tokens,
-                               void *stream, char *err, size_t errLen) {
-  ProjectionArgs args;
-  args.in = o;
-  args.weight = wUv;
-  args.out = out;
-  args.tokens = tokens;
-  return report(project(ProjectionKind::UpProjOut, spec, device, args,
+extern "C" int mlaGpuUpProjOut(const char *spec, int32_t device,
+                               const mlaGpuTensor *o, const mlaGpuTensor *wUv,
+                               uint64_t out, void *stream, char *err,
+                               size_t errLen) {
+  return report(project(ProjectionKind::UpProjOut, spec, device, o, wUv, out,
                         static_cast<CUstream>(stream)),
                 err, errLen);
 }
@@ -583,3 +842,4 @@ extern "C" void mlaGpuClearDecoders(void) {
   s.decoders.clear();
   s.kernels.clear();
 }
+

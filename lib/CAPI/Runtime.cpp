@@ -147,7 +147,7 @@ llvm::Error run(llvm::Expected<Kernel> kernel, llvm::ArrayRef<HostTensor> args,
     return llvm::Error::success();
 
   llvm::Expected<const CompiledFunction *> fn = getExecutor().getOrCompile(
-      kernel->source, kernel->entry, CpuPipelineOptions());
+      *kernel->module, kernel->entry, CpuPipelineOptions());
   if (!fn)
     return fn.takeError();
   llvm::Expected<llvm::SmallVector<ResultBuffer>> buffers = (*fn)->call(args);
@@ -189,6 +189,9 @@ unwrapAll(std::array<std::pair<const mlaTensor *, llvm::StringRef>, N> in) {
   return out;
 }
 
+/// The context kernels are built in: the executor's.
+mlir::MLIRContext &getContext() { return getExecutor().getContext(); }
+
 } // namespace
 
 int mlaDecode(const mlaTensor *q, const mlaTensor *kvCache,
@@ -216,7 +219,8 @@ int mlaDecode(const mlaTensor *q, const mlaTensor *kvCache,
   auto &[tq, tc, tb, ts] = *args;
   std::pair<mlaTensor *, llvm::StringRef> outs[] = {{out, "out"},
                                                     {lse, "lse"}};
-  if (llvm::Error e = run(buildDecode(tq, tc, tb, ts, opts), *args, outs))
+  if (llvm::Error e = run(buildDecode(getContext(), tq, tc, tb, ts, opts),
+                          *args, outs))
     return report(std::move(e), err, errLen);
   return MLA_SUCCESS;
 }
@@ -234,7 +238,8 @@ int mlaCacheWrite(const mlaTensor *kvC, const mlaTensor *kPe,
   if (!cache)
     return report(cache.takeError(), err, errLen);
   auto &[tkv, tpe, tslots, tcache] = *args;
-  if (llvm::Error e = run(buildCacheWrite(tkv, tpe, tcache, tslots, *cache),
+  if (llvm::Error e = run(buildCacheWrite(getContext(), tkv, tpe, tcache,
+                                          tslots, *cache),
                           *args, {}))
     return report(std::move(e), err, errLen);
   return MLA_SUCCESS;
@@ -248,8 +253,8 @@ int mlaSplitKvBProj(const mlaTensor *kvBProj, int64_t numHeads,
     return report(args.takeError(), err, errLen);
   std::pair<mlaTensor *, llvm::StringRef> outs[] = {{wUkT, "w_uk_t"},
                                                     {wUv, "w_uv"}};
-  if (llvm::Error e = run(buildSplitKvBProj((*args)[0], numHeads,
-                                            qkNopeHeadDim, vHeadDim),
+  if (llvm::Error e = run(buildSplitKvBProj(getContext(), (*args)[0],
+                                            numHeads, qkNopeHeadDim, vHeadDim),
                           *args, outs))
     return report(std::move(e), err, errLen);
   return MLA_SUCCESS;
@@ -262,7 +267,7 @@ int mlaAbsorbQ(const mlaTensor *q, const mlaTensor *wUkT, mlaTensor *out,
     return report(args.takeError(), err, errLen);
   std::pair<mlaTensor *, llvm::StringRef> outs[] = {{out, "out"}};
   if (llvm::Error e =
-          run(buildAbsorbQ((*args)[0], (*args)[1]), *args, outs))
+          run(buildAbsorbQ(getContext(), (*args)[0], (*args)[1]), *args, outs))
     return report(std::move(e), err, errLen);
   return MLA_SUCCESS;
 }
@@ -274,7 +279,8 @@ int mlaUpProjOut(const mlaTensor *o, const mlaTensor *wUv, mlaTensor *out,
     return report(args.takeError(), err, errLen);
   std::pair<mlaTensor *, llvm::StringRef> outs[] = {{out, "out"}};
   if (llvm::Error e =
-          run(buildUpProjOut((*args)[0], (*args)[1]), *args, outs))
+          run(buildUpProjOut(getContext(), (*args)[0], (*args)[1]), *args,
+              outs))
     return report(std::move(e), err, errLen);
   return MLA_SUCCESS;
 }
@@ -291,7 +297,8 @@ int mlaMergeStates(const mlaTensor *outA, const mlaTensor *lseA,
   auto &[ta, tla, tb, tlb] = *args;
   std::pair<mlaTensor *, llvm::StringRef> outs[] = {{out, "out"},
                                                     {lse, "lse"}};
-  if (llvm::Error e = run(buildMergeStates(ta, tla, tb, tlb), *args, outs))
+  if (llvm::Error e =
+          run(buildMergeStates(getContext(), ta, tla, tb, tlb), *args, outs))
     return report(std::move(e), err, errLen);
   return MLA_SUCCESS;
 }
@@ -324,8 +331,8 @@ int mlaPrefill(const mlaTensor *q, const mlaTensor *kvC, const mlaTensor *kPe,
   opts.cache = std::move(*cache);
   auto &a = *args;
   std::pair<mlaTensor *, llvm::StringRef> outs[] = {{out, "out"}};
-  if (llvm::Error e = run(buildPrefill(a[0], a[1], a[2], a[3], a[4], a[5],
-                                       a[6], a[7], opts),
+  if (llvm::Error e = run(buildPrefill(getContext(), a[0], a[1], a[2], a[3],
+                                       a[4], a[5], a[6], a[7], opts),
                           a, outs))
     return report(std::move(e), err, errLen);
   return MLA_SUCCESS;

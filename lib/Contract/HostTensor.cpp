@@ -1,7 +1,6 @@
 //===- HostTensor.cpp - host array element types and shapes ---------------===//
 
 #include "mla/Contract/HostTensor.h"
-#include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/ErrorHandling.h"
 #include "llvm/Support/raw_ostream.h"
 

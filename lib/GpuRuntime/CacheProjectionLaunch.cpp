@@ -79,17 +79,6 @@ Error launchProjection(const CudaKernel &kernel, CUstream stream,
 
 } // namespace
 
-Error mla::gpu::checkSlotMapping(llvm::ArrayRef<int32_t> slotMapping,
-                                 int64_t numSlots) {
-  for (size_t t = 0; t < slotMapping.size(); ++t)
-    if (slotMapping[t] >= numSlots)
-      return fail("mla_cache_write: slot_mapping[" + llvm::Twine(t) +
-                  "] = " + llvm::Twine(slotMapping[t]) +
-                  " is past the cache's " + llvm::Twine(numSlots) +
-                  " slots (pages * page_size)");
-  return Error::success();
-}
-
 Error mla::gpu::checkCacheWriteArgs(const CacheWriteArgs &args) {
   const char *name = kCacheWriteKernel;
   const CacheWriteShape &s = args.shape;

@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "mla/GpuRuntime/GpuDecode.h"
+#include "mla/Contract/ArgRules.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/Twine.h"
 #include "llvm/Support/MathExtras.h"
@@ -112,23 +113,11 @@ mla::gpu::planBounds(llvm::ArrayRef<int32_t> seqLens,
 llvm::Error mla::gpu::checkSeqLens(const DecodeKernelSpec &spec,
                                    llvm::ArrayRef<int32_t> seqLens,
                                    int64_t maxPages) {
-  int64_t capacity = maxPages * spec.shape.pageSize;
-  int64_t sq = spec.shape.queryRows;
-  for (auto [b, len] : llvm::enumerate(seqLens)) {
-    if (len < 0)
-      return invalid("seq_lens[" + Twine(b) + "] = " + Twine(len) +
-                     " is negative");
-    if (len > capacity)
-      return invalid("seq_lens[" + Twine(b) + "] = " + Twine(len) +
-                     " exceeds the block table's capacity " + Twine(capacity) +
-                     " (" + Twine(maxPages) + " pages of " +
-                     Twine(spec.shape.pageSize) + ")");
-    if (spec.shape.causal && len > 0 && len < sq)
-      return invalid("causal decode needs seq_lens[" + Twine(b) + "] = " +
-                     Twine(len) + " >= s_q = " + Twine(sq) +
-                     " (the query rows are the request's last s_q positions)");
-  }
-  return llvm::Error::success();
+  std::optional<int64_t> causalRows;
+  if (spec.shape.causal)
+    causalRows = spec.shape.queryRows;
+  return checkSeqLenValues(seqLens, maxPages, spec.shape.pageSize,
+                           "the block table's", causalRows);
 }
 
 llvm::Error mla::gpu::checkDecodeSizes(const DecodeKernelSpec &spec,

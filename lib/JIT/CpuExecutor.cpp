@@ -11,7 +11,7 @@
 
 #include "mla/JIT/CpuExecutor.h"
 #include "mla/JIT/DiagnosticCollector.h"
-#include "mla/JIT/HostTypes.h"
+#include "mla/JIT/KernelBuilder.h"
 #include "mla/JIT/RuntimeSymbols.h"
 #include "mla/Dialect/MLA/IR/MLADialect.h"
 #include "mla/Contract/Error.h"
@@ -21,9 +21,9 @@
 #include "mlir/ExecutionEngine/ExecutionEngine.h"
 #include "mlir/ExecutionEngine/OptUtils.h"
 #include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/Verifier.h"
 #include "mlir/InitAllDialects.h"
 #include "mlir/InitAllExtensions.h"
-#include "mlir/Parser/Parser.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
@@ -229,6 +229,11 @@ CpuExecutor::CpuExecutor() {
   registerBuiltinDialectTranslation(registry);
   registerLLVMDialectTranslation(registry);
   context = std::make_unique<MLIRContext>(registry);
+  // What KernelBuilder creates, loaded up front: callers build modules in
+  // this context from several threads, and loading a dialect is not
+  // thread-safe.
+  context->loadDialect<MLADialect, func::FuncDialect,
+                       bufferization::BufferizationDialect>();
 }
 
 CpuExecutor::~CpuExecutor() = default;
@@ -317,13 +322,16 @@ CpuExecutor::compileLocked(ModuleOp module, StringRef entry,
 }
 
 llvm::Expected<const CompiledFunction *>
-CpuExecutor::getOrCompile(StringRef source, StringRef entry,
+CpuExecutor::getOrCompile(ModuleOp module, StringRef entry,
                           const CpuPipelineOptions &options) {
+  assert(module.getContext() == context.get() &&
+         "modules must be built in the executor's context");
   std::string key;
   llvm::raw_string_ostream keyOS(key);
   keyOS << entry << '\0';
   options.print(keyOS);
-  keyOS << '\0' << source;
+  keyOS << '\0';
+  module.print(keyOS, OpPrintingFlags().printGenericOpForm());
 
   std::lock_guard<std::mutex> lock(mutex);
   auto it = cache.find(key);
@@ -334,15 +342,14 @@ CpuExecutor::getOrCompile(StringRef source, StringRef entry,
 
   auto start = std::chrono::steady_clock::now();
   ++stats.compiles;
+  // Built modules were never parsed, so nothing has run the verifiers yet.
   DiagnosticCollector diagnostics(*context);
-  OwningOpRef<ModuleOp> module =
-      parseSourceString<ModuleOp>(source, ParserConfig(context.get()));
-  if (!module) {
+  if (failed(verify(module))) {
     stats.compileSeconds += secondsSince(start);
-    return makeCompileError("cannot parse the module of @" + entry + ":\n" +
-                            diagnostics.take());
+    return makeCompileError("the module of @" + entry +
+                            " does not verify:\n" + diagnostics.take());
   }
-  auto compiled = compileLocked(*module, entry, options, start);
+  auto compiled = compileLocked(module, entry, options, start);
   stats.compileSeconds += secondsSince(start);
   if (!compiled)
     return compiled.takeError();

@@ -1,9 +1,10 @@
 //===- GpuJit.cpp - compile GPU kernel images from their specs ------------===//
 //
-// A spec becomes a small mla module (its shape baked into the types, the
-// sizes the kernels read at run time dynamic: decode's batch, page count and
-// split count, the token count of cache_write and the projections), which
-// the `mla-to-nvvm` pipeline compiles into a cubin. The
+// A spec becomes a small mla module, built with the ops' builders (its shape
+// baked into the types, the sizes the kernels read at run time dynamic:
+// decode's batch, page count and split count, the token count of cache_write
+// and the projections), which the `mla-to-nvvm` pipeline compiles into a
+// cubin. The
 // pipeline's options are parsed from pipelineFor(spec), the very string the
 // cache key hashes, so the key cannot describe another compile than the one
 // that ran.
@@ -13,6 +14,7 @@
 #include "mla/JIT/GpuJit.h"
 #include "mla/JIT/DiagnosticCollector.h"
 #include "mla/Dialect/MLA/IR/MLADialect.h"
+#include "mla/Dialect/MLA/IR/MLAOps.h"
 #include "mla/Pipelines/Pipelines.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/IR/BuiltinOps.h"
@@ -20,15 +22,14 @@
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/InitAllDialects.h"
 #include "mlir/InitAllExtensions.h"
-#include "mlir/Parser/Parser.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/Verifier.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Target/LLVM/NVVM/Target.h"
 #include "mlir/Target/LLVMIR/Dialect/All.h"
-#include "llvm/Support/Format.h"
 #include "llvm/Support/raw_ostream.h"
 
-#include <cstring>
-#include <initializer_list>
 #include <optional>
 
 using namespace mlir;
@@ -59,19 +60,6 @@ llvm::Error makeError(const KernelSpec &spec, const llvm::Twine &what) {
                                      toString(spec) + "': " + what);
 }
 
-const char *targetChip(Chip chip) {
-  return chip == Chip::SM90a ? "sm90" : "sm100";
-}
-
-/// `tensor<` + dims joined by 'x' + `x<elem>>`; a negative dim is dynamic.
-std::string tensorType(std::initializer_list<int64_t> dims,
-                       llvm::StringRef elem) {
-  std::string text = "tensor<";
-  for (int64_t d : dims)
-    text += (d < 0 ? std::string("?") : std::to_string(d)) + "x";
-  return text + elem.str() + ">";
-}
-
 /// The options inside pipelineFor's braces, e.g. "chip=sm_90a format=bin",
 /// or std::nullopt when `pipeline` is not mla-to-nvvm with options.
 std::optional<llvm::StringRef> getPipelineOptions(llvm::StringRef pipeline) {
@@ -82,150 +70,195 @@ std::optional<llvm::StringRef> getPipelineOptions(llvm::StringRef pipeline) {
 
 } // namespace
 
-std::string getDecodeKernelsSource(const DecodeKernelSpec &spec) {
+namespace {
+
+/// A ranked tensor type; a negative dimension is dynamic (the kernels read
+/// it at run time).
+RankedTensorType tensorType(llvm::ArrayRef<int64_t> dims, Type elem) {
+  llvm::SmallVector<int64_t> shape;
+  for (int64_t d : dims)
+    shape.push_back(d < 0 ? ShapedType::kDynamic : d);
+  return RankedTensorType::get(shape, elem);
+}
+
+Type getActType(MLIRContext &ctx, ActType type) {
+  switch (type) {
+  case ActType::BF16:
+    return BFloat16Type::get(&ctx);
+  case ActType::F16:
+    return Float16Type::get(&ctx);
+  case ActType::F32:
+    return Float32Type::get(&ctx);
+  }
+  llvm_unreachable("unknown ActType");
+}
+
+/// A module targeting `chip` with one public function of the given
+/// signature, and a builder at the start of its body.
+class KernelModuleBuilder {
+public:
+  KernelModuleBuilder(MLIRContext &ctx, Chip chip, llvm::StringRef name,
+                      TypeRange args, TypeRange results)
+      : loc(NameLoc::get(StringAttr::get(&ctx, name))),
+        module(ModuleOp::create(loc)), builder(&ctx) {
+    (*module)->setAttr(MLADialect::getTargetAttrName(),
+                       TargetAttr::get(&ctx,
+                                       chip == Chip::SM90a ? mla::Chip::sm90
+                                                           : mla::Chip::sm100,
+                                       std::nullopt));
+    builder.setInsertionPointToEnd(module->getBody());
+    func = func::FuncOp::create(builder, loc, name,
+                                builder.getFunctionType(args, results));
+    builder.setInsertionPointToStart(func.addEntryBlock());
+  }
+
+  OpBuilder &getBuilder() { return builder; }
+  Location getLoc() const { return loc; }
+  Value getArg(unsigned i) { return func.getArgument(i); }
+
+  OwningOpRef<ModuleOp> finish(ValueRange results) {
+    func::ReturnOp::create(builder, loc, results);
+    return std::move(module);
+  }
+
+private:
+  Location loc;
+  OwningOpRef<ModuleOp> module;
+  OpBuilder builder;
+  func::FuncOp func;
+};
+
+/// One function with an `mla.decode_partial` (dynamic batch, pages and
+/// splits; the spec's tiling as `mla.gpu_tiling`) and the `mla.combine` of
+/// its partials.
+OwningOpRef<ModuleOp> buildDecodeModule(MLIRContext &ctx,
+                                        const DecodeKernelSpec &spec) {
   const DecodeShape &s = spec.shape;
   const DecodeTiling &t = spec.tiling;
-  const char *elem = s.elem == ElemType::BF16 ? "bf16" : "f16";
-  uint32_t scaleBits;
-  std::memcpy(&scaleBits, &s.scale, sizeof(scaleBits));
-
-  std::string sq = std::to_string(s.queryRows), n = std::to_string(s.numHeads);
-  std::string l = std::to_string(s.latentDim);
-  std::string q = "tensor<?x" + sq + "x" + n + "x" +
-                  std::to_string(s.rowDim()) + "x" + elem + ">";
-  std::string cache = "tensor<?x" + std::to_string(s.pageSize) + "x" +
-                      std::to_string(s.rowDim()) + "x" + elem + ">";
-  std::string partialOut = "tensor<?x?x" + sq + "x" + n + "x" + l + "xf32>";
-  std::string partialLse = "tensor<?x?x" + n + "x" + sq + "xf32>";
-  std::string out = "tensor<?x" + sq + "x" + n + "x" + l + "x" + elem + ">";
-  std::string lse = "tensor<?x" + n + "x" + sq + "xf32>";
-
-  std::string text;
-  llvm::raw_string_ostream os(text);
-  os << "// " << toString(spec) << "\n"
-     << "module attributes {mla.target = #mla.target<chip = "
-     << targetChip(spec.chip) << ">} {\n"
-     << "  func.func @mla_decode(%q: " << q << ", %cache: " << cache
-     << ", %block_table: tensor<?x?xi32>, %seq_lens: tensor<?xi32>, "
-        "%bounds: tensor<?x?xi32>) -> ("
-     << out << ", " << lse << ") {\n"
-     << "    %po, %pl = mla.decode_partial %q, %cache[%block_table, "
-        "%seq_lens] bounds %bounds layout #mla.cache_layout<format = "
-     << elem << ", page_size = " << s.pageSize
-     << "> scale "
-     // A hexadecimal literal is the f32's bit pattern: no decimal rounding.
-     << llvm::format("0x%08X", scaleBits)
-     << (s.causal ? " causal" : "")
-     // The kernels read the split count at run time; any positive value
-     // compiles the same image.
-     << " num_splits 1 {mla.gpu_tiling = #mla.gpu_tiling<rows_per_cta = "
-     << t.rowsPerCta << ", warps_n = " << t.warpsN
-     << ", kv_block = " << t.kvBlock << ", stages = " << t.stages
-     << (t.wgmma ? ", wgmma = true" : "") << ">}"
-     << " : (" << q << ", " << cache
-     << ", tensor<?x?xi32>, tensor<?xi32>, tensor<?x?xi32>) -> (" << partialOut
-     << ", " << partialLse << ")\n"
-     << "    %o, %lse = mla.combine %po, %pl : (" << partialOut << ", "
-     << partialLse << ") -> (" << out << ", " << lse << ")\n"
-     << "    return %o, %lse : " << out << ", " << lse << "\n"
-     << "  }\n"
-     << "}\n";
-  return text;
+  bool bf16 = s.elem == ElemType::BF16;
+  Type elem = bf16 ? Type(BFloat16Type::get(&ctx)) : Float16Type::get(&ctx);
+  Type f32 = Float32Type::get(&ctx), i32 = IntegerType::get(&ctx, 32);
+  int64_t sq = s.queryRows, n = s.numHeads, l = s.latentDim;
+  Type q = tensorType({-1, sq, n, s.rowDim()}, elem);
+  Type cache = tensorType({-1, s.pageSize, s.rowDim()}, elem);
+  Type table = tensorType({-1, -1}, i32), lens = tensorType({-1}, i32);
+  Type partialOut = tensorType({-1, -1, sq, n, l}, f32);
+  Type partialLse = tensorType({-1, -1, n, sq}, f32);
+  Type out = tensorType({-1, sq, n, l}, elem);
+  Type lse = tensorType({-1, n, sq}, f32);
+  KernelModuleBuilder kb(ctx, spec.chip, "mla_decode",
+                         {q, cache, table, lens, table}, {out, lse});
+  OpBuilder &b = kb.getBuilder();
+  auto layout = CacheLayoutAttr::get(
+      &ctx, bf16 ? RowFormat::bf16 : RowFormat::f16, s.pageSize, FloatAttr());
+  // The kernels read the split count at run time; any positive value
+  // compiles the same image.
+  auto partial = DecodePartialOp::create(
+      b, kb.getLoc(), partialOut, partialLse, kb.getArg(0), kb.getArg(1),
+      kb.getArg(2), kb.getArg(3), kb.getArg(4), layout,
+      b.getF32FloatAttr(s.scale), s.causal ? b.getUnitAttr() : UnitAttr(),
+      b.getI64IntegerAttr(1));
+  partial->setAttr(MLADialect::getGpuTilingAttrName(),
+                   GpuTilingAttr::get(&ctx, t.rowsPerCta, t.warpsN, t.kvBlock,
+                                      t.stages, t.wgmma));
+  auto combine =
+      CombineOp::create(b, kb.getLoc(), out, lse, partial.getPartialOut(),
+                        partial.getPartialLse());
+  return kb.finish(combine.getResults());
 }
 
-std::string getCacheWriteKernelSource(const CacheWriteKernelSpec &spec) {
-  const CacheWriteShape &s = spec.shape;
-  const char *in = actTypeName(s.input);
-  // Float caches hold elements of their format; fp8 caches hold bytes.
-  const char *cacheElem = "i8";
-  int64_t elemSize = 1;
-  const char *format = "";
-  switch (s.format) {
+/// The row format and cache element type of a cache_write spec (fp8 caches
+/// hold bytes).
+std::pair<RowFormat, Type> getCacheFormat(MLIRContext &ctx,
+                                          CacheFormat format) {
+  Type byte = IntegerType::get(&ctx, 8);
+  switch (format) {
   case CacheFormat::BF16:
-    cacheElem = format = "bf16";
-    elemSize = 2;
-    break;
+    return {RowFormat::bf16, BFloat16Type::get(&ctx)};
   case CacheFormat::F16:
-    cacheElem = format = "f16";
-    elemSize = 2;
-    break;
+    return {RowFormat::f16, Float16Type::get(&ctx)};
   case CacheFormat::F32:
-    cacheElem = format = "f32";
-    elemSize = 4;
-    break;
+    return {RowFormat::f32, Float32Type::get(&ctx)};
   case CacheFormat::FP8E4M3:
-    format = "fp8_e4m3";
-    break;
+    return {RowFormat::fp8_e4m3, byte};
   case CacheFormat::FP8E4M3Token:
-    format = "fp8_e4m3_token";
-    break;
+    return {RowFormat::fp8_e4m3_token, byte};
   case CacheFormat::FP8DsMla:
-    format = "fp8_ds_mla";
-    break;
+    return {RowFormat::fp8_ds_mla, byte};
   }
-  std::string kvC = tensorType({-1, s.latentDim}, in);
-  std::string kPe = tensorType({-1, s.ropeDim}, in);
-  std::string slots = tensorType({-1}, "i32");
-  std::string cache = tensorType(
-      {-1, spec.pageSize, cacheRowBytes(s) / elemSize}, cacheElem);
-
-  std::string text;
-  llvm::raw_string_ostream os(text);
-  os << "// " << toString(spec) << "\n"
-     << "module attributes {mla.target = #mla.target<chip = "
-     << targetChip(spec.chip) << ">} {\n"
-     << "  func.func @mla_cache_write(%kv_c: " << kvC << ", %k_pe: " << kPe
-     << ", %slot_mapping: " << slots << ", %cache: " << cache << ") -> "
-     << cache << " {\n"
-     << "    %r = mla.cache_write %kv_c, %k_pe, %slot_mapping layout "
-        "#mla.cache_layout<format = "
-     << format << ", page_size = " << spec.pageSize;
-  if (s.format == CacheFormat::FP8E4M3) {
-    uint32_t bits;
-    std::memcpy(&bits, &s.scale, sizeof(bits));
-    // The f32 bit pattern, as in the spec text: no decimal rounding.
-    os << ", scale = " << llvm::format("0x%08X", bits) << " : f32";
-  }
-  os << "> into %cache : " << kvC << ", " << kPe << ", " << slots << " into "
-     << cache << "\n"
-     << "    return %r : " << cache << "\n"
-     << "  }\n"
-     << "}\n";
-  return text;
+  llvm_unreachable("unknown CacheFormat");
 }
 
-std::string getProjectionKernelSource(const ProjectionKernelSpec &spec) {
-  const ProjectionShape &s = spec.shape;
-  const char *elem = actTypeName(s.elem);
-  bool absorb = spec.kind == ProjectionKind::AbsorbQ;
-  std::string in = tensorType({-1, s.numHeads, s.inDim + s.ropeDim}, elem);
-  std::string weight = tensorType({s.numHeads, s.inDim, s.outDim}, elem);
-  std::string out =
-      absorb ? tensorType({-1, s.numHeads, s.outDim + s.ropeDim}, elem)
-             : tensorType({-1, s.numHeads * s.outDim}, elem);
-  const char *op = absorb ? "absorb_q" : "up_proj_out";
+/// One function with one `mla.cache_write` whose token count T and page
+/// count are dynamic (the kernel reads both at run time).
+OwningOpRef<ModuleOp> buildCacheWriteModule(MLIRContext &ctx,
+                                            const CacheWriteKernelSpec &spec) {
+  const CacheWriteShape &s = spec.shape;
+  Type in = getActType(ctx, s.input);
+  auto [format, cacheElem] = getCacheFormat(ctx, s.format);
+  int64_t elemBytes = cacheElem.getIntOrFloatBitWidth() / 8;
+  Type kvC = tensorType({-1, s.latentDim}, in);
+  Type kPe = tensorType({-1, s.ropeDim}, in);
+  Type slots = tensorType({-1}, IntegerType::get(&ctx, 32));
+  Type cache =
+      tensorType({-1, spec.pageSize, cacheRowBytes(s) / elemBytes}, cacheElem);
+  KernelModuleBuilder kb(ctx, spec.chip, "mla_cache_write",
+                         {kvC, kPe, slots, cache}, {cache});
+  OpBuilder &b = kb.getBuilder();
+  // The per-tensor scale is baked into the fp8_e4m3 kernel only.
+  FloatAttr scale;
+  if (s.format == CacheFormat::FP8E4M3)
+    scale = b.getF32FloatAttr(s.scale);
+  auto layout = CacheLayoutAttr::get(&ctx, format, spec.pageSize, scale);
+  auto write =
+      CacheWriteOp::create(b, kb.getLoc(), cache, kb.getArg(0), kb.getArg(1),
+                           kb.getArg(2), kb.getArg(3), layout);
+  return kb.finish(write->getResults());
+}
 
-  std::string text;
-  llvm::raw_string_ostream os(text);
-  os << "// " << toString(spec) << "\n"
-     << "module attributes {mla.target = #mla.target<chip = "
-     << targetChip(spec.chip) << ">} {\n"
-     << "  func.func @mla_" << op << "(%in: " << in << ", %weight: " << weight
-     << ") -> " << out << " {\n"
-     << "    %r = mla." << op << " %in, %weight : " << in << ", " << weight
-     << " -> " << out << "\n"
-     << "    return %r : " << out << "\n"
-     << "  }\n"
-     << "}\n";
-  return text;
+/// One function with one `mla.absorb_q` or `mla.up_proj_out` over a dynamic
+/// token count T.
+OwningOpRef<ModuleOp> buildProjectionModule(MLIRContext &ctx,
+                                            const ProjectionKernelSpec &spec) {
+  const ProjectionShape &s = spec.shape;
+  Type elem = getActType(ctx, s.elem);
+  bool absorb = spec.kind == ProjectionKind::AbsorbQ;
+  Type in = tensorType({-1, s.numHeads, s.inDim + s.ropeDim}, elem);
+  Type weight = tensorType({s.numHeads, s.inDim, s.outDim}, elem);
+  Type out = absorb ? tensorType({-1, s.numHeads, s.outDim + s.ropeDim}, elem)
+                    : tensorType({-1, s.numHeads * s.outDim}, elem);
+  KernelModuleBuilder kb(ctx, spec.chip,
+                         absorb ? "mla_absorb_q" : "mla_up_proj_out",
+                         {in, weight}, {out});
+  OpBuilder &b = kb.getBuilder();
+  Operation *op =
+      absorb
+          ? AbsorbQOp::create(b, kb.getLoc(), out, kb.getArg(0), kb.getArg(1))
+                .getOperation()
+          : UpProjOutOp::create(b, kb.getLoc(), out, kb.getArg(0), kb.getArg(1))
+                .getOperation();
+  return kb.finish(op->getResults());
+}
+
+} // namespace
+
+OwningOpRef<ModuleOp> buildKernelModule(MLIRContext &ctx,
+                                        const KernelSpec &spec) {
+  ctx.loadDialect<MLADialect, func::FuncDialect>();
+  if (const auto *decode = std::get_if<DecodeKernelSpec>(&spec))
+    return buildDecodeModule(ctx, *decode);
+  if (const auto *cacheWrite = std::get_if<CacheWriteKernelSpec>(&spec))
+    return buildCacheWriteModule(ctx, *cacheWrite);
+  return buildProjectionModule(ctx, std::get<ProjectionKernelSpec>(spec));
 }
 
 std::string getKernelSource(const KernelSpec &spec) {
-  if (const auto *decode = std::get_if<DecodeKernelSpec>(&spec))
-    return getDecodeKernelsSource(*decode);
-  if (const auto *cacheWrite = std::get_if<CacheWriteKernelSpec>(&spec))
-    return getCacheWriteKernelSource(*cacheWrite);
-  return getProjectionKernelSource(std::get<ProjectionKernelSpec>(spec));
+  MLIRContext context(getJitRegistry());
+  OwningOpRef<ModuleOp> module = buildKernelModule(context, spec);
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  os << "// " << toString(spec) << "\n" << *module << "\n";
+  return text;
 }
 
 llvm::Expected<std::vector<char>> compileKernels(const KernelSpec &spec) {
@@ -238,11 +271,9 @@ llvm::Expected<std::vector<char>> compileKernels(const KernelSpec &spec) {
 
   MLIRContext context(getJitRegistry());
   DiagnosticCollector diagnostics(context);
-  std::string source = getKernelSource(spec);
-  OwningOpRef<ModuleOp> module =
-      parseSourceString<ModuleOp>(source, &context, "mla-jit");
-  if (!module)
-    return makeError(spec, "the generated module does not parse:\n" +
+  OwningOpRef<ModuleOp> module = buildKernelModule(context, spec);
+  if (failed(verify(*module)))
+    return makeError(spec, "the built module does not verify:\n" +
                                diagnostics.take());
 
   std::string pipeline = pipelineFor(spec);

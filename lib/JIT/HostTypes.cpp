@@ -2,8 +2,10 @@
 
 #include "mla/JIT/HostTypes.h"
 #include "mlir/IR/BuiltinTypes.h"
+#include "llvm/Support/ErrorHandling.h"
 
 using namespace mla;
+using namespace mlir;
 
 std::optional<DType> mla::getDTypeOf(mlir::Type type) {
   if (type.isF32())
@@ -17,6 +19,23 @@ std::optional<DType> mla::getDTypeOf(mlir::Type type) {
   if (type.isSignlessInteger(8))
     return DType::i8;
   return std::nullopt;
+}
+
+Type mla::getElementType(MLIRContext &ctx, DType dtype) {
+  switch (dtype) {
+  case DType::f32:
+    return Float32Type::get(&ctx);
+  case DType::f16:
+    return Float16Type::get(&ctx);
+  case DType::bf16:
+    return BFloat16Type::get(&ctx);
+  case DType::i32:
+    return IntegerType::get(&ctx, 32);
+  case DType::i8:
+  case DType::u8:
+    return IntegerType::get(&ctx, 8);
+  }
+  llvm_unreachable("unknown DType");
 }
 
 static_assert(kDynamicDim == mlir::ShapedType::kDynamic,

@@ -142,11 +142,20 @@ def _tensor(a):
     return ctypes.byref(t)
 
 
+def _c_string(name, value):
+    """`value` as the bytes of a C string. C stops at the first NUL, so a string holding one would run as
+    its prefix ("auto\\x00junk" as "auto"); that is the one check of a string option C cannot make."""
+    if not isinstance(value, str):
+        raise ValueError(f"{name} must be a string, got {value!r}")
+    nul = value.find("\x00")
+    if nul >= 0:
+        raise ValueError(f"{name} holds a NUL byte at offset {nul}; options are plain text")
+    return value.encode()
+
+
 def _cache_format(kv_format, kv_scale):
-    if not isinstance(kv_format, str):
-        raise ValueError(f"kv_format must be a string, got {kv_format!r}")
     fmt = _capi.CacheFormat()
-    fmt.kvFormat = kv_format.encode()
+    fmt.kvFormat = _c_string("kv_format", kv_format)
     if kv_scale is not None:
         fmt.hasKvScale = 1
         fmt.kvScale = _float("kv_scale", kv_scale)

@@ -12,8 +12,11 @@ workspace are allocated with torch (its caching allocator orders their reuse on 
 slot_mapping are copied to the host (a synchronisation when they live on the GPU) to validate them (and
 to plan decode's splits).
 
-Invalid arguments raise ValueError before anything is enqueued; a kernel missing from the cache raises
-KernelNotFoundError, naming the `mla-aot` command that builds it; driver failures raise RuntimeError.
+Arguments are checked by the C library's argument rules (mla/Contract/ArgRules.h, the same rules as the CPU
+path's, with the GPU kernels' limits); this module checks only what C cannot see: that arguments are torch
+tensors, contiguous, of a dtype the C API has a code for, and on one CUDA device. Invalid arguments raise
+ValueError before anything is enqueued; a kernel missing from the cache raises KernelNotFoundError, naming
+the `mla-aot` command that builds it; driver failures raise RuntimeError.
 """
 
 import ctypes
@@ -31,6 +34,10 @@ ERROR_KERNEL_NOT_FOUND = 2
 
 _DTYPE_BF16 = 0
 _DTYPE_F16 = 1
+_DTYPE_F32 = 2
+_DTYPE_INT32 = 3
+_DTYPE_UINT8 = 4
+_MAX_RANK = 8
 
 #: Split policies for num_splits=None (SplitPlanner.h): vLLM Triton MLA's one count per batch, FlashMLA's
 #: balanced schedule, or one piece per request so results never depend on the rest of the batch.
@@ -42,6 +49,21 @@ _INT32_MAX = 2**31 - 1
 
 class KernelNotFoundError(RuntimeError):
     """The kernel cache has no image for the call's spec; the message names the mla-aot command."""
+
+
+class _Tensor(ctypes.Structure):
+    _fields_ = [("data", ctypes.c_uint64), ("dtype", ctypes.c_int32), ("rank", ctypes.c_int32),
+                ("shape", ctypes.c_int64 * _MAX_RANK)]
+
+
+class _CacheFormat(ctypes.Structure):
+    _fields_ = [("kvFormat", ctypes.c_char_p), ("hasKvScale", ctypes.c_int32), ("kvScale", ctypes.c_double)]
+
+
+class _DecodeOptions(ctypes.Structure):
+    _fields_ = [("headDimV", ctypes.c_int64), ("softmaxScale", ctypes.c_double), ("causal", ctypes.c_int32),
+                ("hasNumSplits", ctypes.c_int32), ("numSplits", ctypes.c_int64),
+                ("splitPolicy", ctypes.c_int32), ("cache", _CacheFormat)]
 
 
 _lib = None
@@ -59,19 +81,24 @@ def _library():
                            "(scripts/build-gpu-carry.sh) or point MLA_GPU_LIB at it")
     lib = ctypes.CDLL(path)
     i32, i64, u64, p, size = ctypes.c_int32, ctypes.c_int64, ctypes.c_uint64, ctypes.c_char_p, ctypes.c_size_t
-    lib.mlaGpuDecodeSpec.argtypes = [p, i32, i64, i64, i64, i64, i64, i32, i32, ctypes.c_double, p,
-                                     p, size, p, size]
-    lib.mlaGpuDecodeSpec.restype = ctypes.c_int
-    lib.mlaGpuDecode.argtypes = [p, i32, u64, u64, u64, u64, ctypes.POINTER(i32), i64, i64, i64, i64, i32,
-                                 u64, u64, u64, ctypes.POINTER(size), ctypes.c_void_p, p, size]
-    lib.mlaGpuDecode.restype = ctypes.c_int
-    lib.mlaGpuCanonicalSpec.argtypes = [p, p, size, p, size]
-    lib.mlaGpuCanonicalSpec.restype = ctypes.c_int
-    lib.mlaGpuCacheWrite.argtypes = [p, i32, u64, u64, u64, ctypes.POINTER(i32), u64, i64, i64,
-                                     ctypes.c_void_p, p, size]
-    lib.mlaGpuCacheWrite.restype = ctypes.c_int
-    for fn in (lib.mlaGpuAbsorbQ, lib.mlaGpuUpProjOut):
-        fn.argtypes = [p, i32, u64, u64, u64, i64, ctypes.c_void_p, p, size]
+    t, lens = ctypes.POINTER(_Tensor), ctypes.POINTER(i32)
+    err = [p, size]
+    signatures = {
+        "mlaGpuDecodeSpec": [p, i32, i64, i64, i64, i64, i64, i32, i32, ctypes.c_double, p, p, size] + err,
+        "mlaGpuCheckDecode": [t, t, t, t, lens, ctypes.POINTER(_DecodeOptions)] + err,
+        "mlaGpuDecode": [p, i32, t, t, t, t, lens, ctypes.POINTER(_DecodeOptions), u64, u64, u64,
+                         ctypes.POINTER(size), ctypes.c_void_p] + err,
+        "mlaGpuCanonicalSpec": [p, p, size] + err,
+        "mlaGpuCheckCacheWrite": [t, t, t, lens, t, ctypes.POINTER(_CacheFormat)] + err,
+        "mlaGpuCacheWrite": [p, i32, t, t, t, lens, t, ctypes.c_void_p] + err,
+        "mlaGpuCheckAbsorbQ": [t, t] + err,
+        "mlaGpuCheckUpProjOut": [t, t] + err,
+        "mlaGpuAbsorbQ": [p, i32, t, t, u64, ctypes.c_void_p] + err,
+        "mlaGpuUpProjOut": [p, i32, t, t, u64, ctypes.c_void_p] + err,
+    }
+    for name, argtypes in signatures.items():
+        fn = getattr(lib, name)
+        fn.argtypes = argtypes
         fn.restype = ctypes.c_int
     lib.mlaGpuClearDecoders.argtypes = []
     lib.mlaGpuClearDecoders.restype = None
@@ -105,14 +132,70 @@ def _int(name, value):
         raise ValueError(f"{name} must be an integer, got {value!r}") from None
 
 
-def _tensor(torch, name, value, rank, what):
+def _float(name, value):
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a number, got {value!r}") from None
+
+
+def _c_string(name, value):
+    """`value` as a C string; one holding a NUL byte would run as its prefix (C cannot see past it)."""
+    if not isinstance(value, str):
+        raise ValueError(f"{name} must be a string, got {value!r}")
+    nul = value.find("\x00")
+    if nul >= 0:
+        raise ValueError(f"{name} holds a NUL byte at offset {nul}; options are plain text")
+    return value.encode()
+
+
+def _dtype_codes(torch):
+    # int8 caches are fp8 bytes as well.
+    return {torch.bfloat16: _DTYPE_BF16, torch.float16: _DTYPE_F16, torch.float32: _DTYPE_F32,
+            torch.int32: _DTYPE_INT32, torch.uint8: _DTYPE_UINT8, torch.int8: _DTYPE_UINT8}
+
+
+def _describe(torch, name, value, data=True):
+    """The C API's description of a contiguous torch tensor (its device pointer unless `data` is False):
+    what the argument rules check in C."""
     if not isinstance(value, torch.Tensor):
         raise ValueError(f"{name} must be a torch tensor, got {type(value).__name__}")
-    if value.dim() != rank:
-        raise ValueError(f"{name} must have rank {rank} {what}, got shape {tuple(value.shape)}")
+    codes = _dtype_codes(torch)
+    if value.dtype not in codes:
+        raise ValueError(f"{name} has dtype {value.dtype}; mla's GPU path takes bfloat16, float16 or float32 "
+                         "values, int32 tables and uint8 fp8 caches")
+    if value.dim() > _MAX_RANK:
+        raise ValueError(f"{name} has rank {value.dim()}; at most {_MAX_RANK} is supported")
     if not value.is_contiguous():
         raise ValueError(f"{name} must be contiguous (row-major)")
-    return value
+    t = _Tensor()
+    t.data = value.data_ptr() if data and value.is_cuda else 0
+    t.dtype = codes[value.dtype]
+    t.rank = value.dim()
+    for i, d in enumerate(value.shape):
+        t.shape[i] = d
+    return t
+
+
+def _cache_format(kv_format, kv_scale):
+    fmt = _CacheFormat()
+    fmt.kvFormat = _c_string("kv_format", kv_format)
+    if kv_scale is not None:
+        fmt.hasKvScale = 1
+        fmt.kvScale = _float("kv_scale", kv_scale)
+    return fmt
+
+
+def _host_i32(value):
+    """A host int32 copy of an int32 tensor, with a pointer to it (a synchronisation for a CUDA tensor)."""
+    host = value.to("cpu").contiguous()
+    return host, ctypes.cast(host.data_ptr(), ctypes.POINTER(ctypes.c_int32))
+
+
+def _call(fn, *args):
+    """Calls C API function `fn(*args, err, errLen)` and raises its error."""
+    err = ctypes.create_string_buffer(_ERROR_BYTES)
+    _check(getattr(_library(), fn)(*args, err, len(err)), err)
 
 
 def decode_spec(num_heads, query_rows, latent_dim, rope_dim, page_size, dtype, causal, softmax_scale, chip,
@@ -129,9 +212,10 @@ def decode_spec(num_heads, query_rows, latent_dim, rope_dim, page_size, dtype, c
     lib = _library()
     spec = ctypes.create_string_buffer(512)
     err = ctypes.create_string_buffer(_ERROR_BYTES)
-    _check(lib.mlaGpuDecodeSpec(chip.encode(), 0, num_heads, query_rows, latent_dim, rope_dim, page_size,
-                                codes[dtype], 1 if causal else 0, float(softmax_scale),
-                                tile.encode() if tile is not None else None, spec, len(spec), err, len(err)),
+    _check(lib.mlaGpuDecodeSpec(_c_string("chip", chip), 0, num_heads, query_rows, latent_dim, rope_dim,
+                                page_size, codes[dtype], 1 if causal else 0, float(softmax_scale),
+                                _c_string("tile", tile) if tile is not None else None, spec, len(spec), err,
+                                len(err)),
            err)
     _specs[key] = spec.value.decode()
     return _specs[key]
@@ -145,63 +229,14 @@ def _chip(torch, device):
     return chips[major]
 
 
-def _validate(torch, q, kv_cache, block_table, seq_lens, head_dim_v, softmax_scale, num_splits, kv_format,
-              kv_scale, split_policy):
-    """Checks everything but the values of seq_lens (the C API checks those on the host copy) and returns
-    (L, R, num_splits or 0, policy code). Device checks come last, so shapes and dtypes can be checked
-    with CPU tensors."""
-    _tensor(torch, "q", q, 4, "[b, s_q, h_q, d]")
-    _tensor(torch, "kv_cache", kv_cache, 3, "[pages, page_size, d]")
-    _tensor(torch, "block_table", block_table, 2, "[b, max_pages]")
-    if not isinstance(seq_lens, torch.Tensor) or seq_lens.dim() != 1:
-        raise ValueError(f"seq_lens must be a rank-1 torch tensor [b], got "
-                         f"{tuple(seq_lens.shape) if isinstance(seq_lens, torch.Tensor) else type(seq_lens).__name__}")
-    if q.dtype not in (torch.bfloat16, torch.float16):
-        raise ValueError(f"q has dtype {q.dtype}; the GPU path takes bfloat16 or float16")
-    if kv_cache.dtype != q.dtype:
-        raise ValueError(f"kv_cache has dtype {kv_cache.dtype}; it must match q's {q.dtype}")
-    for name, t in (("block_table", block_table), ("seq_lens", seq_lens)):
-        if t.dtype != torch.int32:
-            raise ValueError(f"{name} has dtype {t.dtype}; the GPU path takes int32")
-    if kv_format != "auto" or kv_scale is not None:
-        raise ValueError(f"the GPU path supports kv_format='auto' (a {q.dtype} cache) only, got "
-                         f"kv_format={kv_format!r}, kv_scale={kv_scale!r}")
-    b, sq, h, d = q.shape
-    if kv_cache.shape[2] != d:
-        raise ValueError(f"kv_cache rows are {kv_cache.shape[2]} wide; q's last dim is {d} (both L + R)")
-    if kv_cache.shape[0] < 1 or kv_cache.shape[1] < 1:
-        raise ValueError(f"kv_cache must hold at least one page of at least one row, got shape "
-                         f"{tuple(kv_cache.shape)}")
-    if block_table.shape[0] != b or seq_lens.shape[0] != b:
-        raise ValueError(f"block_table {tuple(block_table.shape)} and seq_lens {tuple(seq_lens.shape)} must "
-                         f"have q's batch size {b} as their first dim")
-    if block_table.shape[1] < 1:
-        raise ValueError(f"block_table must have at least one column, got shape {tuple(block_table.shape)}")
-    latent = _int("head_dim_v", head_dim_v)
-    if not 1 <= latent < d:
-        raise ValueError(f"head_dim_v = {latent} must be in [1, {d - 1}]: it is the latent width L, and q's "
-                         f"last dim {d} is L + R with a positive RoPE width R")
-    try:
-        scale = float(softmax_scale)
-    except (TypeError, ValueError):
-        raise ValueError(f"softmax_scale must be a number, got {softmax_scale!r}") from None
-    if not (math.isfinite(scale) and scale > 0):
-        raise ValueError(f"softmax_scale must be positive and finite, got {scale}")
-    splits = 0
-    if num_splits is not None:
-        splits = _int("num_splits", num_splits)
-        if not 1 <= splits <= 65535:
-            raise ValueError(f"num_splits = {splits} must be in [1, 65535]")
-    if split_policy not in SPLIT_POLICIES:
-        raise ValueError(f"split_policy must be one of {sorted(SPLIT_POLICIES)}, got {split_policy!r}")
-    for name, t in (("q", q), ("kv_cache", kv_cache), ("block_table", block_table)):
+def _same_device(tensors, lead):
+    """Every tensor of `tensors` (name -> tensor) is a CUDA tensor on `lead`'s device."""
+    first = tensors[lead]
+    for name, t in tensors.items():
         if not t.is_cuda:
             raise ValueError(f"{name} is on {t.device}; the GPU path takes CUDA tensors")
-        if t.device != q.device:
-            raise ValueError(f"{name} is on {t.device} but q is on {q.device}")
-    if seq_lens.is_cuda and seq_lens.device != q.device:
-        raise ValueError(f"seq_lens is on {seq_lens.device} but q is on {q.device}")
-    return latent, d - latent, scale, splits, SPLIT_POLICIES[split_policy]
+        if t.device != first.device:
+            raise ValueError(f"{name} is on {t.device} but {lead} is on {first.device}")
 
 
 def decode(q, kv_cache, block_table, seq_lens, *, head_dim_v, softmax_scale, causal=False, num_splits=None,
@@ -220,33 +255,49 @@ def decode(q, kv_cache, block_table, seq_lens, *, head_dim_v, softmax_scale, cau
     kernel's default tiling (it is part of the kernel's cache key).
     """
     torch = _torch()
-    latent, rope, scale, splits, policy = _validate(torch, q, kv_cache, block_table, seq_lens, head_dim_v,
-                                                    softmax_scale, num_splits, kv_format, kv_scale,
-                                                    split_policy)
-    b, sq, h, _ = q.shape
+    names = ("q", "kv_cache", "block_table", "seq_lens")
+    values = (q, kv_cache, block_table, seq_lens)
+    described = [_describe(torch, n, v, data=False) for n, v in zip(names, values)]
+    opts = _DecodeOptions()
+    opts.headDimV = _int("head_dim_v", head_dim_v)
+    opts.softmaxScale = _float("softmax_scale", softmax_scale)
+    opts.causal = 1 if causal else 0
+    if num_splits is not None:
+        opts.hasNumSplits = 1
+        opts.numSplits = _int("num_splits", num_splits)
+    policy = split_policy if isinstance(split_policy, str) else None
+    if policy not in SPLIT_POLICIES:
+        raise ValueError(f"split_policy must be one of {sorted(SPLIT_POLICIES)}, got {split_policy!r}")
+    opts.splitPolicy = SPLIT_POLICIES[policy]
+    opts.cache = _cache_format(kv_format, kv_scale)
+    lens_host, lens_ptr = _host_i32(seq_lens)
+    refs = [ctypes.byref(t) for t in described]
+    _call("mlaGpuCheckDecode", *refs, lens_ptr, ctypes.byref(opts))
+    tensors = {"q": q, "kv_cache": kv_cache, "block_table": block_table}
+    if seq_lens.is_cuda:
+        tensors["seq_lens"] = seq_lens
+    _same_device(tensors, "q")
+
+    b, sq, h, d = q.shape
+    latent = opts.headDimV
     out = torch.empty((b, sq, h, latent), dtype=q.dtype, device=q.device)
     lse = torch.empty((b, h, sq), dtype=torch.float32, device=q.device)
     if b == 0:
         return out, lse
     dtype = "bf16" if q.dtype == torch.bfloat16 else "f16"
-    spec = decode_spec(h, sq, latent, rope, kv_cache.shape[1], dtype, causal, scale, _chip(torch, q.device),
-                       tile).encode()
-    lens_host = seq_lens.to("cpu").contiguous()
-    lens_ptr = ctypes.cast(lens_host.data_ptr(), ctypes.POINTER(ctypes.c_int32))
+    spec = decode_spec(h, sq, latent, d - latent, kv_cache.shape[1], dtype, causal, opts.softmaxScale,
+                       _chip(torch, q.device), tile).encode()
     lens_dev = seq_lens if seq_lens.is_cuda else seq_lens.to(q.device)
-
-    lib = _library()
-    err = ctypes.create_string_buffer(_ERROR_BYTES)
+    described = [_describe(torch, n, v) for n, v in zip(names, (q, kv_cache, block_table, lens_dev))]
+    refs = [ctypes.byref(t) for t in described]
     device = q.device.index if q.device.index is not None else torch.cuda.current_device()
     with torch.cuda.device(device):
         stream = ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
         size = ctypes.c_size_t(0)
 
         def call(workspace):
-            _check(lib.mlaGpuDecode(spec, device, q.data_ptr(), kv_cache.data_ptr(), block_table.data_ptr(),
-                                    lens_dev.data_ptr(), lens_ptr, b, block_table.shape[1], kv_cache.shape[0],
-                                    splits, policy, out.data_ptr(), lse.data_ptr(), workspace,
-                                    ctypes.byref(size), stream, err, len(err)), err)
+            _call("mlaGpuDecode", spec, device, *refs, lens_ptr, ctypes.byref(opts), out.data_ptr(),
+                  lse.data_ptr(), workspace, ctypes.byref(size), stream)
 
         call(0)  # validates and sizes the workspace; enqueues nothing
         workspace = torch.empty(size.value, dtype=torch.uint8, device=q.device)
@@ -263,14 +314,6 @@ def clear_decoders():
 # cache_write, absorb_q, up_proj_out
 # ---------------------------------------------------------------------------------------------------
 
-#: kv_format -> cache row bytes for L, R (float formats: the element count times the cache's itemsize).
-_FP8_ROW_BYTES = {
-    "fp8_e4m3": lambda L, R: L + R,
-    "fp8_e4m3_token": lambda L, R: L + R + 8,
-    "fp8_ds_mla": lambda L, R: L + 4 * (L // 128) + 2 * R,
-}
-
-
 def kernel_spec(text):
     """The canonical form of a kernel spec text of any family (what `mla-aot --spec` takes and the kernel
     cache is keyed by); ValueError when it is malformed or names a shape no kernel can run."""
@@ -279,7 +322,7 @@ def kernel_spec(text):
     lib = _library()
     spec = ctypes.create_string_buffer(512)
     err = ctypes.create_string_buffer(_ERROR_BYTES)
-    _check(lib.mlaGpuCanonicalSpec(text.encode(), spec, len(spec), err, len(err)), err)
+    _check(lib.mlaGpuCanonicalSpec(_c_string("the kernel spec", text), spec, len(spec), err, len(err)), err)
     _specs[text] = spec.value.decode()
     return _specs[text]
 
@@ -319,28 +362,15 @@ def projection_spec(kind, num_heads, in_dim, out_dim, rope_dim, dtype, chip):
     return kernel_spec(text)
 
 
-def _float_dtypes(torch):
-    return {torch.bfloat16: "bf16", torch.float16: "f16", torch.float32: "f32"}
-
-
-def _same_device(tensors, lead):
-    """Every tensor of `tensors` (name -> tensor) is a CUDA tensor on `lead`'s device."""
-    first = tensors[lead]
-    for name, t in tensors.items():
-        if not t.is_cuda:
-            raise ValueError(f"{name} is on {t.device}; the GPU path takes CUDA tensors")
-        if t.device != first.device:
-            raise ValueError(f"{name} is on {t.device} but {lead} is on {first.device}")
+_SPEC_DTYPES = {_DTYPE_BF16: "bf16", _DTYPE_F16: "f16", _DTYPE_F32: "f32"}
 
 
 def _launch(torch, device, fn, *args):
-    """Calls C API function `fn(spec..., stream, err, errLen)` on `device`'s current stream."""
-    lib = _library()
-    err = ctypes.create_string_buffer(_ERROR_BYTES)
+    """Calls C API function `fn(spec, device, ..., stream, err, errLen)` on `device`'s current stream."""
     index = device.index if device.index is not None else torch.cuda.current_device()
     with torch.cuda.device(index):
         stream = ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
-        _check(getattr(lib, fn)(args[0], index, *args[1:], stream, err, len(err)), err)
+        _call(fn, args[0], index, *args[1:], stream)
 
 
 def cache_write(kv_c, k_pe, kv_cache, slot_mapping, *, kv_format="auto", kv_scale=None):
@@ -357,136 +387,72 @@ def cache_write(kv_c, k_pe, kv_cache, slot_mapping, *, kv_format="auto", kv_scal
     ValueError and leave kv_cache untouched.
     """
     torch = _torch()
-    _tensor(torch, "kv_c", kv_c, 2, "[T, L]")
-    if not isinstance(k_pe, torch.Tensor) or k_pe.dim() not in (2, 3) or (k_pe.dim() == 3 and k_pe.shape[1] != 1):
-        raise ValueError(f"k_pe must be a torch tensor [T, R] or [T, 1, R], got "
-                         f"{tuple(k_pe.shape) if isinstance(k_pe, torch.Tensor) else type(k_pe).__name__}")
-    _tensor(torch, "k_pe", k_pe, k_pe.dim(), "[T, R] or [T, 1, R]")
-    _tensor(torch, "kv_cache", kv_cache, 3, "[pages, page_size, row]")
-    if not isinstance(slot_mapping, torch.Tensor) or slot_mapping.dim() != 1:
-        raise ValueError(f"slot_mapping must be a rank-1 torch tensor [T], got "
-                         f"{tuple(slot_mapping.shape) if isinstance(slot_mapping, torch.Tensor) else type(slot_mapping).__name__}")
-    floats = _float_dtypes(torch)
-    if kv_c.dtype not in floats:
-        raise ValueError(f"kv_c has dtype {kv_c.dtype}; the GPU path takes bfloat16, float16 or float32")
-    if k_pe.dtype != kv_c.dtype:
-        raise ValueError(f"k_pe has dtype {k_pe.dtype}; it must match kv_c's {kv_c.dtype}")
+    if not isinstance(slot_mapping, torch.Tensor):
+        raise ValueError(f"slot_mapping must be a torch tensor, got {type(slot_mapping).__name__}")
     if slot_mapping.dtype.is_floating_point or slot_mapping.dtype.is_complex or slot_mapping.dtype == torch.bool:
         raise ValueError(f"slot_mapping must hold integers, got dtype {slot_mapping.dtype}")
-    tokens, latent = kv_c.shape
-    rope = k_pe.shape[-1]
-    if k_pe.shape[0] != tokens or slot_mapping.shape[0] != tokens:
-        raise ValueError(f"kv_c {tuple(kv_c.shape)}, k_pe {tuple(k_pe.shape)} and slot_mapping "
-                         f"{tuple(slot_mapping.shape)} must agree on the token count T")
-    if latent < 1 or rope < 1:
-        raise ValueError(f"L = {latent} and R = {rope} must be positive")
-    if not isinstance(kv_format, str):
-        raise ValueError(f"kv_format must be a string, got {kv_format!r}")
-    if kv_format == "auto":
-        if kv_cache.dtype not in floats:
-            raise ValueError(f"kv_cache has dtype {kv_cache.dtype} but kv_format 'auto' stores floats "
-                             "(bfloat16, float16 or float32); pass the fp8 kv_format a uint8 cache is "
-                             "written with")
-        cache_format = floats[kv_cache.dtype]
-        expected = latent + rope
-        what = f"elements but L + R = {latent} + {rope} = {expected}"
-    elif kv_format in _FP8_ROW_BYTES:
-        if kv_cache.dtype not in (torch.uint8, torch.int8):
-            raise ValueError(f"kv_format '{kv_format}' needs a uint8 kv_cache, got {kv_cache.dtype}")
-        if kv_format == "fp8_ds_mla" and latent % 128 != 0:
-            raise ValueError(f"kv_format 'fp8_ds_mla' needs a latent width L that is a multiple of 128, "
-                             f"got L = {latent}")
-        cache_format = kv_format
-        expected = _FP8_ROW_BYTES[kv_format](latent, rope)
-        what = f"bytes but kv_format '{kv_format}' with L = {latent}, R = {rope} needs {expected}"
-    else:
-        raise ValueError(f"kv_format '{kv_format}' is unknown (expected auto, fp8_e4m3, fp8_e4m3_token, "
-                         "fp8_ds_mla)")
-    if kv_format == "fp8_e4m3" and kv_scale is None:
-        raise ValueError("kv_format 'fp8_e4m3' needs kv_scale, the per-tensor scale its values are divided by")
-    if kv_format != "fp8_e4m3" and kv_scale is not None:
-        raise ValueError(f"kv_scale is only used by kv_format 'fp8_e4m3', not '{kv_format}'")
-    if kv_cache.shape[2] != expected:
-        raise ValueError(f"kv_cache rows have {kv_cache.shape[2]} {what}")
-    pages, page_size = kv_cache.shape[0], kv_cache.shape[1]
-    if pages < 1 or page_size < 1:
-        raise ValueError(f"kv_cache must hold at least one page of at least one row, got shape "
-                         f"{tuple(kv_cache.shape)}")
-    num_slots = pages * page_size
-    if num_slots > _INT32_MAX:
-        raise ValueError(f"kv_cache has {num_slots} slots; at most {_INT32_MAX} are addressable")
+    slots_host = slot_mapping.to("cpu")
+    if slots_host.numel() and (int(slots_host.min()) < -2**31 or int(slots_host.max()) > _INT32_MAX):
+        raise ValueError("slot_mapping holds values that do not fit in int32")
+    slots_host = slots_host.to(torch.int32).contiguous()
+    slots_ptr = ctypes.cast(slots_host.data_ptr(), ctypes.POINTER(ctypes.c_int32))
+    fmt = _cache_format(kv_format, kv_scale)
+    names = ("kv_c", "k_pe", "slot_mapping", "kv_cache")
+    values = (kv_c, k_pe, slots_host, kv_cache)
+    kvc_d, kpe_d, slots_d, cache_d = [_describe(torch, n, v, data=False) for n, v in zip(names, values)]
+    _call("mlaGpuCheckCacheWrite", ctypes.byref(kvc_d), ctypes.byref(kpe_d), ctypes.byref(slots_d), slots_ptr,
+          ctypes.byref(cache_d), ctypes.byref(fmt))
     tensors = {"kv_c": kv_c, "k_pe": k_pe, "kv_cache": kv_cache}
     if slot_mapping.is_cuda:
         tensors["slot_mapping"] = slot_mapping
     _same_device(tensors, "kv_c")
-    slots_host = slot_mapping.to("cpu")
-    if tokens and (int(slots_host.min()) < -2**31 or int(slots_host.max()) > _INT32_MAX):
-        raise ValueError("slot_mapping holds values that do not fit in int32")
-    slots_host = slots_host.to(torch.int32).contiguous()
-    spec = cache_write_spec(latent, rope, page_size, floats[kv_c.dtype], cache_format,
+
+    tokens, latent = kv_c.shape
+    cache_format = _SPEC_DTYPES[cache_d.dtype] if kv_format == "auto" else kv_format
+    spec = cache_write_spec(latent, k_pe.shape[-1], kv_cache.shape[1], _SPEC_DTYPES[kvc_d.dtype], cache_format,
                             _chip(torch, kv_c.device), kv_scale).encode()
     if tokens == 0:
         return None
     same = slot_mapping.dtype == torch.int32 and slot_mapping.is_cuda and slot_mapping.is_contiguous()
     slots_dev = slot_mapping if same else slots_host.to(kv_c.device)
-    slots_ptr = ctypes.cast(slots_host.data_ptr(), ctypes.POINTER(ctypes.c_int32))
-    _launch(torch, kv_c.device, "mlaGpuCacheWrite", spec, kv_c.data_ptr(), k_pe.data_ptr(),
-            slots_dev.data_ptr(), slots_ptr, kv_cache.data_ptr(), tokens, num_slots)
+    described = [_describe(torch, n, v) for n, v in zip(names, (kv_c, k_pe, slots_dev, kv_cache))]
+    kvc_d, kpe_d, slots_d, cache_d = [ctypes.byref(t) for t in described]
+    _launch(torch, kv_c.device, "mlaGpuCacheWrite", spec, kvc_d, kpe_d, slots_d, slots_ptr, cache_d)
     return None
 
 
-def _projection(kind, x, w, x_name, w_name, x_what, w_what, rope_of):
+def _projection(kind, x, w, x_name, w_name):
+    """Checks x and w by the C rules, then returns (torch, spec, described x and w)."""
     torch = _torch()
-    _tensor(torch, x_name, x, 3, x_what)
-    _tensor(torch, w_name, w, 3, w_what)
-    floats = _float_dtypes(torch)
-    if x.dtype not in floats:
-        raise ValueError(f"{x_name} has dtype {x.dtype}; the GPU path takes bfloat16, float16 or float32")
-    if w.dtype != x.dtype:
-        raise ValueError(f"{w_name} has dtype {w.dtype}; it must match {x_name}'s {x.dtype}")
-    tokens, heads, width = x.shape
-    n, k, out_dim = w.shape
-    if n != heads:
-        raise ValueError(f"{w_name} {tuple(w.shape)} has {n} heads; {x_name} {tuple(x.shape)} has {heads}")
-    rope = rope_of(width, k)
+    xd, wd = _describe(torch, x_name, x, data=False), _describe(torch, w_name, w, data=False)
+    check = "mlaGpuCheckAbsorbQ" if kind == "absorb_q" else "mlaGpuCheckUpProjOut"
+    _call(check, ctypes.byref(xd), ctypes.byref(wd))
     _same_device({x_name: x, w_name: w}, x_name)
-    spec = projection_spec(kind, heads, k, out_dim, rope, floats[x.dtype], _chip(torch, x.device)).encode()
-    return torch, spec, tokens, heads, out_dim, rope
+    heads, k, out_dim = w.shape
+    rope = x.shape[2] - k if kind == "absorb_q" else 0
+    spec = projection_spec(kind, heads, k, out_dim, rope, _SPEC_DTYPES[xd.dtype], _chip(torch, x.device)).encode()
+    return torch, spec, _describe(torch, x_name, x), _describe(torch, w_name, w)
 
 
 def absorb_q(q, w_uk_t):
     """`mla.absorb_q` on the GPU: q [T, N, P+R] -> [T, N, L+R] in q's dtype (bfloat16, float16 or
     float32), the nope part multiplied by w_uk_t [N, P, L] per head (float32 accumulation), the RoPE part
     copied. Tensors are contiguous CUDA tensors on one device."""
-
-    def rope_of(width, p):
-        if width <= p:
-            raise ValueError(f"q's last dim {width} must be P + R with a positive RoPE width R; w_uk_t has "
-                             f"P = {p}")
-        return width - p
-
-    torch, spec, tokens, heads, latent, rope = _projection(
-        "absorb_q", q, w_uk_t, "q", "w_uk_t", "[T, N, P+R]", "[N, P, L]", rope_of)
+    torch, spec, qd, wd = _projection("absorb_q", q, w_uk_t, "q", "w_uk_t")
+    tokens, heads, width = q.shape
+    latent, rope = w_uk_t.shape[2], width - w_uk_t.shape[1]
     out = torch.empty((tokens, heads, latent + rope), dtype=q.dtype, device=q.device)
     if tokens:
-        _launch(torch, q.device, "mlaGpuAbsorbQ", spec, q.data_ptr(), w_uk_t.data_ptr(), out.data_ptr(),
-                tokens)
+        _launch(torch, q.device, "mlaGpuAbsorbQ", spec, ctypes.byref(qd), ctypes.byref(wd), out.data_ptr())
     return out
 
 
 def up_proj_out(o, w_uv):
     """`mla.up_proj_out` on the GPU: o [T, N, L] -> [T, N*V] in o's dtype through w_uv [N, L, V] per head
     (float32 accumulation). Tensors are contiguous CUDA tensors on one device."""
-
-    def rope_of(width, latent):
-        if width != latent:
-            raise ValueError(f"o's last dim {width} must be w_uv's L = {latent}")
-        return 0
-
-    torch, spec, tokens, heads, v, _ = _projection(
-        "up_proj_out", o, w_uv, "o", "w_uv", "[T, N, L]", "[N, L, V]", rope_of)
-    out = torch.empty((tokens, heads * v), dtype=o.dtype, device=o.device)
+    torch, spec, od, wd = _projection("up_proj_out", o, w_uv, "o", "w_uv")
+    tokens, heads, _ = o.shape
+    out = torch.empty((tokens, heads * w_uv.shape[2]), dtype=o.dtype, device=o.device)
     if tokens:
-        _launch(torch, o.device, "mlaGpuUpProjOut", spec, o.data_ptr(), w_uv.data_ptr(), out.data_ptr(),
-                tokens)
+        _launch(torch, o.device, "mlaGpuUpProjOut", spec, ctypes.byref(od), ctypes.byref(wd), out.data_ptr())
     return out

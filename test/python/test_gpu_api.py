@@ -56,17 +56,36 @@ def test_spec_rejects_what_no_kernel_can_run(lib, kwargs, message):
         gpu.decode_spec(**args)
 
 
+def c_tensor(dtype, shape, data=0):
+    t = gpu._Tensor()
+    t.data, t.dtype, t.rank = data, dtype, len(shape)
+    for i, d in enumerate(shape):
+        t.shape[i] = d
+    return t
+
+
 def c_decode(lib, *, spec=None, lens=(64, 128), batch=None, max_pages=2, num_pages=4, num_splits=2, policy=0,
-             pointers=0, workspace=0, workspace_bytes=1 << 30, host_lens=True):
-    """Calls mlaGpuDecode as mla.gpu does; returns (code, message, workspace bytes)."""
-    spec = (spec if spec is not None else spec_text()).encode()
+             pointers=0, workspace=0, workspace_bytes=1 << 30, host_lens=True, heads=128, sq=1, causal=False,
+             check_only=False):
+    """Calls mlaGpuDecode (or mlaGpuCheckDecode) as mla.gpu does; returns (code, message, workspace bytes)."""
+    spec = (spec if spec is not None else spec_text(heads, sq, causal)).encode()
+    b = len(lens) if batch is None else batch
+    bf16, i32 = gpu._DTYPE_BF16, gpu._DTYPE_INT32
+    tensors = [c_tensor(bf16, (b, sq, heads, 576), pointers), c_tensor(bf16, (num_pages, 64, 576), pointers),
+               c_tensor(i32, (b, max_pages), pointers), c_tensor(i32, (b,), pointers)]
+    opts = gpu._DecodeOptions(headDimV=512, softmaxScale=SCALE, causal=causal, splitPolicy=policy)
+    if num_splits is not None:
+        opts.hasNumSplits, opts.numSplits = 1, num_splits
     host = (ctypes.c_int32 * len(lens))(*lens)
+    host_ptr = ctypes.cast(host, ctypes.POINTER(ctypes.c_int32)) if host_lens else None
     size = ctypes.c_size_t(workspace_bytes)
     err = ctypes.create_string_buffer(4096)
-    code = lib.mlaGpuDecode(spec, 0, pointers, pointers, pointers, pointers,
-                            ctypes.cast(host, ctypes.POINTER(ctypes.c_int32)) if host_lens else None,
-                            len(lens) if batch is None else batch, max_pages, num_pages, num_splits, policy,
-                            pointers, pointers, workspace, ctypes.byref(size), None, err, len(err))
+    refs = [ctypes.byref(t) for t in tensors]
+    if check_only:
+        code = lib.mlaGpuCheckDecode(*refs, host_ptr, ctypes.byref(opts), err, len(err))
+    else:
+        code = lib.mlaGpuDecode(spec, 0, *refs, host_ptr, ctypes.byref(opts), pointers, pointers, workspace,
+                                ctypes.byref(size), None, err, len(err))
     return code, err.value.decode(), size.value
 
 
@@ -82,14 +101,16 @@ def test_workspace_size_query_needs_no_gpu(lib):
     (dict(spec="decode chip=sm_90a N=128"), "bad kernel spec"),
     (dict(batch=0, lens=()), "batch size must be in [1, 65535]"),
     (dict(max_pages=0), "at least one column"),
-    (dict(num_pages=0), "between 1 and"),
-    (dict(num_splits=-1), "num_splits must be positive"),
-    (dict(num_splits=70000), "number of splits must be in [1, 65535]"),
-    (dict(num_splits=0, policy=7), "unknown split policy 7"),
-    (dict(lens=(64, 129)), "seq_lens[1] = 129 exceeds the block table's capacity 128"),
+    (dict(num_pages=0), "kv_cache has no pages"),
+    (dict(num_splits=-1), "num_splits must be positive, got -1"),
+    (dict(num_splits=0), "num_splits must be positive, got 0"),
+    (dict(num_splits=70000), "num_splits = 70000 must be in [1, 65535]"),
+    (dict(num_splits=None, policy=7), "unknown split policy 7"),
+    (dict(lens=(64, 129)), "seq_lens[1] = 129 exceeds block_table capacity 128 (2 pages of 64)"),
     (dict(lens=(-1, 3)), "seq_lens[0] = -1 is negative"),
-    (dict(num_splits=0, policy=1, host_lens=False), "pass them on the host"),
+    (dict(num_splits=None, policy=1, host_lens=False), "pass them on the host"),
     (dict(workspace=256), "device pointer q is null"),
+    (dict(spec=spec_text(128), heads=16), "was not made for these arguments, which need 'decode chip=sm_90a N=16 "),
 ])
 def test_c_api_rejects_bad_calls_before_touching_the_gpu(lib, kwargs, message):
     code, text, _ = c_decode(lib, **kwargs)
@@ -99,11 +120,20 @@ def test_c_api_rejects_bad_calls_before_touching_the_gpu(lib, kwargs, message):
 
 def test_causal_rows_need_their_tokens_in_the_cache(lib):
     # Two causal query rows are the request's last two positions: one cached token cannot hold them.
-    code, text, _ = c_decode(lib, spec=spec_text(16, 2, causal=True), lens=(1, 64))
+    code, text, _ = c_decode(lib, heads=16, sq=2, causal=True, lens=(1, 64))
     assert code == gpu.ERROR_INVALID_ARGUMENT, text
     assert "causal decode needs seq_lens[0] = 1 >= s_q = 2" in text
-    code, text, _ = c_decode(lib, spec=spec_text(16, 2, causal=True), lens=(0, 2))
+    code, text, _ = c_decode(lib, heads=16, sq=2, causal=True, lens=(0, 2))
     assert code == gpu.SUCCESS, text
+
+
+def test_the_rules_run_without_a_spec(lib):
+    """mlaGpuCheckDecode is what mla.gpu calls before it knows the device: the rules alone."""
+    code, text, _ = c_decode(lib, check_only=True, spec="not a spec")
+    assert code == gpu.SUCCESS, text
+    code, text, _ = c_decode(lib, check_only=True, num_splits=65536)
+    assert code == gpu.ERROR_INVALID_ARGUMENT
+    assert "num_splits = 65536 must be in [1, 65535]" in text
 
 
 def test_small_workspace_is_rejected(lib):
@@ -141,12 +171,19 @@ def mutations(torch):
         ("q rank", lambda a: a.update(q=a["q"][0]), "q must have rank 4"),
         ("q dtype", lambda a: a.update(q=a["q"].to(f32)), "bfloat16 or float16"),
         ("q strided", lambda a: a.update(q=a["q"].repeat(1, 1, 1, 2)[..., ::2]), "q must be contiguous"),
-        ("cache dtype", lambda a: a.update(kv_cache=a["kv_cache"].half()), "must match q's"),
-        ("cache width", lambda a: a.update(kv_cache=a["kv_cache"][:, :, :512].contiguous()), "rows are 512 wide"),
+        ("cache dtype", lambda a: a.update(kv_cache=a["kv_cache"].half()),
+         "kv_cache is float16 but kv_format 'auto' stores q's dtype bfloat16"),
+        ("cache width", lambda a: a.update(kv_cache=a["kv_cache"][:, :, :512].contiguous()),
+         r"kv_cache rows have 512 elements but L \+ R = 512 \+ 64 = 576"),
         ("table dtype", lambda a: a.update(block_table=a["block_table"].long()), "block_table has dtype"),
+        ("table floats", lambda a: a.update(block_table=a["block_table"].float()),
+         "block_table must be int32, got float32"),
         ("lens dtype", lambda a: a.update(seq_lens=a["seq_lens"].long()), "seq_lens has dtype"),
-        ("lens batch", lambda a: a.update(seq_lens=a["seq_lens"][:1]), "batch size 2"),
-        ("lens rank", lambda a: a.update(seq_lens=a["seq_lens"].view(2, 1)), "seq_lens must be a rank-1"),
+        ("lens batch", lambda a: a.update(seq_lens=a["seq_lens"][:1]),
+         r"seq_lens dim 0 is 1 but q's batch size \(dim 0\) is 2"),
+        ("lens rank", lambda a: a.update(seq_lens=a["seq_lens"].view(2, 1)), r"seq_lens must have rank 1 \(\[B\]\)"),
+        ("lens values", lambda a: a.update(seq_lens=torch.tensor([0, 129], dtype=torch.int32)),
+         r"seq_lens\[1\] = 129 exceeds block_table capacity 128 \(2 pages of 64\)"),
         ("table width", lambda a: a.update(block_table=a["block_table"][:, :0]), "at least one column"),
     ]
 
@@ -167,9 +204,12 @@ def test_tensor_checks_raise_value_error():
     (dict(head_dim_v="512"), "head_dim_v must be an integer"),
     (dict(softmax_scale=-1.0), "softmax_scale must be positive and finite"),
     (dict(softmax_scale=float("nan")), "softmax_scale must be positive and finite"),
-    (dict(num_splits=0), r"num_splits = 0 must be in \[1, 65535\]"),
+    (dict(num_splits=0), "num_splits must be positive, got 0"),
+    (dict(num_splits=70000), r"num_splits = 70000 must be in \[1, 65535\]"),
     (dict(split_policy="fast"), "split_policy must be one of"),
+    (dict(split_policy="grid\x00junk"), "split_policy must be one of"),
     (dict(kv_format="fp8_e4m3", kv_scale=1.0), "kv_format='auto'"),
+    (dict(kv_format="auto\x00junk"), "kv_format holds a NUL byte at offset 4"),
     (dict(), "q is on cpu; the GPU path takes CUDA tensors"),
 ])
 def test_option_checks_raise_value_error(options, message):

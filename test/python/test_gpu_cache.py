@@ -92,14 +92,35 @@ def test_bad_specs_raise_value_error(lib, call, message):
         call()
 
 
-def c_cache_write(lib, *, spec=CW_SPEC, pointers=4096, slots=(0, 5), host=True, tokens=None,
-                  num_slots=SLOTS):
-    host_slots = (ctypes.c_int32 * len(slots))(*slots)
+def c_tensor(dtype, shape, data=0):
+    t = gpu._Tensor()
+    t.data, t.dtype, t.rank = data, dtype, len(shape)
+    for i, d in enumerate(shape):
+        t.shape[i] = d
+    return t
+
+
+BF16, I32, U8 = gpu._DTYPE_BF16, gpu._DTYPE_INT32, gpu._DTYPE_UINT8
+DS_MLA_ROW = L + 4 * (L // 128) + 2 * R
+
+
+def c_cache_write(lib, *, spec=CW_SPEC, pointers=4096, slots=(0, 5), host=True, latent=L, page=PAGE,
+                  check_only=False):
+    """Calls mlaGpuCacheWrite (or mlaGpuCheckCacheWrite, for fp8_ds_mla) as mla.gpu does."""
+    t = len(slots)
+    host_slots = (ctypes.c_int32 * t)(*slots)
+    tensors = [c_tensor(BF16, (t, latent), pointers), c_tensor(BF16, (t, R), pointers),
+               c_tensor(I32, (t,), pointers), c_tensor(U8, (SLOTS // page, page, DS_MLA_ROW), pointers)]
+    kv_c, k_pe, slot_mapping, cache = [ctypes.byref(x) for x in tensors]
+    host_ptr = ctypes.cast(host_slots, ctypes.POINTER(ctypes.c_int32)) if host else None
     err = ctypes.create_string_buffer(4096)
-    code = lib.mlaGpuCacheWrite(spec.encode(), 0, pointers, pointers, pointers,
-                                ctypes.cast(host_slots, ctypes.POINTER(ctypes.c_int32)) if host else None,
-                                pointers, len(slots) if tokens is None else tokens, num_slots, None, err,
-                                len(err))
+    if check_only:
+        fmt = gpu._CacheFormat(kvFormat=b"fp8_ds_mla")
+        code = lib.mlaGpuCheckCacheWrite(kv_c, k_pe, slot_mapping, host_ptr, cache, ctypes.byref(fmt), err,
+                                         len(err))
+    else:
+        code = lib.mlaGpuCacheWrite(spec.encode(), 0, kv_c, k_pe, slot_mapping, host_ptr, cache, None, err,
+                                    len(err))
     return code, err.value.decode()
 
 
@@ -108,9 +129,10 @@ def c_cache_write(lib, *, spec=CW_SPEC, pointers=4096, slots=(0, 5), host=True, 
     (dict(spec="absorb_q chip=sm_90a N=16 P=128 L=512 R=64 dtype=bf16"), "starts with 'cache_write'"),
     (dict(pointers=0), "kv_c is null"),
     (dict(pointers=4104), "kv_c must be 16-byte aligned"),
-    (dict(tokens=-1), "tokens = -1 is outside"),
-    (dict(num_slots=-5), "numSlots = -5 is outside"),
-    (dict(slots=(0, -1, 512)), "slot_mapping[2] = 512 is past the cache's 512 slots"),
+    (dict(latent=-1), "kv_c has a negative dimension [2, -1]"),
+    (dict(page=32), "was not made for these arguments, which need 'cache_write chip=sm_90a L=512 R=64 page=32 "),
+    (dict(slots=(0, -1, 512)), "slot_mapping[2] = 512 is beyond kv_cache's 512 slots (8 pages of 64)"),
+    (dict(latent=384, check_only=True), "kv_cache rows have 656 bytes but kv_format 'fp8_ds_mla' with L = 384"),
 ])
 def test_c_cache_write_rejects_bad_calls_before_touching_the_gpu(lib, kwargs, message):
     code, text = c_cache_write(lib, **kwargs)
@@ -123,20 +145,38 @@ def test_c_cache_write_of_no_tokens_does_nothing(lib):
     assert code == gpu.SUCCESS, text
 
 
-@pytest.mark.parametrize("fn, spec, pointers, message", [
-    ("mlaGpuAbsorbQ", "up_proj_out chip=sm_90a N=16 L=512 V=128 dtype=bf16", 4096, "is not an absorb_q spec"),
-    ("mlaGpuUpProjOut", "absorb_q chip=sm_90a N=16 P=128 L=512 R=64 dtype=bf16", 4096,
-     "is not an up_proj_out spec"),
-    ("mlaGpuUpProjOut", "cache_write chip=sm_90a L=512 R=64 page=64 dtype=bf16 format=bf16", 4096,
+ABSORB_SPEC = "absorb_q chip=sm_90a N=16 P=128 L=512 R=64 dtype=bf16"
+UP_SPEC = "up_proj_out chip=sm_90a N=16 L=512 V=128 dtype=bf16"
+
+
+@pytest.mark.parametrize("fn, spec, pointers, heads, message", [
+    ("mlaGpuAbsorbQ", UP_SPEC, 4096, 16, "is not an absorb_q spec"),
+    ("mlaGpuUpProjOut", ABSORB_SPEC, 4096, 16, "is not an up_proj_out spec"),
+    ("mlaGpuUpProjOut", "cache_write chip=sm_90a L=512 R=64 page=64 dtype=bf16 format=bf16", 4096, 16,
      "bad up_proj_out kernel spec"),
-    ("mlaGpuAbsorbQ", "absorb_q chip=sm_90a N=16 P=128 L=512 R=64 dtype=bf16", 0, "in is null"),
-    ("mlaGpuUpProjOut", "up_proj_out chip=sm_90a N=16 L=512 V=128 dtype=bf16", 8, "16-byte aligned"),
+    ("mlaGpuAbsorbQ", ABSORB_SPEC, 0, 16, "in is null"),
+    ("mlaGpuUpProjOut", UP_SPEC, 8, 16, "16-byte aligned"),
+    ("mlaGpuAbsorbQ", ABSORB_SPEC, 4096, 8, "which need 'absorb_q chip=sm_90a N=8 P=128 L=512 R=64 dtype=bf16'"),
 ])
-def test_c_projections_reject_bad_calls_before_touching_the_gpu(lib, fn, spec, pointers, message):
+def test_c_projections_reject_bad_calls_before_touching_the_gpu(lib, fn, spec, pointers, heads, message):
+    if fn == "mlaGpuAbsorbQ":
+        x, w = c_tensor(BF16, (3, heads, P + R), pointers), c_tensor(BF16, (heads, P, L), pointers)
+    else:
+        x, w = c_tensor(BF16, (3, heads, L), pointers), c_tensor(BF16, (heads, L, V), pointers)
     err = ctypes.create_string_buffer(4096)
-    code = getattr(lib, fn)(spec.encode(), 0, pointers, pointers, pointers, 3, None, err, len(err))
+    code = getattr(lib, fn)(spec.encode(), 0, ctypes.byref(x), ctypes.byref(w), pointers, None, err, len(err))
     assert code == gpu.ERROR_INVALID_ARGUMENT, err.value.decode()
     assert message in err.value.decode()
+
+
+def test_c_projection_rules_run_without_a_spec(lib):
+    err = ctypes.create_string_buffer(4096)
+    q, w = c_tensor(BF16, (3, 16, P + R)), c_tensor(BF16, (16, P, L))
+    assert lib.mlaGpuCheckAbsorbQ(ctypes.byref(q), ctypes.byref(w), err, len(err)) == gpu.SUCCESS, err.value
+    o = c_tensor(BF16, (3, 16, L))
+    code = lib.mlaGpuCheckUpProjOut(ctypes.byref(o), ctypes.byref(w), err, len(err))
+    assert code == gpu.ERROR_INVALID_ARGUMENT
+    assert "w_uv dim 1 is 128 but o's latent width (dim 2) is 512" in err.value.decode()
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -157,20 +197,25 @@ def cw_mutations():
     return [
         (dict(), lambda a: a.update(kv_c=[[1.0]]), "kv_c must be a torch tensor"),
         (dict(), lambda a: a.update(kv_c=a["kv_c"][0]), "kv_c must have rank 2"),
-        (dict(), lambda a: a.update(k_pe=a["k_pe"].view(4, 2, 32)), r"k_pe must be a torch tensor \[T, R\]"),
+        (dict(), lambda a: a.update(k_pe=a["k_pe"].view(4, 2, 32)),
+         r"k_pe must be \[T, R\] or \[T, 1, R\], got shape \[4, 2, 32\]"),
         (dict(), lambda a: a.update(k_pe=a["k_pe"].repeat(1, 2)[:, ::2]), "k_pe must be contiguous"),
-        (dict(), lambda a: a.update(kv_c=a["kv_c"].int()), "kv_c has dtype torch.int32"),
-        (dict(), lambda a: a.update(k_pe=a["k_pe"].half()), "k_pe has dtype torch.float16; it must match"),
+        (dict(), lambda a: a.update(kv_c=a["kv_c"].int()), "kv_c must be bfloat16, float16 or float32, got int32"),
+        (dict(), lambda a: a.update(k_pe=a["k_pe"].half()),
+         "k_pe is float16 but kv_c is bfloat16; they must have the same dtype"),
         (dict(), lambda a: a.update(slot_mapping=a["slot_mapping"].float()), "slot_mapping must hold integers"),
-        (dict(), lambda a: a.update(slot_mapping=a["slot_mapping"][:3]), "must agree on the token count"),
-        (dict(), lambda a: a.update(slot_mapping=a["slot_mapping"].view(2, 2)), "slot_mapping must be a rank-1"),
+        (dict(), lambda a: a.update(slot_mapping=a["slot_mapping"][:3]),
+         r"slot_mapping dim 0 is 3 but kv_c's token count \(dim 0\) is 4"),
+        (dict(), lambda a: a.update(slot_mapping=a["slot_mapping"].view(2, 2)), "slot_mapping must have rank 1"),
+        (dict(), lambda a: a.update(slot_mapping=a["slot_mapping"] + SLOTS),
+         r"slot_mapping\[0\] = 512 is beyond kv_cache's 512 slots \(8 pages of 64\)"),
         (dict(), lambda a: a.update(kv_cache=a["kv_cache"][:, :, :L].contiguous()),
          "kv_cache rows have 512 elements but L \\+ R = 512 \\+ 64 = 576"),
         (dict(), lambda a: a.update(kv_cache=a["kv_cache"].to(torch.uint8)), "kv_format 'auto' stores floats"),
         (dict(fmt="fp8_e4m3_token"), lambda a: a.update(kv_cache=a["kv_cache"][..., :-8].contiguous()),
          "576 bytes but kv_format 'fp8_e4m3_token' with L = 512, R = 64 needs 584"),
         (dict(fmt="fp8_ds_mla"), lambda a: a.update(kv_cache=a["kv_cache"].half()), "needs a uint8 kv_cache"),
-        (dict(), lambda a: a.update(kv_cache=a["kv_cache"][:0]), "at least one page"),
+        (dict(), lambda a: a.update(kv_cache=a["kv_cache"][:0]), "kv_cache has no pages"),
     ]
 
 
@@ -189,21 +234,22 @@ def test_cache_write_tensor_checks_raise_value_error(index):
 @pytest.mark.parametrize("fmt, scale, message", [
     ("fp8", None, "kv_format 'fp8' is unknown"),
     ("fp8_e4m3", None, "needs kv_scale"),
+    ("auto\x00junk", None, "kv_format holds a NUL byte at offset 4"),
     ("fp8_ds_mla", 1.0, "kv_scale is only used by kv_format 'fp8_e4m3'"),
     ("fp8_e4m3", 1.0, "kv_c is on cpu; the GPU path takes CUDA tensors"),
     ("auto", None, "kv_c is on cpu; the GPU path takes CUDA tensors"),
 ])
 def test_cache_write_option_checks_raise_value_error(fmt, scale, message):
     with pytest.raises(ValueError, match=message):
-        gpu.cache_write(**cw_inputs(fmt="auto" if fmt == "fp8" else fmt), kv_format=fmt, kv_scale=scale)
+        gpu.cache_write(**cw_inputs(fmt=fmt if fmt in FP8_FORMATS else "auto"), kv_format=fmt, kv_scale=scale)
 
 
 @needs_torch
 @pytest.mark.parametrize("fn, args, message", [
     ("absorb_q", lambda: (torch.zeros(2, 16, 192, dtype=torch.bfloat16), torch.zeros(8, P, L, dtype=torch.bfloat16)),
-     "has 8 heads"),
+     r"w_uk_t dim 0 is 8 but q's head count \(dim 1\) is 16"),
     ("absorb_q", lambda: (torch.zeros(2, 16, 192, dtype=torch.bfloat16), torch.zeros(16, P, L)),
-     "w_uk_t has dtype torch.float32; it must match"),
+     "w_uk_t is float32 but q is bfloat16; they must have the same dtype"),
     ("absorb_q", lambda: (torch.zeros(2, 16, 128, dtype=torch.bfloat16), torch.zeros(16, P, L, dtype=torch.bfloat16)),
      "positive RoPE width"),
     ("absorb_q", lambda: (torch.zeros(2, 192, dtype=torch.bfloat16), torch.zeros(16, P, L, dtype=torch.bfloat16)),
@@ -211,9 +257,9 @@ def test_cache_write_option_checks_raise_value_error(fmt, scale, message):
     ("absorb_q", lambda: (torch.zeros(2, 16, 192, dtype=torch.bfloat16), torch.zeros(16, P, L, dtype=torch.bfloat16)),
      "q is on cpu"),
     ("up_proj_out", lambda: (torch.zeros(2, 16, L, dtype=torch.bfloat16), torch.zeros(16, 256, V, dtype=torch.bfloat16)),
-     "must be w_uv's L = 256"),
+     r"w_uv dim 1 is 256 but o's latent width \(dim 2\) is 512"),
     ("up_proj_out", lambda: (torch.zeros(2, 16, L, dtype=torch.int32), torch.zeros(16, L, V, dtype=torch.int32)),
-     "o has dtype torch.int32"),
+     "o must be bfloat16, float16 or float32, got int32"),
     ("up_proj_out", lambda: (torch.zeros(2, 16, L, dtype=torch.bfloat16), torch.zeros(16, L, V, dtype=torch.bfloat16)),
      "o is on cpu"),
 ])

@@ -5,7 +5,11 @@ test_api.py checks that every invalid call raises ValueError; here the messages 
 naming the argument, the index and the limit is what makes them actionable.
 """
 
+import os
 import re
+import subprocess
+import sys
+import textwrap
 
 import numpy as np
 import pytest
@@ -107,6 +111,44 @@ def test_shape_messages(rng):
         call_decode(args, num_splits=0)
     with raises("softmax_scale must be positive and finite"):
         call_decode(args, softmax_scale=float("nan"))
+
+
+def test_num_splits_beyond_the_table_capacity(rng):
+    """Issue 17 item 3: num_splits=2**28 used to kill the process (the compiled code allocates the
+    [S, B, Sq, N, L] partial state without a failure path). The call runs in a subprocess so a crash
+    fails this test instead of ending the suite."""
+    script = textwrap.dedent("""
+        import numpy as np, mla, mla_reference as ref
+        rng = np.random.default_rng(0)
+        cache = ref.make_paged_cache(rng, [5, 40], 16, 64, 16, num_pages=8, cols=4)
+        q = rng.standard_normal((2, 1, 3, 80)).astype(np.float32)
+        for splits in (64, 65, 2**28, 2**40):
+            try:
+                mla.decode(q, cache.kv_cache, cache.block_table, cache.seq_lens, head_dim_v=64,
+                           softmax_scale=0.1, num_splits=splits)
+                print(splits, "ran")
+            except ValueError as error:
+                print(splits, error)
+        """)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=600)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0] == "64 ran"
+    assert lines[1] == ("65 num_splits = 65 must be in [1, 64]: a piece holds at least one of the block "
+                        "table's 64 positions")
+    assert lines[2].startswith(f"{2**28} num_splits = {2**28} must be in [1, 64]")
+    assert lines[3].startswith(f"{2**40} num_splits = {2**40} must be in [1, 64]")
+
+
+@pytest.mark.parametrize("option", ["kv_format"])
+def test_string_options_with_nul_are_rejected(rng, option):
+    """Issue 17 item 8: C strings end at the first NUL, so "auto\\x00junk" used to run as "auto"."""
+    with raises(f"{option} holds a NUL byte at offset 4; options are plain text"):
+        call_decode(decode_args(rng), **{option: "auto\x00junk"})
+    with raises("kv_format holds a NUL byte"):
+        mla.cache_write(np.ones((1, L), np.float32), np.ones((1, R), np.float32),
+                        np.zeros((4, PAGE_SIZE, D), np.float32), np.array([0]), kv_format="auto\x00")
 
 
 def test_prefill_messages(rng):

@@ -9,7 +9,7 @@
 
 #include "RandomInputs.h"
 #include "mla/Dialect/MLA/IR/MLAOps.h"
-#include "mla/JIT/HostTypes.h"
+#include "mla/JIT/KernelBuilder.h"
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"
 #include "mlir/IR/Matchers.h"
 #include "llvm/ADT/TypeSwitch.h"

@@ -3,7 +3,9 @@
 // The runtime's view of a caller's array: a data pointer, an element type and
 // a shape, dense and row-major. The C API, the kernel builder, the executor
 // and mla-run all speak this type, so no layer converts between array
-// descriptions.
+// descriptions. It needs no MLIR, so the contract layer's argument rules and
+// the GPU runtime use it too; MLIR element types map to it in
+// KernelBuilder.h.
 //
 //===----------------------------------------------------------------------===//
 
@@ -13,6 +15,7 @@
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringRef.h"
+#include <climits>
 #include <climits>
 #include <cstdint>
 #include <optional>
@@ -41,7 +44,7 @@ bool isCompatibleDType(DType actual, DType expected);
 /// ShapedType::kDynamic), printed as '?'.
 inline constexpr int64_t kDynamicDim = INT64_MIN;
 
-/// "[2, 16, 576]".
+/// "[2, 16, 576]"; a kDynamicDim dimension prints as "?".
 std::string formatShape(llvm::ArrayRef<int64_t> shape);
 
 /// Number of elements of a shape.

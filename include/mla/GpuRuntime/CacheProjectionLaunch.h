@@ -16,13 +16,14 @@
 #include "mla/GpuRuntime/CudaDriver.h"
 #include "mla/GpuRuntime/KernelCache.h"
 #include "mla/Contract/KernelSpec.h"
-#include "llvm/ADT/ArrayRef.h"
 #include "llvm/Support/Error.h"
 
 namespace mla::gpu {
 
 /// Arguments of `mla_cache_write`. `shape` must be the one the kernel was
-/// compiled for (it fixes L, R, the input type and the row format).
+/// compiled for (it fixes L, R, the input type and the row format). The
+/// kernel skips slots past `numSlots`; callers that want them reported check
+/// a host copy with checkSlotValues (mla/Contract/ArgRules.h) first.
 struct CacheWriteArgs {
   CacheWriteShape shape;
   CUdeviceptr kvC = 0;         // [tokens, L]
@@ -40,12 +41,6 @@ llvm::Error checkCacheWriteArgs(const CacheWriteArgs &args);
 /// `stream`. Zero tokens launch nothing.
 llvm::Error launchCacheWrite(const CudaKernel &kernel, CUstream stream,
                              const CacheWriteArgs &args);
-
-/// The host-side slot check: every slot of a host copy of slot_mapping must
-/// be negative (padding) or below `numSlots`. The kernel skips bad slots
-/// instead of failing, so callers that want the error call this first.
-llvm::Error checkSlotMapping(llvm::ArrayRef<int32_t> slotMapping,
-                             int64_t numSlots);
 
 /// Arguments of `mla_absorb_q` (shape.ropeDim = R) and `mla_up_proj_out`
 /// (shape.ropeDim = 0): `in` [tokens, N, K(+R)], `weight` [N, K, outDim],

@@ -101,7 +101,8 @@ llvm::Expected<SplitBounds> planBounds(llvm::ArrayRef<int32_t> seqLens,
 
 /// Host-side checks of run-time lengths against a spec: every seq_len in
 /// [0, capacity] and, for a causal spec, 0 or at least Sq (the query rows
-/// are the request's last Sq positions).
+/// are the request's last Sq positions). The rule is checkSeqLenValues
+/// (mla/Contract/ArgRules.h), which the C API runs as well.
 llvm::Error checkSeqLens(const DecodeKernelSpec &spec,
                          llvm::ArrayRef<int32_t> seqLens, int64_t maxPages);
 

@@ -2,8 +2,8 @@
 //
 // Compiles a module through `mla-to-llvm-cpu` into an MLIR ExecutionEngine
 // and calls its functions on host arrays. Compiled functions are cached in
-// memory by module text, entry and pipeline options, so a caller that builds
-// the same IR twice compiles it once.
+// memory by module (its printed generic form), entry and pipeline options,
+// so a caller that builds the same IR twice compiles it once.
 //
 //===----------------------------------------------------------------------===//
 
@@ -74,8 +74,7 @@ public:
   ~CompiledFunction();
 
   const FunctionSignature &getSignature() const { return signature; }
-  /// Wall time of parsing (when compiled from text), the pass pipeline and
-  /// LLVM code generation.
+  /// Wall time of the pass pipeline and LLVM code generation.
   double getCompileSeconds() const { return compileSeconds; }
 
   /// Runs the function on `args` (one per argument, checked against the
@@ -108,10 +107,14 @@ public:
   compile(mlir::ModuleOp module, llvm::StringRef entry,
           const CpuPipelineOptions &options);
 
-  /// Parses `source`, compiles `entry`, and caches the result; a second call
-  /// with the same text, entry and options returns the cached function.
+  /// Compiles `entry` of `module` (which must live in getContext(); it is
+  /// lowered in place on a miss) and caches the result. The key is the
+  /// module printed in generic form without locations, the entry and the
+  /// options: the generic form spells every attribute and type in full, so
+  /// two modules share a key only when they are the same IR, whatever the
+  /// ops' custom assembly formats do.
   llvm::Expected<const CompiledFunction *>
-  getOrCompile(llvm::StringRef source, llvm::StringRef entry,
+  getOrCompile(mlir::ModuleOp module, llvm::StringRef entry,
                const CpuPipelineOptions &options);
 
   struct Stats {
@@ -130,8 +133,7 @@ public:
   void clearCache();
 
 private:
-  /// `compile` with the mutex held; `start` is when the caller began (so
-  /// that parsing counts as compile time).
+  /// `compile` with the mutex held; `start` is when the caller began.
   llvm::Expected<std::unique_ptr<CompiledFunction>>
   compileLocked(mlir::ModuleOp module, llvm::StringRef entry,
                 const CpuPipelineOptions &options,

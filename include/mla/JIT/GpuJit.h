@@ -15,6 +15,8 @@
 
 #include "mla/GpuRuntime/KernelCache.h"
 #include "mla/Contract/KernelSpec.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/OwningOpRef.h"
 #include "llvm/Support/Error.h"
 
 #include <string>
@@ -22,13 +24,20 @@
 
 namespace mla::gpu {
 
-/// The mla module that compileDecodeKernels compiles for `spec`: one function
-/// with an `mla.decode_partial` (dynamic batch, pages and splits; the spec's
-/// tiling as `mla.gpu_tiling`) and the `mla.combine` of its partials, in a
-/// module whose `mla.target` is the spec's chip. Feeding it to
-/// `mla-opt --mla-to-nvvm=...` with pipelineFor(spec)'s options reproduces
-/// the image.
-std::string getDecodeKernelsSource(const DecodeKernelSpec &spec);
+/// The mla module compileKernels compiles for `spec`, in a module whose
+/// `mla.target` is the spec's chip: for decode one function with an
+/// `mla.decode_partial` (dynamic batch, pages and splits; the spec's tiling
+/// as `mla.gpu_tiling`) and the `mla.combine` of its partials; for
+/// cache_write one `mla.cache_write` whose token and page counts are
+/// dynamic; for a projection one `mla.absorb_q` or `mla.up_proj_out` over a
+/// dynamic token count. `context` must have the JIT's dialects registered.
+mlir::OwningOpRef<mlir::ModuleOp> buildKernelModule(mlir::MLIRContext &context,
+                                                    const KernelSpec &spec);
+
+/// buildKernelModule's module as text, after a comment line naming the spec.
+/// Feeding it to `mla-opt --mla-to-nvvm=...` with pipelineFor(spec)'s options
+/// reproduces the image.
+std::string getKernelSource(const KernelSpec &spec);
 
 /// Compiles `spec` with pipelineFor(spec) and returns the cubin of the
 /// resulting `gpu.binary @mla_kernels`. Fails with the MLIR diagnostics (or
@@ -45,18 +54,6 @@ compileDecodeKernels(const DecodeKernelSpec &spec);
 llvm::Expected<std::vector<char>>
 getOrCompileDecodeKernels(const DecodeKernelSpec &spec,
                           const KernelCache &cache, bool *wasHit = nullptr);
-
-/// The mla module of a cache_write spec: one function with one
-/// `mla.cache_write` whose token count T and page count are dynamic (the
-/// kernel reads both at run time), in a module targeting the spec's chip.
-std::string getCacheWriteKernelSource(const CacheWriteKernelSpec &spec);
-
-/// The mla module of a projection spec: one function with one
-/// `mla.absorb_q` or `mla.up_proj_out` over a dynamic token count T.
-std::string getProjectionKernelSource(const ProjectionKernelSpec &spec);
-
-/// The module compiled for a spec of any family.
-std::string getKernelSource(const KernelSpec &spec);
 
 /// Compiles a spec of any family with pipelineFor(spec) into the cubin of
 /// its `gpu.binary @mla_kernels` (thread-safe, like compileDecodeKernels).

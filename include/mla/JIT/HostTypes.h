@@ -10,6 +10,7 @@
 #define MLA_JIT_HOSTTYPES_H
 
 #include "mla/Contract/HostTensor.h"
+#include "mlir/IR/MLIRContext.h"
 #include "mlir/IR/Types.h"
 #include <optional>
 
@@ -17,6 +18,9 @@ namespace mla {
 
 /// The host type of an MLIR element type, if it has one.
 std::optional<DType> getDTypeOf(mlir::Type type);
+
+/// The MLIR element type host arrays of `dtype` are bound to.
+mlir::Type getElementType(mlir::MLIRContext &context, DType dtype);
 
 } // namespace mla
 

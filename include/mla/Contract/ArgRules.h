@@ -1,0 +1,177 @@
+//===- ArgRules.h - the argument rules of every API operation ---*- C++ -*-===//
+//
+// One implementation of what a call of decode, cache_write, split_kv_b_proj,
+// absorb_q, up_proj_out, merge_states or prefill must satisfy, shared by the
+// kernel builder (CPU), the C APIs and the MLIR-free GPU runtime. A rule
+// takes the arguments as host tensor descriptions (the integer tables that
+// are read on the host with their data) and either returns the checked call
+// (the dimensions and options that IR and GPU specs are made from) or an
+// InvalidArgument RuntimeError whose message names the argument, the
+// dimension and the limit.
+//
+// Contract layer: the C++ standard library and LLVM Support only, no MLIR.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MLA_CONTRACT_ARGRULES_H
+#define MLA_CONTRACT_ARGRULES_H
+
+#include "mla/Contract/HostTensor.h"
+#include "llvm/ADT/StringRef.h"
+#include "llvm/Support/Error.h"
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace mla {
+
+/// How the cache's rows are stored: `kvFormat` is "auto" (a float cache),
+/// "fp8_e4m3" (per-tensor scale `kvScale`), "fp8_e4m3_token" or
+/// "fp8_ds_mla".
+struct CacheFormat {
+  std::string kvFormat = "auto";
+  std::optional<double> kvScale;
+};
+
+struct DecodeOptions {
+  int64_t headDimV = 0;
+  double softmaxScale = 0.0;
+  bool causal = false;
+  /// Split-KV pieces per request; none lets the compiler choose.
+  std::optional<int64_t> numSplits;
+  CacheFormat cache;
+};
+
+struct PrefillOptions {
+  double softmaxScale = 0.0;
+  int64_t vHeadDim = 0;
+  /// Context rows up-projected at once; none lets the compiler choose.
+  std::optional<int64_t> workspaceRows;
+  CacheFormat cache;
+};
+
+/// Where a call runs: the kernels' limits differ (element types, row
+/// formats, split counts).
+enum class Device { CPU, GPU };
+
+/// A paged cache checked against its format.
+struct CheckedCache {
+  /// The `format` keyword of #mla.cache_layout ("bf16", "f16", "f32",
+  /// "fp8_e4m3", "fp8_e4m3_token", "fp8_ds_mla").
+  std::string layoutFormat;
+  /// fp8_e4m3's per-tensor scale, rounded to the f32 the IR holds.
+  std::optional<float> scale;
+  int64_t pages = 0;
+  int64_t pageSize = 0;
+};
+
+/// decode(q [B, Sq, N, L+R], kv_cache, block_table [B, max_pages],
+/// seq_lens [B]).
+struct DecodeCall {
+  DType dtype = DType::f32;
+  int64_t batch = 0, queryRows = 0, numHeads = 0, latentDim = 0, ropeDim = 0;
+  int64_t maxPages = 0;
+  float softmaxScale = 0.0f;
+  bool causal = false;
+  std::optional<int64_t> numSplits;
+  CheckedCache cache;
+};
+
+/// The decode rules. On the CPU `seqLens` and `blockTable` carry host data
+/// and their values are checked; on the GPU the block table lives on the
+/// device (its entries are trusted) and `seqLens` is checked when its data
+/// is given.
+llvm::Expected<DecodeCall> checkDecode(Device device, const HostTensor &q,
+                                       const HostTensor &kvCache,
+                                       const HostTensor &blockTable,
+                                       const HostTensor &seqLens,
+                                       const DecodeOptions &options);
+
+/// Largest num_splits a decode on `device` accepts for a block table of
+/// `capacity` positions: the GPU grid's y extent, or on the CPU the
+/// capacity itself, since every piece beyond it is empty yet still costs a
+/// slice of the partial-state workspace [S, B, Sq, N, L] (f32) that the
+/// compiled code allocates without a failure path.
+int64_t getMaxNumSplits(Device device, int64_t capacity);
+
+/// cache_write(kv_c [T, L], k_pe [T, R] or [T, 1, R], kv_cache,
+/// slot_mapping [T]).
+struct CacheWriteCall {
+  DType dtype = DType::f32;
+  int64_t tokens = 0, latentDim = 0, ropeDim = 0;
+  CheckedCache cache;
+  /// False when every slot is padding: nothing is to be written.
+  bool writesAnything = false;
+};
+
+/// The cache_write rules; slot values are checked when `slotMapping` has
+/// host data.
+llvm::Expected<CacheWriteCall>
+checkCacheWrite(Device device, const HostTensor &kvC, const HostTensor &kPe,
+                const HostTensor &kvCache, const HostTensor &slotMapping,
+                const CacheFormat &format);
+
+/// split_kv_b_proj(kv_b_proj [N*(P+V), L]) -> [N, P, L], [N, L, V].
+struct SplitKvBProjCall {
+  DType dtype = DType::f32;
+  int64_t numHeads = 0, nopeDim = 0, valueDim = 0, latentDim = 0;
+};
+llvm::Expected<SplitKvBProjCall> checkSplitKvBProj(const HostTensor &kvBProj,
+                                                   int64_t numHeads,
+                                                   int64_t qkNopeHeadDim,
+                                                   int64_t vHeadDim);
+
+/// absorb_q(q [T, N, P+R], w_uk_t [N, P, L]) -> [T, N, L+R] and
+/// up_proj_out(o [T, N, L], w_uv [N, L, V]) -> [T, N*V]: `inDim` is P or L,
+/// `outDim` L or V, `ropeDim` R or 0.
+struct ProjectionCall {
+  DType dtype = DType::f32;
+  int64_t tokens = 0, numHeads = 0, inDim = 0, outDim = 0, ropeDim = 0;
+};
+llvm::Expected<ProjectionCall> checkAbsorbQ(Device device, const HostTensor &q,
+                                            const HostTensor &wUkT);
+llvm::Expected<ProjectionCall>
+checkUpProjOut(Device device, const HostTensor &o, const HostTensor &wUv);
+
+/// merge_states(out_a [T, N, H], lse_a [N, T], out_b, lse_b).
+llvm::Error checkMergeStates(const HostTensor &outA, const HostTensor &lseA,
+                             const HostTensor &outB, const HostTensor &lseB);
+
+/// prefill(q [T, N, P+R], kv_c [T, L], k_pe [T, R] or [T, 1, R],
+/// kv_b_proj [N*(P+V), L], kv_cache, block_table [B, max_pages],
+/// query_start_loc [B+1], seq_lens [B]), every table on the host.
+struct PrefillCall {
+  DType dtype = DType::f32;
+  int64_t tokens = 0, numHeads = 0, nopeDim = 0, ropeDim = 0, latentDim = 0,
+          valueDim = 0, batch = 0;
+  float softmaxScale = 0.0f;
+  std::optional<int64_t> workspaceRows;
+  CheckedCache cache;
+};
+llvm::Expected<PrefillCall>
+checkPrefill(const HostTensor &q, const HostTensor &kvC, const HostTensor &kPe,
+             const HostTensor &kvBProj, const HostTensor &kvCache,
+             const HostTensor &blockTable, const HostTensor &queryStartLoc,
+             const HostTensor &seqLens, const PrefillOptions &options);
+
+/// seq_lens values against a block table of `maxPages` pages of `pageSize`
+/// positions: each in [0, capacity] and, for causal decode with
+/// `queryRows` rows, 0 or at least `queryRows` (the rows are the request's
+/// last positions). `tableName` names the table in messages.
+llvm::Error checkSeqLenValues(llvm::ArrayRef<int32_t> seqLens, int64_t maxPages,
+                              int64_t pageSize, llvm::StringRef tableName,
+                              std::optional<int64_t> causalRows);
+
+/// slot_mapping values against a cache of `pages` pages of `pageSize`
+/// slots: negative (padding) or below pages * pageSize. Returns whether any
+/// slot writes.
+llvm::Expected<bool> checkSlotValues(llvm::ArrayRef<int32_t> slotMapping,
+                                     int64_t pages, int64_t pageSize);
+
+/// A string option (kv_format, split_policy, ...) as a C string: one
+/// holding a NUL byte would be cut there and run as its prefix.
+llvm::Error checkOptionString(llvm::StringRef name, llvm::StringRef value);
+
+} // namespace mla
+
+#endif // MLA_CONTRACT_ARGRULES_H

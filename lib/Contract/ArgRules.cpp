@@ -1,0 +1,805 @@
+//===- ArgRules.cpp - the argument rules of every API operation -----------===//
+//
+// Rules are written per argument rather than left to the op verifiers: the
+// verifiers see types, not the tables' values, and speak of operands where
+// an API user needs argument names. Each check returns on the first
+// violation, so a message always names one argument.
+//
+//===----------------------------------------------------------------------===//
+
+#include "mla/Contract/ArgRules.h"
+#include "mla/Contract/Error.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/Twine.h"
+#include "llvm/Support/CheckedArithmetic.h"
+#include "llvm/Support/MathExtras.h"
+#include <cmath>
+
+using namespace mla;
+using llvm::Twine;
+
+/// The GPU decode grid's y extent (pieces per request).
+static constexpr int64_t kMaxGpuSplits = 65535;
+
+namespace {
+
+/// A named argument, for messages.
+struct Arg {
+  const HostTensor &tensor;
+  llvm::StringRef name;
+
+  int64_t dim(unsigned i) const { return tensor.shape[i]; }
+  std::string shape() const { return formatShape(tensor.shape); }
+  llvm::StringRef dtype() const { return getDTypeName(tensor.dtype); }
+};
+
+llvm::Error checkRank(const Arg &a, int64_t rank, llvm::StringRef dims) {
+  if (a.tensor.getRank() == rank)
+    return llvm::Error::success();
+  return makeInvalidArgumentError(a.name + " must have rank " + Twine(rank) +
+                                  " (" + dims + "), got shape " + a.shape());
+}
+
+/// The activations' element types on `device`: the CPU lowering computes in
+/// f32 from f32 or f16; the GPU kernels of `op` take their own set.
+llvm::Error checkFloat(const Arg &a, llvm::ArrayRef<DType> allowed) {
+  if (llvm::is_contained(allowed, a.tensor.dtype))
+    return llvm::Error::success();
+  std::string names;
+  for (auto [i, t] : llvm::enumerate(allowed))
+    names += (i == 0                    ? ""
+              : i + 1 == allowed.size() ? " or "
+                                        : ", ") +
+             getDTypeName(t).str();
+  return makeInvalidArgumentError(a.name + " must be " + names + ", got " +
+                                  a.dtype());
+}
+
+constexpr DType kCpuFloats[] = {DType::f32, DType::f16};
+constexpr DType kGpuDecodeFloats[] = {DType::bf16, DType::f16};
+constexpr DType kGpuFloats[] = {DType::bf16, DType::f16, DType::f32};
+
+llvm::ArrayRef<DType> floatsOf(Device device) {
+  return device == Device::CPU ? llvm::ArrayRef(kCpuFloats)
+                               : llvm::ArrayRef(kGpuFloats);
+}
+
+llvm::Error checkInt32(const Arg &a) {
+  if (a.tensor.dtype == DType::i32)
+    return llvm::Error::success();
+  return makeInvalidArgumentError(a.name + " must be int32, got " + a.dtype());
+}
+
+llvm::Error checkDType(const Arg &a, DType dtype, const Twine &why) {
+  if (a.tensor.dtype == dtype)
+    return llvm::Error::success();
+  return makeInvalidArgumentError(a.name + " must be " + getDTypeName(dtype) +
+                                  " (" + why + "), got " + a.dtype());
+}
+
+llvm::Error checkSameDType(const Arg &a, const Arg &ref) {
+  if (a.tensor.dtype == ref.tensor.dtype)
+    return llvm::Error::success();
+  return makeInvalidArgumentError(a.name + " is " + a.dtype() + " but " +
+                                  ref.name + " is " + ref.dtype() +
+                                  "; they must have the same dtype");
+}
+
+/// "<a> dim <i> is <x> but <what> is <expected>".
+llvm::Error checkDim(const Arg &a, unsigned i, int64_t expected,
+                     const Twine &what) {
+  if (a.dim(i) == expected)
+    return llvm::Error::success();
+  return makeInvalidArgumentError(a.name + " dim " + Twine(i) + " is " +
+                                  Twine(a.dim(i)) + " but " + what + " is " +
+                                  Twine(expected));
+}
+
+llvm::Error checkPositive(int64_t value, const Twine &name) {
+  if (value > 0)
+    return llvm::Error::success();
+  return makeInvalidArgumentError(name + " must be positive, got " +
+                                  Twine(value));
+}
+
+/// The IR and the GPU specs hold the scale as an f32, so that is what must
+/// be positive and finite.
+llvm::Expected<float> checkSoftmaxScale(double scale) {
+  float value = static_cast<float>(scale);
+  if (value > 0.0f && std::isfinite(value))
+    return value;
+  return makeInvalidArgumentError(
+      "softmax_scale must be positive and finite, got " +
+      Twine(std::to_string(scale)));
+}
+
+/// Table entry `t[b, k]` of a row-major i32 matrix.
+int32_t at(const HostTensor &t, int64_t b, int64_t k) {
+  return t.getI32(b * t.shape[1] + k);
+}
+
+llvm::ArrayRef<int32_t> i32Values(const HostTensor &t) {
+  return llvm::ArrayRef(static_cast<const int32_t *>(t.data),
+                        static_cast<size_t>(t.getNumElements()));
+}
+
+//===----------------------------------------------------------------------===//
+// The paged cache
+//===----------------------------------------------------------------------===//
+
+llvm::Error checkKvFormatName(llvm::StringRef kvFormat) {
+  if (llvm::Error err = checkOptionString("kv_format", kvFormat))
+    return err;
+  if (llvm::is_contained({"auto", "fp8_e4m3", "fp8_e4m3_token", "fp8_ds_mla"},
+                         kvFormat))
+    return llvm::Error::success();
+  return makeInvalidArgumentError(
+      "kv_format '" + kvFormat +
+      "' is unknown (expected auto, fp8_e4m3, fp8_e4m3_token, fp8_ds_mla)");
+}
+
+/// The cache's element type for `format`: `act`'s dtype for "auto"
+/// (nothing converts it), or any GPU float where `converts` (the GPU cache
+/// write stores rows in the cache's float type); bytes for fp8.
+llvm::Error checkCacheDType(const Arg &cache, llvm::StringRef kvFormat,
+                            const Arg &act, bool converts) {
+  DType dtype = cache.tensor.dtype;
+  if (kvFormat == "auto") {
+    if (converts) {
+      if (llvm::is_contained(kGpuFloats, dtype))
+        return llvm::Error::success();
+    } else if (dtype == act.tensor.dtype) {
+      return llvm::Error::success();
+    }
+    return makeInvalidArgumentError(
+        cache.name + " is " + cache.dtype() + " but kv_format 'auto' stores " +
+        (converts ? Twine("floats (bfloat16, float16 or float32)")
+                  : act.name + "'s dtype " + act.dtype()) +
+        (dtype == DType::u8 || dtype == DType::i8
+             ? "; pass the fp8 kv_format this uint8 cache was written with"
+             : ""));
+  }
+  if (dtype == DType::u8 || dtype == DType::i8)
+    return llvm::Error::success();
+  return makeInvalidArgumentError("kv_format '" + kvFormat +
+                                  "' needs a uint8 " + cache.name + ", got " +
+                                  cache.dtype());
+}
+
+llvm::Expected<std::optional<float>> checkKvScale(const CacheFormat &format) {
+  llvm::StringRef kvFormat = format.kvFormat;
+  if (kvFormat != "fp8_e4m3") {
+    if (format.kvScale)
+      return makeInvalidArgumentError("kv_scale is only used by kv_format "
+                                      "'fp8_e4m3', not '" +
+                                      kvFormat + "'");
+    return std::nullopt;
+  }
+  if (!format.kvScale)
+    return makeInvalidArgumentError(
+        "kv_format 'fp8_e4m3' needs kv_scale, the per-tensor scale its "
+        "values were divided by");
+  float scale = static_cast<float>(*format.kvScale);
+  if (!(scale > 0.0f) || !std::isfinite(scale))
+    return makeInvalidArgumentError(
+        "kv_scale must be positive and finite, got " +
+        Twine(std::to_string(*format.kvScale)));
+  return scale;
+}
+
+llvm::Error checkRowWidth(const Arg &cache, llvm::StringRef kvFormat,
+                          int64_t latent, int64_t rope) {
+  if (kvFormat == "fp8_ds_mla" && latent % 128 != 0)
+    return makeInvalidArgumentError(
+        "kv_format 'fp8_ds_mla' needs a latent width L that is a multiple of "
+        "128, got L = " +
+        Twine(latent));
+  int64_t rowDim = latent + rope;
+  int64_t expectedRow = rowDim;
+  if (kvFormat == "fp8_e4m3_token")
+    expectedRow = rowDim + 8;
+  else if (kvFormat == "fp8_ds_mla")
+    expectedRow = latent + 4 * (latent / 128) + 2 * rope;
+  if (cache.dim(2) == expectedRow)
+    return llvm::Error::success();
+  if (kvFormat == "auto")
+    return makeInvalidArgumentError(
+        cache.name + " rows have " + Twine(cache.dim(2)) +
+        " elements but L + R = " + Twine(latent) + " + " + Twine(rope) + " = " +
+        Twine(rowDim));
+  return makeInvalidArgumentError(
+      cache.name + " rows have " + Twine(cache.dim(2)) +
+      " bytes but kv_format '" + kvFormat + "' with L = " + Twine(latent) +
+      ", R = " + Twine(rope) + " needs " + Twine(expectedRow));
+}
+
+/// The CPU lowering tiles pages by 16 rows; the GPU kernels take any page
+/// size their spec names.
+llvm::Error checkPages(Device device, const Arg &cache) {
+  int64_t multiple = device == Device::CPU ? 16 : 1;
+  if (cache.dim(1) <= 0 || cache.dim(1) % multiple != 0)
+    return makeInvalidArgumentError(
+        cache.name + " page size (dim 1) must be a positive " +
+        (multiple == 1 ? Twine("number") : "multiple of " + Twine(multiple)) +
+        ", got " + Twine(cache.dim(1)));
+  if (cache.dim(0) <= 0)
+    return makeInvalidArgumentError(cache.name + " has no pages (shape " +
+                                    cache.shape() + ")");
+  return llvm::Error::success();
+}
+
+/// Checks `cache` against `format` for rows of latent width `latent` and
+/// RoPE width `rope` written or read with the activations `act` (converted
+/// to the cache's float type where `converts`).
+llvm::Expected<CheckedCache> checkCache(Device device, const Arg &cache,
+                                        const CacheFormat &format,
+                                        int64_t latent, int64_t rope,
+                                        const Arg &act, bool converts = false) {
+  llvm::StringRef kvFormat = format.kvFormat;
+  if (llvm::Error err = checkKvFormatName(kvFormat))
+    return std::move(err);
+  if (llvm::Error err = checkRank(cache, 3, "[pages, page_size, row]"))
+    return std::move(err);
+  if (llvm::Error err = checkCacheDType(cache, kvFormat, act, converts))
+    return std::move(err);
+  llvm::Expected<std::optional<float>> scale = checkKvScale(format);
+  if (!scale)
+    return scale.takeError();
+  if (llvm::Error err = checkRowWidth(cache, kvFormat, latent, rope))
+    return std::move(err);
+  if (llvm::Error err = checkPages(device, cache))
+    return std::move(err);
+  CheckedCache result;
+  result.layoutFormat = kvFormat == "auto"
+                            ? getDTypeIRName(cache.tensor.dtype).str()
+                            : kvFormat.str();
+  result.scale = *scale;
+  result.pages = cache.dim(0);
+  result.pageSize = cache.dim(1);
+  return result;
+}
+
+/// block_table [B, maxPages] and seq_lens [B] (int32): shapes and types.
+llvm::Error checkTableShapes(const Arg &blockTable, const Arg &seqLens,
+                             int64_t batch, const Twine &batchWhat) {
+  if (llvm::Error err = checkRank(blockTable, 2, "[B, max_pages]"))
+    return err;
+  if (llvm::Error err = checkRank(seqLens, 1, "[B]"))
+    return err;
+  if (llvm::Error err = checkInt32(blockTable))
+    return err;
+  if (llvm::Error err = checkInt32(seqLens))
+    return err;
+  if (llvm::Error err = checkDim(blockTable, 0, batch, batchWhat))
+    return err;
+  if (llvm::Error err = checkDim(seqLens, 0, batch, batchWhat))
+    return err;
+  if (blockTable.dim(1) <= 0)
+    return makeInvalidArgumentError(blockTable.name +
+                                    " must have at least one column, got "
+                                    "shape " +
+                                    blockTable.shape());
+  return llvm::Error::success();
+}
+
+/// Every page a request's first `readLen(b)` positions live in is a page of
+/// the cache. Entries past those pages are never read, so they are not
+/// checked.
+llvm::Error checkUsedPages(const Arg &blockTable, const CheckedCache &cache,
+                           llvm::function_ref<int64_t(int64_t)> readLen) {
+  for (int64_t b = 0, e = blockTable.dim(0); b < e; ++b) {
+    int64_t usedPages = llvm::divideCeil(readLen(b), cache.pageSize);
+    for (int64_t k = 0; k < usedPages; ++k) {
+      int32_t page = at(blockTable.tensor, b, k);
+      if (page < 0 || page >= cache.pages)
+        return makeInvalidArgumentError(blockTable.name + "[" + Twine(b) +
+                                        ", " + Twine(k) + "] = " + Twine(page) +
+                                        " is not a page of kv_cache (" +
+                                        Twine(cache.pages) + " pages)");
+    }
+  }
+  return llvm::Error::success();
+}
+
+/// k_pe [T, R] or [T, 1, R] with kv_c's token count and dtype; returns R.
+llvm::Expected<int64_t> checkKPe(const Arg &kPe, const Arg &kvC) {
+  int64_t rank = kPe.tensor.getRank();
+  if ((rank != 2 && rank != 3) || (rank == 3 && kPe.dim(1) != 1))
+    return makeInvalidArgumentError(
+        kPe.name + " must be [T, R] or [T, 1, R], got shape " + kPe.shape());
+  if (llvm::Error err = checkSameDType(kPe, kvC))
+    return std::move(err);
+  if (llvm::Error err =
+          checkDim(kPe, 0, kvC.dim(0), kvC.name + "'s token count (dim 0)"))
+    return std::move(err);
+  int64_t rope = kPe.dim(rank - 1);
+  if (llvm::Error err = checkPositive(rope, kPe.name + "'s width R"))
+    return std::move(err);
+  return rope;
+}
+
+/// kv_b_proj [N*(P+V), L] for `heads` heads of nope width `nope` and value
+/// width `value`.
+llvm::Error checkKvBProjRows(const Arg &w, int64_t heads, int64_t nope,
+                             int64_t value) {
+  std::optional<int64_t> perHead = llvm::checkedAdd(nope, value);
+  std::optional<int64_t> rows =
+      perHead ? llvm::checkedMul(heads, *perHead) : std::nullopt;
+  if (rows && w.dim(0) == *rows)
+    return llvm::Error::success();
+  return makeInvalidArgumentError(
+      w.name + " dim 0 is " + Twine(w.dim(0)) +
+      " but N*(P+V) = " + Twine(heads) + "*(" + Twine(nope) + "+" +
+      Twine(value) + ")" + (rows ? " = " + Twine(*rows) : Twine(" overflows")));
+}
+
+llvm::Error checkNumSplits(Device device, std::optional<int64_t> numSplits,
+                           int64_t capacity) {
+  if (!numSplits)
+    return llvm::Error::success();
+  if (llvm::Error err = checkPositive(*numSplits, "num_splits"))
+    return err;
+  int64_t limit = getMaxNumSplits(device, capacity);
+  if (*numSplits <= limit)
+    return llvm::Error::success();
+  return makeInvalidArgumentError(
+      "num_splits = " + Twine(*numSplits) + " must be in [1, " + Twine(limit) +
+      "]: " +
+      (device == Device::GPU
+           ? Twine("the decode grid has at most 65535 pieces per request")
+           : "a piece holds at least one of the block table's " +
+                 Twine(capacity) + " positions"));
+}
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// Shared value rules
+//===----------------------------------------------------------------------===//
+
+llvm::Error mla::checkOptionString(llvm::StringRef name,
+                                   llvm::StringRef value) {
+  size_t nul = value.find('\0');
+  if (nul == llvm::StringRef::npos)
+    return llvm::Error::success();
+  return makeInvalidArgumentError(name + " holds a NUL byte at offset " +
+                                  Twine(nul) + "; options are plain text");
+}
+
+int64_t mla::getMaxNumSplits(Device device, int64_t capacity) {
+  if (device == Device::GPU)
+    return kMaxGpuSplits;
+  return std::max<int64_t>(capacity, 1);
+}
+
+llvm::Error mla::checkSeqLenValues(llvm::ArrayRef<int32_t> seqLens,
+                                   int64_t maxPages, int64_t pageSize,
+                                   llvm::StringRef tableName,
+                                   std::optional<int64_t> causalRows) {
+  int64_t capacity = maxPages * pageSize;
+  for (auto [b, len] : llvm::enumerate(seqLens)) {
+    if (len < 0)
+      return makeInvalidArgumentError("seq_lens[" + Twine(b) +
+                                      "] = " + Twine(len) + " is negative");
+    if (len > capacity)
+      return makeInvalidArgumentError(
+          "seq_lens[" + Twine(b) + "] = " + Twine(len) + " exceeds " +
+          tableName + " capacity " + Twine(capacity) + " (" + Twine(maxPages) +
+          " pages of " + Twine(pageSize) + ")");
+    // Causal query rows are the last s_q positions of their request; an
+    // empty request (an idle batch slot) has no rows to place.
+    if (causalRows && len > 0 && len < *causalRows)
+      return makeInvalidArgumentError(
+          "causal decode needs seq_lens[" + Twine(b) + "] = " + Twine(len) +
+          " >= s_q = " + Twine(*causalRows) +
+          " (the query rows are the request's last s_q positions)");
+  }
+  return llvm::Error::success();
+}
+
+llvm::Expected<bool> mla::checkSlotValues(llvm::ArrayRef<int32_t> slotMapping,
+                                          int64_t pages, int64_t pageSize) {
+  int64_t numSlots = pages * pageSize;
+  bool writesAnything = false;
+  for (auto [t, slot] : llvm::enumerate(slotMapping)) {
+    if (slot >= numSlots)
+      return makeInvalidArgumentError(
+          "slot_mapping[" + Twine(t) + "] = " + Twine(slot) +
+          " is beyond kv_cache's " + Twine(numSlots) + " slots (" +
+          Twine(pages) + " pages of " + Twine(pageSize) + ")");
+    writesAnything |= slot >= 0;
+  }
+  return writesAnything;
+}
+
+//===----------------------------------------------------------------------===//
+// Decode
+//===----------------------------------------------------------------------===//
+
+/// q [B, Sq, N, L+R] and head_dim_v = L.
+static llvm::Expected<DecodeCall> checkDecodeQuery(Device device, const Arg &q,
+                                                   const DecodeOptions &opts) {
+  if (llvm::Error err = checkRank(q, 4, "[b, s_q, h_q, d]"))
+    return std::move(err);
+  if (llvm::Error err = checkFloat(q, device == Device::CPU
+                                          ? llvm::ArrayRef(kCpuFloats)
+                                          : llvm::ArrayRef(kGpuDecodeFloats)))
+    return std::move(err);
+  DecodeCall call;
+  call.dtype = q.tensor.dtype;
+  call.batch = q.dim(0);
+  call.queryRows = q.dim(1);
+  call.numHeads = q.dim(2);
+  int64_t d = q.dim(3);
+  call.latentDim = opts.headDimV;
+  if (call.latentDim <= 0 || call.latentDim >= d)
+    return makeInvalidArgumentError(
+        "head_dim_v = " + Twine(call.latentDim) + " must be in [1, " +
+        Twine(d - 1) + "]: it is the latent width L, and q's last dim " +
+        Twine(d) + " is L + R with a positive RoPE width R");
+  call.ropeDim = d - call.latentDim;
+  llvm::Expected<float> scale = checkSoftmaxScale(opts.softmaxScale);
+  if (!scale)
+    return scale.takeError();
+  call.softmaxScale = *scale;
+  call.causal = opts.causal;
+  call.numSplits = opts.numSplits;
+  return call;
+}
+
+/// The GPU decode kernels read a cache of q's own dtype.
+static llvm::Error checkGpuDecodeFormat(const CacheFormat &format) {
+  if (llvm::Error err = checkOptionString("kv_format", format.kvFormat))
+    return err;
+  if (format.kvFormat == "auto" && !format.kvScale)
+    return llvm::Error::success();
+  return makeInvalidArgumentError(
+      "the GPU decode supports kv_format='auto' (a cache of q's dtype) only, "
+      "got kv_format='" +
+      format.kvFormat + "'" + (format.kvScale ? " with a kv_scale" : ""));
+}
+
+llvm::Expected<DecodeCall> mla::checkDecode(Device device, const HostTensor &qT,
+                                            const HostTensor &kvCacheT,
+                                            const HostTensor &blockTableT,
+                                            const HostTensor &seqLensT,
+                                            const DecodeOptions &options) {
+  Arg q{qT, "q"}, kvCache{kvCacheT, "kv_cache"},
+      blockTable{blockTableT, "block_table"}, seqLens{seqLensT, "seq_lens"};
+  llvm::Expected<DecodeCall> call = checkDecodeQuery(device, q, options);
+  if (!call)
+    return call.takeError();
+  if (device == Device::GPU)
+    if (llvm::Error err = checkGpuDecodeFormat(options.cache))
+      return std::move(err);
+  llvm::Expected<CheckedCache> cache = checkCache(
+      device, kvCache, options.cache, call->latentDim, call->ropeDim, q);
+  if (!cache)
+    return cache.takeError();
+  call->cache = std::move(*cache);
+  if (llvm::Error err = checkTableShapes(blockTable, seqLens, call->batch,
+                                         "q's batch size (dim 0)"))
+    return std::move(err);
+  call->maxPages = blockTable.dim(1);
+  int64_t pageSize = call->cache.pageSize;
+  if (llvm::Error err =
+          checkNumSplits(device, options.numSplits, call->maxPages * pageSize))
+    return std::move(err);
+  if (!seqLensT.data)
+    return call;
+  std::optional<int64_t> causalRows;
+  if (options.causal)
+    causalRows = call->queryRows;
+  if (llvm::Error err =
+          checkSeqLenValues(i32Values(seqLensT), call->maxPages, pageSize,
+                            blockTable.name, causalRows))
+    return std::move(err);
+  if (blockTableT.data)
+    if (llvm::Error err =
+            checkUsedPages(blockTable, call->cache, [&](int64_t b) {
+              return int64_t(seqLensT.getI32(b));
+            }))
+      return std::move(err);
+  return call;
+}
+
+//===----------------------------------------------------------------------===//
+// Cache write
+//===----------------------------------------------------------------------===//
+
+llvm::Expected<CacheWriteCall>
+mla::checkCacheWrite(Device device, const HostTensor &kvCT,
+                     const HostTensor &kPeT, const HostTensor &kvCacheT,
+                     const HostTensor &slotMappingT,
+                     const CacheFormat &format) {
+  Arg kvC{kvCT, "kv_c"}, kPe{kPeT, "k_pe"}, kvCache{kvCacheT, "kv_cache"},
+      slots{slotMappingT, "slot_mapping"};
+  if (llvm::Error err = checkRank(kvC, 2, "[T, L]"))
+    return std::move(err);
+  if (llvm::Error err = checkFloat(kvC, floatsOf(device)))
+    return std::move(err);
+  llvm::Expected<int64_t> rope = checkKPe(kPe, kvC);
+  if (!rope)
+    return rope.takeError();
+  CacheWriteCall call;
+  call.dtype = kvCT.dtype;
+  call.tokens = kvC.dim(0);
+  call.latentDim = kvC.dim(1);
+  call.ropeDim = *rope;
+  if (llvm::Error err = checkPositive(call.latentDim, "kv_c's width L"))
+    return std::move(err);
+  if (llvm::Error err = checkRank(slots, 1, "[T]"))
+    return std::move(err);
+  if (llvm::Error err = checkInt32(slots))
+    return std::move(err);
+  if (llvm::Error err =
+          checkDim(slots, 0, call.tokens, "kv_c's token count (dim 0)"))
+    return std::move(err);
+  llvm::Expected<CheckedCache> cache =
+      checkCache(device, kvCache, format, call.latentDim, *rope, kvC,
+                 /*converts=*/device == Device::GPU);
+  if (!cache)
+    return cache.takeError();
+  call.cache = std::move(*cache);
+  // The GPU kernel addresses slots with int32.
+  if (device == Device::GPU &&
+      call.cache.pages * call.cache.pageSize > INT32_MAX)
+    return makeInvalidArgumentError(
+        "kv_cache has " + Twine(call.cache.pages * call.cache.pageSize) +
+        " slots; at most " + Twine(INT32_MAX) + " are addressable");
+  call.writesAnything = call.tokens > 0;
+  if (!slotMappingT.data)
+    return call;
+  llvm::Expected<bool> writes = checkSlotValues(
+      i32Values(slotMappingT), call.cache.pages, call.cache.pageSize);
+  if (!writes)
+    return writes.takeError();
+  call.writesAnything = *writes;
+  return call;
+}
+
+//===----------------------------------------------------------------------===//
+// Weight preparation and projections
+//===----------------------------------------------------------------------===//
+
+llvm::Expected<SplitKvBProjCall>
+mla::checkSplitKvBProj(const HostTensor &kvBProjT, int64_t numHeads,
+                       int64_t qkNopeHeadDim, int64_t vHeadDim) {
+  Arg w{kvBProjT, "kv_b_proj"};
+  if (llvm::Error err = checkPositive(numHeads, "num_heads"))
+    return std::move(err);
+  if (llvm::Error err = checkPositive(qkNopeHeadDim, "qk_nope_head_dim"))
+    return std::move(err);
+  if (llvm::Error err = checkPositive(vHeadDim, "v_head_dim"))
+    return std::move(err);
+  if (llvm::Error err = checkRank(w, 2, "[N*(P+V), L]"))
+    return std::move(err);
+  if (llvm::Error err = checkFloat(w, kCpuFloats))
+    return std::move(err);
+  if (llvm::Error err = checkKvBProjRows(w, numHeads, qkNopeHeadDim, vHeadDim))
+    return std::move(err);
+  if (llvm::Error err = checkPositive(w.dim(1), "kv_b_proj's width L"))
+    return std::move(err);
+  return SplitKvBProjCall{kvBProjT.dtype, numHeads, qkNopeHeadDim, vHeadDim,
+                          w.dim(1)};
+}
+
+/// x [T, N, K(+R)] and w [N, K, out] of one dtype and head count.
+static llvm::Expected<ProjectionCall>
+checkProjection(Device device, const Arg &x, const Arg &w,
+                llvm::StringRef xDims, llvm::StringRef wDims) {
+  if (llvm::Error err = checkRank(x, 3, xDims))
+    return std::move(err);
+  if (llvm::Error err = checkRank(w, 3, wDims))
+    return std::move(err);
+  if (llvm::Error err = checkFloat(x, floatsOf(device)))
+    return std::move(err);
+  if (llvm::Error err = checkSameDType(w, x))
+    return std::move(err);
+  if (llvm::Error err =
+          checkDim(w, 0, x.dim(1), x.name + "'s head count (dim 1)"))
+    return std::move(err);
+  return ProjectionCall{x.tensor.dtype, x.dim(0), x.dim(1),
+                        w.dim(1),       w.dim(2), 0};
+}
+
+llvm::Expected<ProjectionCall>
+mla::checkAbsorbQ(Device device, const HostTensor &qT, const HostTensor &wT) {
+  Arg q{qT, "q"}, w{wT, "w_uk_t"};
+  llvm::Expected<ProjectionCall> call =
+      checkProjection(device, q, w, "[T, N, P+R]", "[N, P, L]");
+  if (!call)
+    return call.takeError();
+  int64_t nope = call->inDim;
+  if (nope <= 0 || nope >= q.dim(2))
+    return makeInvalidArgumentError("w_uk_t's nope width P = " + Twine(nope) +
+                                    " must be in [1, " + Twine(q.dim(2) - 1) +
+                                    "]: q's last dim " + Twine(q.dim(2)) +
+                                    " is P + R with a positive RoPE width R");
+  if (llvm::Error err = checkPositive(call->outDim, "w_uk_t's latent width L"))
+    return std::move(err);
+  call->ropeDim = q.dim(2) - nope;
+  return call;
+}
+
+llvm::Expected<ProjectionCall>
+mla::checkUpProjOut(Device device, const HostTensor &oT, const HostTensor &wT) {
+  Arg o{oT, "o"}, w{wT, "w_uv"};
+  llvm::Expected<ProjectionCall> call =
+      checkProjection(device, o, w, "[T, N, L]", "[N, L, V]");
+  if (!call)
+    return call.takeError();
+  if (llvm::Error err = checkDim(w, 1, o.dim(2), "o's latent width (dim 2)"))
+    return std::move(err);
+  return call;
+}
+
+//===----------------------------------------------------------------------===//
+// Merge
+//===----------------------------------------------------------------------===//
+
+llvm::Error mla::checkMergeStates(const HostTensor &outAT,
+                                  const HostTensor &lseAT,
+                                  const HostTensor &outBT,
+                                  const HostTensor &lseBT) {
+  Arg outA{outAT, "out_a"}, lseA{lseAT, "lse_a"}, outB{outBT, "out_b"},
+      lseB{lseBT, "lse_b"};
+  if (llvm::Error err = checkRank(outA, 3, "[T, N, H]"))
+    return err;
+  if (llvm::Error err = checkFloat(outA, kCpuFloats))
+    return err;
+  if (llvm::Error err = checkSameDType(outB, outA))
+    return err;
+  for (const Arg *lse : {&lseA, &lseB}) {
+    if (llvm::Error err = checkRank(*lse, 2, "[N, T]"))
+      return err;
+    if (llvm::Error err = checkDType(*lse, DType::f32, "log-sum-exp values"))
+      return err;
+  }
+  if (outB.tensor.shape != outA.tensor.shape)
+    return makeInvalidArgumentError("out_b has shape " + outB.shape() +
+                                    " but out_a has shape " + outA.shape());
+  llvm::SmallVector<int64_t, 4> lseShape{outA.dim(1), outA.dim(0)};
+  for (const Arg *lse : {&lseA, &lseB})
+    if (lse->tensor.shape != lseShape)
+      return makeInvalidArgumentError(
+          lse->name + " must be [N, T] = " + formatShape(lseShape) +
+          " for out_a " + outA.shape() + ", got " + lse->shape());
+  return llvm::Error::success();
+}
+
+//===----------------------------------------------------------------------===//
+// Prefill
+//===----------------------------------------------------------------------===//
+
+/// q, kv_c, k_pe, kv_b_proj and the options: everything but the cache and
+/// the tables.
+static llvm::Expected<PrefillCall>
+checkPrefillActivations(const Arg &q, const Arg &kvC, const Arg &kPe,
+                        const Arg &w, const PrefillOptions &options) {
+  if (llvm::Error err = checkRank(q, 3, "[T, N, P+R]"))
+    return std::move(err);
+  if (llvm::Error err = checkFloat(q, kCpuFloats))
+    return std::move(err);
+  if (llvm::Error err = checkRank(kvC, 2, "[T, L]"))
+    return std::move(err);
+  if (llvm::Error err = checkSameDType(kvC, q))
+    return std::move(err);
+  if (llvm::Error err = checkDim(kvC, 0, q.dim(0), "q's token count (dim 0)"))
+    return std::move(err);
+  llvm::Expected<int64_t> rope = checkKPe(kPe, kvC);
+  if (!rope)
+    return rope.takeError();
+  PrefillCall call;
+  call.dtype = q.tensor.dtype;
+  call.tokens = q.dim(0);
+  call.numHeads = q.dim(1);
+  call.latentDim = kvC.dim(1);
+  call.ropeDim = *rope;
+  call.nopeDim = q.dim(2) - *rope;
+  call.valueDim = options.vHeadDim;
+  if (llvm::Error err = checkPositive(call.latentDim, "kv_c's width L"))
+    return std::move(err);
+  if (call.nopeDim <= 0)
+    return makeInvalidArgumentError(
+        "q's last dim " + Twine(q.dim(2)) +
+        " must exceed k_pe's RoPE width R = " + Twine(*rope) +
+        " (q is [T, N, P+R] with a positive nope width P)");
+  if (llvm::Error err = checkPositive(call.valueDim, "v_head_dim"))
+    return std::move(err);
+  llvm::Expected<float> scale = checkSoftmaxScale(options.softmaxScale);
+  if (!scale)
+    return scale.takeError();
+  call.softmaxScale = *scale;
+  call.workspaceRows = options.workspaceRows;
+  if (options.workspaceRows)
+    if (llvm::Error err =
+            checkPositive(*options.workspaceRows, "workspace_rows"))
+      return std::move(err);
+  if (llvm::Error err = checkRank(w, 2, "[N*(P+V), L]"))
+    return std::move(err);
+  if (llvm::Error err = checkSameDType(w, q))
+    return std::move(err);
+  if (llvm::Error err =
+          checkKvBProjRows(w, call.numHeads, call.nopeDim, call.valueDim))
+    return std::move(err);
+  if (llvm::Error err = checkDim(w, 1, call.latentDim, "kv_c's width L"))
+    return std::move(err);
+  return call;
+}
+
+/// query_start_loc [B+1]: starts at 0, never decreases, ends at T.
+static llvm::Error checkQueryStartLoc(const Arg &qsl, int64_t batch,
+                                      int64_t tokens) {
+  if (llvm::Error err = checkRank(qsl, 1, "[B+1]"))
+    return err;
+  if (llvm::Error err = checkInt32(qsl))
+    return err;
+  if (llvm::Error err =
+          checkDim(qsl, 0, batch + 1, "B + 1 (B = block_table dim 0)"))
+    return err;
+  for (int64_t i = 0; i <= batch; ++i) {
+    int64_t start = qsl.tensor.getI32(i);
+    int64_t prev = i ? qsl.tensor.getI32(i - 1) : 0;
+    if ((i == 0 && start != 0) || start < prev)
+      return makeInvalidArgumentError(
+          "query_start_loc must start at 0 and never decrease, but "
+          "query_start_loc[" +
+          Twine(i) + "] = " + Twine(start));
+  }
+  if (qsl.tensor.getI32(batch) != tokens)
+    return makeInvalidArgumentError(
+        "query_start_loc[" + Twine(batch) +
+        "] = " + Twine(qsl.tensor.getI32(batch)) +
+        " must equal the token count T = " + Twine(tokens) + " (q dim 0)");
+  return llvm::Error::success();
+}
+
+llvm::Expected<PrefillCall>
+mla::checkPrefill(const HostTensor &qT, const HostTensor &kvCT,
+                  const HostTensor &kPeT, const HostTensor &kvBProjT,
+                  const HostTensor &kvCacheT, const HostTensor &blockTableT,
+                  const HostTensor &queryStartLocT, const HostTensor &seqLensT,
+                  const PrefillOptions &options) {
+  Arg q{qT, "q"}, kvC{kvCT, "kv_c"}, kPe{kPeT, "k_pe"},
+      w{kvBProjT, "kv_b_proj"}, kvCache{kvCacheT, "kv_cache"},
+      blockTable{blockTableT, "block_table"},
+      qsl{queryStartLocT, "query_start_loc"}, seqLens{seqLensT, "seq_lens"};
+  llvm::Expected<PrefillCall> call =
+      checkPrefillActivations(q, kvC, kPe, w, options);
+  if (!call)
+    return call.takeError();
+  llvm::Expected<CheckedCache> cache = checkCache(
+      Device::CPU, kvCache, options.cache, call->latentDim, call->ropeDim, q);
+  if (!cache)
+    return cache.takeError();
+  call->cache = std::move(*cache);
+  if (llvm::Error err = checkRank(blockTable, 2, "[B, max_pages]"))
+    return std::move(err);
+  call->batch = blockTable.dim(0);
+  if (llvm::Error err = checkQueryStartLoc(qsl, call->batch, call->tokens))
+    return std::move(err);
+  if (llvm::Error err = checkTableShapes(blockTable, seqLens, call->batch,
+                                         "B (block_table dim 0)"))
+    return std::move(err);
+  if (llvm::Error err =
+          checkSeqLenValues(i32Values(seqLensT), blockTable.dim(1),
+                            call->cache.pageSize, blockTable.name, {}))
+    return std::move(err);
+  // A request's new tokens take their K/V from kv_c/k_pe; only its context
+  // (the positions before them) is read from the cache.
+  auto newTokens = [&](int64_t b) -> int64_t {
+    return queryStartLocT.getI32(b + 1) - queryStartLocT.getI32(b);
+  };
+  if (llvm::Error err = checkUsedPages(blockTable, call->cache, [&](int64_t b) {
+        return std::max<int64_t>(seqLensT.getI32(b) - newTokens(b), 0);
+      }))
+    return std::move(err);
+  for (int64_t b = 0; b < call->batch; ++b)
+    if (seqLensT.getI32(b) < newTokens(b))
+      return makeInvalidArgumentError(
+          "seq_lens[" + Twine(b) + "] = " + Twine(seqLensT.getI32(b)) +
+          " is shorter than request " + Twine(b) + "'s " + Twine(newTokens(b)) +
+          " new tokens (seq_lens counts the context and the new tokens)");
+  return call;
+}

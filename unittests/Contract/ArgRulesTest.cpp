@@ -1,0 +1,259 @@
+//===- ArgRulesTest.cpp - the argument rules of every API operation -------===//
+//
+// The rules are what every binding (Python, C, C++, the GPU runtime) relies
+// on, so each limit is pinned here with the message a user will read.
+//
+//===----------------------------------------------------------------------===//
+
+#include "mla/Contract/ArgRules.h"
+#include "mla/Contract/Error.h"
+#include "gtest/gtest.h"
+#include <numeric>
+#include <vector>
+
+using namespace mla;
+
+namespace {
+
+/// The message of `error`, or "" on success.
+std::string messageOf(llvm::Error error) {
+  std::string message;
+  llvm::handleAllErrors(std::move(error), [&](const RuntimeError &e) {
+    EXPECT_EQ(e.getKind(), RuntimeErrorKind::InvalidArgument);
+    message = e.getMessage();
+  });
+  return message;
+}
+
+template <typename T> std::string messageOf(llvm::Expected<T> value) {
+  if (value)
+    return "";
+  return messageOf(value.takeError());
+}
+
+HostTensor tensor(DType dtype, llvm::ArrayRef<int64_t> shape,
+                  void *data = nullptr) {
+  HostTensor t;
+  t.dtype = dtype;
+  t.shape.assign(shape.begin(), shape.end());
+  t.data = data;
+  return t;
+}
+
+/// A valid decode: B = 2, Sq = 1, N = 3, L = 64, R = 16, 8 pages of 16,
+/// a 4-column block table.
+struct DecodeCase {
+  std::vector<int32_t> table = std::vector<int32_t>(8);
+  std::vector<int32_t> lens{5, 40};
+  HostTensor q = tensor(DType::f32, {2, 1, 3, 80});
+  HostTensor cache = tensor(DType::f32, {8, 16, 80});
+  HostTensor blockTable = tensor(DType::i32, {2, 4}, table.data());
+  HostTensor seqLens = tensor(DType::i32, {2}, lens.data());
+  DecodeOptions options;
+
+  DecodeCase() {
+    std::iota(table.begin(), table.end(), 0);
+    options.headDimV = 64;
+    options.softmaxScale = 0.125;
+  }
+
+  llvm::Expected<DecodeCall> check(Device device = Device::CPU) {
+    return checkDecode(device, q, cache, blockTable, seqLens, options);
+  }
+};
+
+TEST(ArgRules, DecodeReturnsTheCheckedCall) {
+  DecodeCase c;
+  llvm::Expected<DecodeCall> call = c.check();
+  ASSERT_TRUE(!!call) << messageOf(call.takeError());
+  EXPECT_EQ(call->batch, 2);
+  EXPECT_EQ(call->numHeads, 3);
+  EXPECT_EQ(call->latentDim, 64);
+  EXPECT_EQ(call->ropeDim, 16);
+  EXPECT_EQ(call->maxPages, 4);
+  EXPECT_EQ(call->cache.layoutFormat, "f32");
+  EXPECT_EQ(call->cache.pageSize, 16);
+  EXPECT_FLOAT_EQ(call->softmaxScale, 0.125f);
+}
+
+TEST(ArgRules, DecodeNamesTheArgumentAndTheLimit) {
+  DecodeCase c;
+  c.lens[1] = 65;
+  EXPECT_EQ(messageOf(c.check()),
+            "seq_lens[1] = 65 exceeds block_table capacity 64 (4 pages of 16)");
+  c = DecodeCase();
+  c.table[6] = 99; // request 1, column 2: read by its 40 positions
+  EXPECT_EQ(messageOf(c.check()),
+            "block_table[1, 2] = 99 is not a page of kv_cache (8 pages)");
+  c = DecodeCase();
+  c.options.headDimV = 80;
+  EXPECT_NE(messageOf(c.check()).find("head_dim_v = 80 must be in [1, 79]"),
+            std::string::npos);
+  c = DecodeCase();
+  c.options.causal = true;
+  c.q = tensor(DType::f32, {2, 8, 3, 80});
+  EXPECT_NE(messageOf(c.check()).find(
+                "causal decode needs seq_lens[0] = 5 >= s_q = 8"),
+            std::string::npos);
+}
+
+TEST(ArgRules, CpuNumSplitsAreBoundedByTheTableCapacity) {
+  DecodeCase c;
+  c.options.numSplits = 64;
+  EXPECT_EQ(messageOf(c.check()), "");
+  c.options.numSplits = 65;
+  EXPECT_EQ(messageOf(c.check()),
+            "num_splits = 65 must be in [1, 64]: a piece holds at least one "
+            "of the block table's 64 positions");
+  c.options.numSplits = int64_t(1) << 40;
+  EXPECT_NE(messageOf(c.check()).find("num_splits = 1099511627776"),
+            std::string::npos);
+  c.options.numSplits = 0;
+  EXPECT_EQ(messageOf(c.check()), "num_splits must be positive, got 0");
+}
+
+TEST(ArgRules, GpuDecodeTakesHalfPrecisionAutoCachesAndGridSplits) {
+  DecodeCase c;
+  c.q.dtype = c.cache.dtype = DType::bf16;
+  c.blockTable.data = nullptr; // on the device
+  c.options.numSplits = 65535;
+  EXPECT_EQ(messageOf(c.check(Device::GPU)), "");
+  c.options.numSplits = 65536;
+  EXPECT_NE(messageOf(c.check(Device::GPU))
+                .find("num_splits = 65536 must be "
+                      "in [1, 65535]"),
+            std::string::npos);
+  c.options.numSplits.reset();
+  c.q.dtype = c.cache.dtype = DType::f32;
+  EXPECT_EQ(messageOf(c.check(Device::GPU)),
+            "q must be bfloat16 or float16, got float32");
+  c.q.dtype = c.cache.dtype = DType::f16;
+  c.options.cache.kvFormat = "fp8_e4m3";
+  EXPECT_NE(messageOf(c.check(Device::GPU)).find("kv_format='auto'"),
+            std::string::npos);
+  // The CPU takes what the GPU does not, and the other way round.
+  c.options.cache.kvFormat = "auto";
+  c.cache = tensor(DType::f16, {8, 24, 80});
+  EXPECT_EQ(messageOf(c.check(Device::GPU)), "");
+  EXPECT_EQ(messageOf(c.check(Device::CPU)),
+            "kv_cache page size (dim 1) must be a positive multiple of 16, "
+            "got 24");
+}
+
+TEST(ArgRules, OptionStringsWithNulAreRejected) {
+  DecodeCase c;
+  c.options.cache.kvFormat = std::string("auto\0junk", 9);
+  EXPECT_EQ(messageOf(c.check()),
+            "kv_format holds a NUL byte at offset 4; options are plain text");
+  EXPECT_EQ(messageOf(checkOptionString("split_policy", "grid")), "");
+}
+
+TEST(ArgRules, CacheWriteChecksFormatsAndSlots) {
+  std::vector<int32_t> slots{0, 17, -1};
+  HostTensor kvC = tensor(DType::f32, {3, 64});
+  HostTensor kPe = tensor(DType::f32, {3, 1, 16});
+  HostTensor cache = tensor(DType::u8, {4, 16, 88});
+  HostTensor slotMapping = tensor(DType::i32, {3}, slots.data());
+  CacheFormat format;
+  format.kvFormat = "fp8_e4m3_token";
+  llvm::Expected<CacheWriteCall> call =
+      checkCacheWrite(Device::CPU, kvC, kPe, cache, slotMapping, format);
+  ASSERT_TRUE(!!call) << messageOf(call.takeError());
+  EXPECT_EQ(call->cache.layoutFormat, "fp8_e4m3_token");
+  EXPECT_TRUE(call->writesAnything);
+
+  slots[2] = 64;
+  EXPECT_EQ(messageOf(checkCacheWrite(Device::CPU, kvC, kPe, cache, slotMapping,
+                                      format)),
+            "slot_mapping[2] = 64 is beyond kv_cache's 64 slots (4 pages of "
+            "16)");
+  format.kvFormat = "fp8_ds_mla";
+  EXPECT_EQ(messageOf(checkCacheWrite(Device::CPU, kvC, kPe, cache, slotMapping,
+                                      format)),
+            "kv_format 'fp8_ds_mla' needs a latent width L that is a multiple "
+            "of 128, got L = 64");
+  // The GPU kernel converts to the cache's float type; the CPU does not.
+  format.kvFormat = "auto";
+  slots[2] = -1;
+  HostTensor bf16Cache = tensor(DType::bf16, {4, 16, 80});
+  EXPECT_EQ(messageOf(checkCacheWrite(Device::GPU, kvC, kPe, bf16Cache,
+                                      slotMapping, format)),
+            "");
+  EXPECT_EQ(messageOf(checkCacheWrite(Device::CPU, kvC, kPe, bf16Cache,
+                                      slotMapping, format)),
+            "kv_cache is bfloat16 but kv_format 'auto' stores kv_c's dtype "
+            "float32");
+}
+
+TEST(ArgRules, Projections) {
+  HostTensor q = tensor(DType::bf16, {5, 3, 24});
+  HostTensor wUkT = tensor(DType::bf16, {3, 8, 64});
+  llvm::Expected<ProjectionCall> call = checkAbsorbQ(Device::GPU, q, wUkT);
+  ASSERT_TRUE(!!call) << messageOf(call.takeError());
+  EXPECT_EQ(call->ropeDim, 16);
+  EXPECT_EQ(call->outDim, 64);
+  EXPECT_EQ(messageOf(checkAbsorbQ(Device::CPU, q, wUkT)),
+            "q must be float32 or float16, got bfloat16");
+  HostTensor o = tensor(DType::f32, {5, 3, 64});
+  HostTensor wUv = tensor(DType::f32, {3, 63, 8});
+  EXPECT_EQ(messageOf(checkUpProjOut(Device::CPU, o, wUv)),
+            "w_uv dim 1 is 63 but o's latent width (dim 2) is 64");
+  EXPECT_EQ(messageOf(checkSplitKvBProj(tensor(DType::f32, {38, 64}), 3, 8, 5)),
+            "kv_b_proj dim 0 is 38 but N*(P+V) = 3*(8+5) = 39");
+}
+
+TEST(ArgRules, MergeStatesLseLayout) {
+  HostTensor out = tensor(DType::f32, {4, 2, 8});
+  HostTensor lse = tensor(DType::f32, {2, 4});
+  HostTensor lseT = tensor(DType::f32, {4, 2});
+  EXPECT_EQ(messageOf(checkMergeStates(out, lse, out, lse)), "");
+  EXPECT_EQ(messageOf(checkMergeStates(out, lseT, out, lse)),
+            "lse_a must be [N, T] = [2, 4] for out_a [4, 2, 8], got [4, 2]");
+}
+
+TEST(ArgRules, PrefillTablesAgree) {
+  // Two requests of 3 and 2 new tokens over contexts of 2 and 18.
+  std::vector<int32_t> table{0, 1, 2, 3, 4, 5};
+  std::vector<int32_t> qsl{0, 3, 5}, lens{5, 20};
+  HostTensor q = tensor(DType::f32, {5, 3, 24});
+  HostTensor kvC = tensor(DType::f32, {5, 64});
+  HostTensor kPe = tensor(DType::f32, {5, 16});
+  HostTensor w = tensor(DType::f32, {39, 64});
+  HostTensor cache = tensor(DType::f32, {6, 16, 80});
+  HostTensor blockTable = tensor(DType::i32, {2, 3}, table.data());
+  HostTensor queryStartLoc = tensor(DType::i32, {3}, qsl.data());
+  HostTensor seqLens = tensor(DType::i32, {2}, lens.data());
+  PrefillOptions options;
+  options.softmaxScale = 0.1;
+  options.vHeadDim = 5;
+  auto check = [&] {
+    return checkPrefill(q, kvC, kPe, w, cache, blockTable, queryStartLoc,
+                        seqLens, options);
+  };
+  llvm::Expected<PrefillCall> call = check();
+  ASSERT_TRUE(!!call) << messageOf(call.takeError());
+  EXPECT_EQ(call->nopeDim, 8);
+  EXPECT_EQ(call->batch, 2);
+  qsl[2] = 4;
+  EXPECT_EQ(messageOf(check()), "query_start_loc[2] = 4 must equal the token "
+                                "count T = 5 (q dim 0)");
+  qsl[2] = 5;
+  lens[0] = 2;
+  EXPECT_NE(messageOf(check()).find("seq_lens[0] = 2 is shorter than request "
+                                    "0's 3 new tokens"),
+            std::string::npos);
+}
+
+TEST(ArgRules, SharedValueRules) {
+  std::vector<int32_t> lens{0, 3, 64};
+  EXPECT_EQ(messageOf(checkSeqLenValues(lens, 4, 16, "block_table", 4)),
+            "causal decode needs seq_lens[1] = 3 >= s_q = 4 (the query rows "
+            "are the request's last s_q positions)");
+  EXPECT_EQ(messageOf(checkSeqLenValues(lens, 4, 16, "block_table", {})), "");
+  std::vector<int32_t> padding{-1, -5};
+  llvm::Expected<bool> writes = checkSlotValues(padding, 2, 16);
+  ASSERT_TRUE(!!writes);
+  EXPECT_FALSE(*writes);
+}
+
+} // namespace
