@@ -5,6 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "mla/Contract/Version.h"
 #include "mla/Conversion/Passes.h"
 #include "mla/Dialect/MLA/IR/MLADialect.h"
 #include "mla/Dialect/MLA/Transforms/Passes.h"
@@ -15,8 +16,10 @@
 #include "mlir/InitAllPasses.h"
 #include "mlir/Target/LLVMIR/Dialect/All.h"
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
+#include "llvm/Support/CommandLine.h"
 
 int main(int argc, char **argv) {
+  llvm::cl::AddExtraVersionPrinter(mla::printVersion);
   mlir::registerAllPasses();
   mla::registerMLAPasses();
   mla::registerMLAConversionPasses();
