@@ -193,8 +193,29 @@ int mlaGpuUpProjOut(const char *spec, int32_t device, const mlaGpuTensor *o,
                     const mlaGpuTensor *wUv, uint64_t out, void *stream,
                     char *err, size_t errLen);
 
-/* Drops every loaded kernel (decode, cache write and projections). */
+/* Drops every loaded kernel (decode, cache write and projections) and resets
+ * the statistics. */
 void mlaGpuClearDecoders(void);
+
+/* The process's kernel loads, like mlaGetRuntimeStats for the CPU: calls
+ * served by a kernel already loaded (hits), calls that had to load one from
+ * the kernel cache directory (misses; `notFound` of them found no entry),
+ * the wall time of those loads, and the kernels held. This library compiles
+ * nothing (mla-aot or the JIT fill the cache directory), so a miss costs a
+ * file read and a module load, not a compile. */
+typedef struct mlaGpuRuntimeStats {
+  uint64_t hits;
+  uint64_t misses;
+  uint64_t notFound;
+  double loadSeconds;
+  uint64_t loadedKernels;
+} mlaGpuRuntimeStats;
+
+void mlaGpuGetRuntimeStats(mlaGpuRuntimeStats *stats);
+
+/* mla's release, e.g. "0.1.0" (a static string); the same as mlaGetVersion
+ * of the CPU library of one build. */
+const char *mlaGpuGetVersion(void);
 
 #ifdef __cplusplus
 }

@@ -139,6 +139,9 @@ void mlaGetRuntimeStats(mlaRuntimeStats *stats);
 /* Drops every compiled kernel and resets the statistics. */
 void mlaClearKernelCache(void);
 
+/* mla's release, e.g. "0.1.0" (a static string). */
+const char *mlaGetVersion(void);
+
 #ifdef __cplusplus
 }
 #endif

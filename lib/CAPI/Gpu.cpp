@@ -11,11 +11,13 @@
 #include "mla-c/Gpu.h"
 #include "mla/Contract/ArgRules.h"
 #include "mla/Contract/Error.h"
+#include "mla/Contract/Version.h"
 #include "mla/GpuRuntime/CacheProjectionLaunch.h"
 #include "mla/GpuRuntime/GpuDecode.h"
 #include "llvm/ADT/Twine.h"
 #include <algorithm>
 #include <array>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <map>
@@ -79,6 +81,38 @@ struct State {
       kernels;
   std::map<int32_t, CUcontext> primaryContexts;
   std::map<int32_t, int64_t> numSms;
+  /// mlaGpuGetRuntimeStats's counters, reset by mlaGpuClearDecoders.
+  mlaGpuRuntimeStats stats = {};
+};
+
+/// Counts one load of a kernel from the cache directory in `stats` and adds
+/// its wall time when it goes out of scope.
+class LoadCounter {
+public:
+  explicit LoadCounter(mlaGpuRuntimeStats &stats)
+      : stats(stats), start(std::chrono::steady_clock::now()) {
+    ++stats.misses;
+  }
+  ~LoadCounter() {
+    stats.loadSeconds +=
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+            .count();
+  }
+
+  /// Passes on the error of a failed load, counting a missing entry.
+  llvm::Error failed(llvm::Error error) {
+    return llvm::handleErrors(
+        std::move(error),
+        [&](std::unique_ptr<llvm::ErrorInfoBase> e) -> llvm::Error {
+          if (e->convertToErrorCode() == std::errc::no_such_file_or_directory)
+            ++stats.notFound;
+          return llvm::Error(std::move(e));
+        });
+  }
+
+private:
+  mlaGpuRuntimeStats &stats;
+  std::chrono::steady_clock::time_point start;
 };
 
 State &state() {
@@ -240,14 +274,17 @@ llvm::Expected<DecodeKernelSpec> parseSpec(const char *text) {
 llvm::Expected<const GpuDecoder &>
 getDecoder(State &s, const DecodeKernelSpec &spec, CUcontext context) {
   auto key = std::make_pair(toString(spec), context);
-  if (auto it = s.decoders.find(key); it != s.decoders.end())
+  if (auto it = s.decoders.find(key); it != s.decoders.end()) {
+    ++s.stats.hits;
     return *it->second;
+  }
+  LoadCounter counter(s.stats);
   llvm::Expected<KernelCache> cache = KernelCache::openDefault();
   if (!cache)
-    return cache.takeError();
+    return counter.failed(cache.takeError());
   llvm::Expected<GpuDecoder> decoder = GpuDecoder::fromCache(spec, *cache);
   if (!decoder)
-    return decoder.takeError();
+    return counter.failed(decoder.takeError());
   auto &slot = s.decoders[key];
   slot = std::make_unique<GpuDecoder>(std::move(*decoder));
   return *slot;
@@ -259,14 +296,17 @@ template <typename Spec, typename Loader>
 llvm::Expected<const CudaKernel &> getKernel(State &s, const Spec &spec,
                                              CUcontext context, Loader load) {
   auto key = std::make_pair(toString(spec), context);
-  if (auto it = s.kernels.find(key); it != s.kernels.end())
+  if (auto it = s.kernels.find(key); it != s.kernels.end()) {
+    ++s.stats.hits;
     return *it->second;
+  }
+  LoadCounter counter(s.stats);
   llvm::Expected<KernelCache> cache = KernelCache::openDefault();
   if (!cache)
-    return cache.takeError();
+    return counter.failed(cache.takeError());
   llvm::Expected<CudaKernel> kernel = load(spec, *cache);
   if (!kernel)
-    return kernel.takeError();
+    return counter.failed(kernel.takeError());
   auto &slot = s.kernels[key];
   slot = std::make_unique<CudaKernel>(std::move(*kernel));
   return *slot;
@@ -841,5 +881,16 @@ extern "C" void mlaGpuClearDecoders(void) {
   std::lock_guard<std::mutex> lock(s.mutex);
   s.decoders.clear();
   s.kernels.clear();
+  s.stats = {};
 }
 
+extern "C" void mlaGpuGetRuntimeStats(mlaGpuRuntimeStats *stats) {
+  if (!stats)
+    return;
+  State &s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  *stats = s.stats;
+  stats->loadedKernels = s.decoders.size() + s.kernels.size();
+}
+
+extern "C" const char *mlaGpuGetVersion(void) { return mla::getVersion(); }

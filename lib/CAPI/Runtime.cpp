@@ -9,6 +9,7 @@
 #include "mla-c/Runtime.h"
 #include "mla/JIT/CpuExecutor.h"
 #include "mla/Contract/Error.h"
+#include "mla/Contract/Version.h"
 #include "mla/JIT/KernelBuilder.h"
 #include "llvm/ADT/Twine.h"
 #include <algorithm>
@@ -349,3 +350,5 @@ void mlaGetRuntimeStats(mlaRuntimeStats *stats) {
 }
 
 void mlaClearKernelCache(void) { getExecutor().clearCache(); }
+
+const char *mlaGetVersion(void) { return mla::getVersion(); }

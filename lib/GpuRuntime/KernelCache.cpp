@@ -10,6 +10,7 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallString.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FileSystem.h"
@@ -17,7 +18,9 @@
 #include "llvm/Support/Path.h"
 #include "llvm/Support/Process.h"
 #include "llvm/Support/raw_ostream.h"
+#include <algorithm>
 #include <cstdint>
+#include <tuple>
 
 using namespace mla::gpu;
 using llvm::StringRef;
@@ -146,4 +149,109 @@ llvm::Error KernelCache::getMissingEntryError(StringRef specText,
           directory + " (entry " + getEntryPath(key) +
           "); build it where MLIR is installed with\n  mla-aot --cache-dir " +
           directory + " --spec \"" + specText + "\"\nand copy the entry here");
+}
+
+/// The file that records the spec text of `key`'s entry, next to the entry.
+static std::string getSpecPath(const KernelCache &cache, StringRef key) {
+  llvm::SmallString<256> path(cache.getDirectory());
+  llvm::sys::path::append(path, key + ".spec");
+  return std::string(path);
+}
+
+llvm::Error KernelCache::storeSpecText(StringRef key,
+                                       StringRef specText) const {
+  if (!isValidKey(key))
+    return makeKeyError(key);
+  std::string path = getSpecPath(*this, key);
+  llvm::SmallString<256> tempPath;
+  int fd = -1;
+  if (std::error_code ec = llvm::sys::fs::createUniqueFile(
+          path + ".tmp-%%%%%%%%%%%%", fd, tempPath))
+    return llvm::createStringError(ec, "cannot create a temporary file in '" +
+                                           directory + "': " + ec.message());
+  std::error_code writeError;
+  {
+    llvm::raw_fd_ostream os(fd, /*shouldClose=*/true);
+    os << specText << "\n";
+    os.close();
+    writeError = os.error();
+    os.clear_error();
+  }
+  if (!writeError)
+    writeError = llvm::sys::fs::rename(tempPath, path);
+  if (writeError) {
+    llvm::sys::fs::remove(tempPath);
+    return llvm::createStringError(
+        writeError, "cannot write '" + path + "': " + writeError.message());
+  }
+  return llvm::Error::success();
+}
+
+llvm::Expected<std::vector<KernelCacheEntry>> KernelCache::listEntries() const {
+  std::vector<KernelCacheEntry> entries;
+  if (!llvm::sys::fs::is_directory(directory))
+    return entries;
+  std::error_code ec;
+  for (llvm::sys::fs::directory_iterator it(directory, ec), end;
+       it != end && !ec; it.increment(ec)) {
+    StringRef name = llvm::sys::path::filename(it->path());
+    if (!name.consume_back(".cubin") || !isValidKey(name))
+      continue;
+    llvm::ErrorOr<llvm::sys::fs::basic_file_status> status = it->status();
+    if (!status)
+      continue; // Removed since the directory was read.
+    KernelCacheEntry entry;
+    entry.key = name.str();
+    entry.path = it->path();
+    entry.size = status->getSize();
+    entry.lastUsed = std::max(status->getLastAccessedTime(),
+                              status->getLastModificationTime());
+    if (llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> spec =
+            llvm::MemoryBuffer::getFile(getSpecPath(*this, name))) {
+      entry.specText = (*spec)->getBuffer().trim().str();
+      entry.size += (*spec)->getBufferSize();
+    }
+    entries.push_back(std::move(entry));
+  }
+  if (ec)
+    return llvm::createStringError(ec, "cannot list kernel cache directory '" +
+                                           directory + "': " + ec.message());
+  llvm::sort(entries, [](const KernelCacheEntry &a, const KernelCacheEntry &b) {
+    return std::tie(a.lastUsed, a.key) < std::tie(b.lastUsed, b.key);
+  });
+  return entries;
+}
+
+llvm::Expected<KernelCachePruneResult>
+KernelCache::prune(const llvm::CachePruningPolicy &policy) const {
+  llvm::Expected<std::vector<KernelCacheEntry>> entries = listEntries();
+  if (!entries)
+    return entries.takeError();
+  KernelCachePruneResult result;
+  for (const KernelCacheEntry &entry : *entries) {
+    result.keptBytes += entry.size;
+    ++result.keptEntries;
+  }
+  auto now = std::chrono::system_clock::now();
+  for (const KernelCacheEntry &entry : *entries) {
+    bool expired = policy.Expiration.count() > 0 &&
+                   now - entry.lastUsed > policy.Expiration;
+    bool tooBig =
+        policy.MaxSizeBytes > 0 && result.keptBytes > policy.MaxSizeBytes;
+    bool tooMany =
+        policy.MaxSizeFiles > 0 && result.keptEntries > policy.MaxSizeFiles;
+    // Least recently used first: once none of these holds, none will for
+    // the entries after this one either (they are newer).
+    if (!expired && !tooBig && !tooMany)
+      break;
+    if (std::error_code ec = llvm::sys::fs::remove(entry.path))
+      return llvm::createStringError(ec, "cannot remove kernel cache entry '" +
+                                             entry.path + "': " + ec.message());
+    llvm::sys::fs::remove(getSpecPath(*this, entry.key));
+    result.keptBytes -= entry.size;
+    --result.keptEntries;
+    result.removedBytes += entry.size;
+    ++result.removedEntries;
+  }
+  return result;
 }

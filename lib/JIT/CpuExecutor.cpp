@@ -11,7 +11,9 @@
 
 #include "mla/JIT/CpuExecutor.h"
 #include "mla/JIT/DiagnosticCollector.h"
+#include "mla/JIT/HostTypes.h"
 #include "mla/JIT/KernelBuilder.h"
+#include "mla/JIT/PassOptions.h"
 #include "mla/JIT/RuntimeSymbols.h"
 #include "mla/Dialect/MLA/IR/MLADialect.h"
 #include "mla/Contract/Error.h"
@@ -272,6 +274,9 @@ CpuExecutor::compileLocked(ModuleOp module, StringRef entry,
   DiagnosticCollector diagnostics(*context);
   PassManager pm(context.get(), ModuleOp::getOperationName());
   buildMLAToLLVMCpuPipeline(pm, options);
+  if (llvm::Error error = applyJitPassOptions(pm))
+    return makeCompileError(llvm::toString(std::move(error)) + "\n" +
+                            diagnostics.take());
   if (failed(pm.run(module)))
     return makeCompileError("mla-to-llvm-cpu failed on @" + entry + ":\n" +
                             diagnostics.take());

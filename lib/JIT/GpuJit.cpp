@@ -13,6 +13,7 @@
 
 #include "mla/JIT/GpuJit.h"
 #include "mla/JIT/DiagnosticCollector.h"
+#include "mla/JIT/PassOptions.h"
 #include "mla/Dialect/MLA/IR/MLADialect.h"
 #include "mla/Dialect/MLA/IR/MLAOps.h"
 #include "mla/Pipelines/Pipelines.h"
@@ -285,6 +286,9 @@ llvm::Expected<std::vector<char>> compileKernels(const KernelSpec &spec) {
                                "' (expected mla-to-nvvm{<options>})");
   PassManager pm(&context);
   buildMLAToNVVMPipeline(pm, *options);
+  if (llvm::Error error = applyJitPassOptions(pm))
+    return makeError(spec, llvm::toString(std::move(error)) + "\n" +
+                               diagnostics.take());
   if (failed(pm.run(*module)))
     return makeError(spec, pipeline + " failed:\n" + diagnostics.take());
 
@@ -324,6 +328,9 @@ getOrCompileKernels(const KernelSpec &spec, const KernelCache &cache,
   if (!image)
     return image.takeError();
   if (llvm::Error error = cache.store(key, *image))
+    return std::move(error);
+  // For `mla-aot --list`.
+  if (llvm::Error error = cache.storeSpecText(key, toString(spec)))
     return std::move(error);
   return image;
 }

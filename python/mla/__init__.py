@@ -30,6 +30,8 @@ import ctypes
 import functools
 import operator
 
+from ._version import __version__
+
 try:
     import numpy as np
 
@@ -40,6 +42,7 @@ else:
     _CPU_UNAVAILABLE = None
 
 __all__ = [
+    "__version__",
     "absorb_q",
     "cache_write",
     "clear_kernel_cache",

@@ -102,3 +102,5 @@ lib.mlaGetRuntimeStats.argtypes = [ctypes.POINTER(RuntimeStats)]
 lib.mlaGetRuntimeStats.restype = None
 lib.mlaClearKernelCache.argtypes = []
 lib.mlaClearKernelCache.restype = None
+lib.mlaGetVersion.argtypes = []
+lib.mlaGetVersion.restype = ctypes.c_char_p

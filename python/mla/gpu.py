@@ -26,7 +26,8 @@ import os
 import struct
 
 __all__ = ["KernelNotFoundError", "SPLIT_POLICIES", "absorb_q", "cache_write", "cache_write_spec",
-           "clear_decoders", "decode", "decode_spec", "kernel_spec", "projection_spec", "up_proj_out"]
+           "clear_decoders", "decode", "decode_spec", "kernel_spec", "projection_spec", "runtime_stats",
+           "up_proj_out"]
 
 SUCCESS = 0
 ERROR_INVALID_ARGUMENT = 1
@@ -102,6 +103,8 @@ def _library():
         fn.restype = ctypes.c_int
     lib.mlaGpuClearDecoders.argtypes = []
     lib.mlaGpuClearDecoders.restype = None
+    lib.mlaGpuGetRuntimeStats.argtypes = [ctypes.POINTER(_RuntimeStats)]
+    lib.mlaGpuGetRuntimeStats.restype = None
     _lib = lib
     return lib
 
@@ -306,8 +309,30 @@ def decode(q, kv_cache, block_table, seq_lens, *, head_dim_v, softmax_scale, cau
 
 
 def clear_decoders():
-    """Unload every kernel the GPU runtime holds (decode, cache write and projections)."""
+    """Unload every kernel the GPU runtime holds (decode, cache write and projections) and reset
+    runtime_stats()."""
     _library().mlaGpuClearDecoders()
+
+
+class _RuntimeStats(ctypes.Structure):
+    _fields_ = [
+        ("hits", ctypes.c_uint64),
+        ("misses", ctypes.c_uint64),
+        ("notFound", ctypes.c_uint64),
+        ("loadSeconds", ctypes.c_double),
+        ("loadedKernels", ctypes.c_uint64),
+    ]
+
+
+def runtime_stats():
+    """The GPU runtime's kernel loads, like mla.runtime_stats() for the CPU: calls served by a loaded
+    kernel, calls that loaded one from the kernel cache directory (and how many found no entry), the
+    seconds those loads took, and the kernels held. The GPU library compiles nothing itself (mla-aot or
+    the JIT fill the cache), so a miss costs a file read and a module load."""
+    s = _RuntimeStats()
+    _library().mlaGpuGetRuntimeStats(ctypes.byref(s))
+    return {"cache_hits": s.hits, "cache_misses": s.misses, "not_found": s.notFound,
+            "load_seconds": s.loadSeconds, "loaded_kernels": s.loadedKernels}
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -1,6 +1,6 @@
 """Independent numpy reference for every `mla` op, used only by the tests.
 
-The semantics follow the MLA primer (shared/docs/mla-primer.md) and the row formats the compiler implements. The
+The semantics follow the MLA primer (docs/Primer.md) and the row formats the compiler implements. The
 reference deliberately takes the simplest route to each answer (whole-sequence softmax in float64, no
 tiling, no online softmax) so that it shares no algorithmic structure with the compiled kernels; the only
 place it mirrors the compiler's arithmetic is quantisation, which is computed in float32 because the

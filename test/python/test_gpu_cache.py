@@ -533,3 +533,28 @@ def test_projections_of_no_tokens():
     assert mla.absorb_q(q[:0], w).shape == (0, 16, L + R)
     o, wv = projection_inputs(16, 1, L, L, V, seed=2)
     assert mla.up_proj_out(o[:0], wv).shape == (0, 16 * V)
+
+
+def test_runtime_stats_start_empty_and_clear_resets_them(lib):
+    gpu.clear_decoders()
+    assert gpu.runtime_stats() == {"cache_hits": 0, "cache_misses": 0, "not_found": 0,
+                                   "load_seconds": 0.0, "loaded_kernels": 0}
+
+
+@needs_gpu
+def test_runtime_stats_count_loads_hits_and_missing_entries():
+    gpu.clear_decoders()
+    p = cache_problem()
+    cache = initial_cache("fp8_ds_mla", None, p["gen"]).cuda()
+    for _ in range(2):
+        mla.cache_write(p["kv_c"].cuda(), p["k_pe"].cuda(), cache, p["slots"].cuda(), kv_format="fp8_ds_mla")
+    stats = gpu.runtime_stats()
+    assert (stats["cache_hits"], stats["cache_misses"], stats["not_found"], stats["loaded_kernels"]) == (1, 1, 0, 1)
+    assert stats["load_seconds"] > 0
+
+    # Page 16 is outside mla-aot's deepseek set: a miss that finds no entry and loads nothing.
+    paged16 = torch.zeros(PAGES * 4, 16, L + R, dtype=torch.bfloat16, device="cuda")
+    with pytest.raises(gpu.KernelNotFoundError):
+        mla.cache_write(p["kv_c"].cuda(), p["k_pe"].cuda(), paged16, p["slots"].cuda())
+    stats = gpu.runtime_stats()
+    assert (stats["cache_misses"], stats["not_found"], stats["loaded_kernels"]) == (2, 1, 1)

@@ -10,9 +10,12 @@
 //===----------------------------------------------------------------------===//
 
 #include "mla/JIT/GpuJit.h"
+#include "mla/JIT/PassOptions.h"
+#include "mla/Contract/Version.h"
 #include "mla/GpuRuntime/KernelCache.h"
 #include "mla/Contract/KernelSpec.h"
 #include "llvm/ADT/StringRef.h"
+#include "llvm/Support/CachePruning.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/InitLLVM.h"
@@ -73,6 +76,17 @@ cl::opt<unsigned>
            cl::desc("With --lookup-only: look each spec up this many times "
                     "and also report the fastest"),
            cl::init(1), cl::cat(category));
+cl::opt<bool> list("list",
+                   cl::desc("List the cache's entries (key, size, time since "
+                            "last use, spec), least recently used first"),
+                   cl::cat(category));
+cl::opt<std::string>
+    prunePolicy("prune",
+                cl::desc("Remove least recently used entries until the cache "
+                         "meets an LLVM cache pruning policy, e.g. "
+                         "\"cache_size_bytes=512m\" or "
+                         "\"prune_after=720h:cache_size_files=100\""),
+                cl::value_desc("policy"), cl::cat(category));
 cl::opt<bool> emitMlir("emit-mlir",
                        cl::desc("Print the mla module compiled for each spec; "
                                 "compile nothing"),
@@ -190,6 +204,57 @@ double secondsSince(std::chrono::steady_clock::time_point start) {
       .count();
 }
 
+/// "42s", "7m", "5h" or "3d": how long ago `time` was.
+std::string formatAge(llvm::sys::TimePoint<> time) {
+  auto seconds = std::chrono::duration_cast<std::chrono::seconds>(
+                     std::chrono::system_clock::now() - time)
+                     .count();
+  seconds = std::max<int64_t>(seconds, 0);
+  if (seconds < 120)
+    return std::to_string(seconds) + "s";
+  if (seconds < 2 * 3600)
+    return std::to_string(seconds / 60) + "m";
+  if (seconds < 2 * 86400)
+    return std::to_string(seconds / 3600) + "h";
+  return std::to_string(seconds / 86400) + "d";
+}
+
+int listEntries(const KernelCache &cache) {
+  llvm::Expected<std::vector<KernelCacheEntry>> entries = cache.listEntries();
+  if (!entries)
+    return fail(llvm::toString(entries.takeError()));
+  uint64_t total = 0;
+  for (const KernelCacheEntry &entry : *entries) {
+    llvm::outs() << entry.key << "  " << llvm::format("%9llu", entry.size)
+                 << " bytes  "
+                 << llvm::format("%4s", formatAge(entry.lastUsed).c_str())
+                 << "  "
+                 << (entry.specText.empty() ? "(spec not recorded)"
+                                            : entry.specText)
+                 << "\n";
+    total += entry.size;
+  }
+  llvm::outs() << entries->size() << " entries, " << total << " bytes in "
+               << cache.getDirectory() << "\n";
+  return 0;
+}
+
+int pruneEntries(const KernelCache &cache) {
+  llvm::Expected<llvm::CachePruningPolicy> policy =
+      llvm::parseCachePruningPolicy(prunePolicy);
+  if (!policy)
+    return fail("invalid --prune policy '" + prunePolicy +
+                "': " + llvm::toString(policy.takeError()));
+  llvm::Expected<KernelCachePruneResult> pruned = cache.prune(*policy);
+  if (!pruned)
+    return fail(llvm::toString(pruned.takeError()));
+  llvm::outs() << "mla-aot: removed " << pruned->removedEntries << " entries ("
+               << pruned->removedBytes << " bytes), kept "
+               << pruned->keptEntries << " (" << pruned->keptBytes
+               << " bytes) in " << cache.getDirectory() << "\n";
+  return 0;
+}
+
 /// What became of one spec.
 enum class Outcome { Hit, Compiled, Failed };
 
@@ -255,18 +320,26 @@ Outcome fill(const KernelSpec &spec, const KernelCache &cache) {
 
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
-  cl::HideUnrelatedOptions(category);
+  mla::registerJitPassOptions();
+  cl::OptionCategory passCategory("MLIR pass-manager options (of every compile)");
+  mla::addJitPassOptionsToCategory(passCategory);
+  cl::AddExtraVersionPrinter(mla::printVersion);
+  cl::HideUnrelatedOptions({&category, &passCategory});
   cl::ParseCommandLineOptions(argc, argv,
                               "mla-aot: compile GPU kernel specs into the "
                               "kernel cache ahead of time\n");
 
-  if (printKey + lookupOnly + emitMlir > 1)
-    return fail("--print-key, --lookup-only and --emit-mlir exclude each "
-                "other");
+  bool prune = prunePolicy.getNumOccurrences() != 0;
+  if (printKey + lookupOnly + emitMlir + list + prune > 1)
+    return fail("--print-key, --lookup-only, --emit-mlir, --list and --prune "
+                "exclude each other");
   std::optional<std::vector<KernelSpec>> all = collectSpecs();
   if (!all)
     return 1;
-  if (all->empty())
+  bool maintenance = list || prune;
+  if (maintenance && !all->empty())
+    return fail("--list and --prune take no kernel specs");
+  if (!maintenance && all->empty())
     return fail("no kernel specs: give --spec, --spec-file or --shapes");
 
   if (emitMlir) {
@@ -286,6 +359,11 @@ int main(int argc, char **argv) {
                   llvm::toString(opened.takeError()));
     cache.emplace(std::move(*opened));
   }
+
+  if (list)
+    return listEntries(*cache);
+  if (prune)
+    return pruneEntries(*cache);
 
   if (printKey) {
     for (const KernelSpec &spec : *all) {

@@ -19,6 +19,7 @@
 
 #include "DecodeReference.h"
 #include "mla/GpuRuntime/GpuDecode.h"
+#include "mla/Contract/Version.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/ScopeExit.h"
 #include "llvm/Support/CommandLine.h"
@@ -669,6 +670,7 @@ llvm::Expected<bool> runMain() {
 
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
+  cl::AddExtraVersionPrinter(mla::printVersion);
   cl::HideUnrelatedOptions(benchCategory);
   cl::ParseCommandLineOptions(argc, argv, "mla GPU decode benchmark\n");
   llvm::Expected<bool> passed = runMain();

@@ -8,6 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "mla/Contract/Version.h"
 #include "mla/GpuRuntime/CudaDriver.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/InitLLVM.h"
@@ -92,6 +93,7 @@ static llvm::Expected<bool> runSmoke() {
 
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
+  llvm::cl::AddExtraVersionPrinter(mla::printVersion);
   llvm::cl::ParseCommandLineOptions(argc, argv,
                                     "mla GPU launch-path smoke test\n");
   llvm::Expected<bool> passed = runSmoke();

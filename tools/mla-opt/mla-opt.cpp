@@ -5,6 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "mla/Contract/Version.h"
 #include "mla/Conversion/Passes.h"
 #include "mla/Dialect/MLA/IR/MLADialect.h"
 #include "mla/Dialect/MLA/Transforms/Passes.h"
@@ -15,12 +16,14 @@
 #include "mlir/InitAllPasses.h"
 #include "mlir/Target/LLVMIR/Dialect/All.h"
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
+#include "llvm/Support/CommandLine.h"
 
 namespace mla::test {
 void registerTestGPUCodegenBlocksPass();
 } // namespace mla::test
 
 int main(int argc, char **argv) {
+  llvm::cl::AddExtraVersionPrinter(mla::printVersion);
   mlir::registerAllPasses();
   mla::registerMLAPasses();
   mla::registerMLAConversionPasses();

@@ -21,13 +21,16 @@
 
 #include "HostArray.h"
 #include "RandomInputs.h"
+#include "mla/Contract/Version.h"
 #include "mla/Dialect/MLA/IR/MLAOps.h"
 #include "mla/JIT/CpuExecutor.h"
 #include "mla/JIT/KernelBuilder.h"
+#include "mla/JIT/PassOptions.h"
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/Parser/Parser.h"
+#include "mlir/Support/FileUtilities.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Format.h"
@@ -45,59 +48,69 @@ using namespace mlir;
 using llvm::Twine;
 namespace cl = llvm::cl;
 
+/// mla-run's own options: the only ones --help lists (libLLVM and libMLIR
+/// register hundreds more in every process that loads them).
+static cl::OptionCategory runCategory("mla-run options");
+
 static cl::opt<std::string> inputFilename(cl::Positional,
                                           cl::desc("<input .mlir file>"),
-                                          cl::Required);
+                                          cl::Required, cl::cat(runCategory));
 static cl::opt<std::string>
     entryName("entry",
               cl::desc("Function to run (default: the module's only public "
-                       "function)"));
+                       "function)"),
+              cl::cat(runCategory));
 static cl::list<std::string>
     inputFiles("input",
                cl::desc("A .npy file per argument, in order (default: "
-                        "random arguments)"));
-static cl::opt<uint64_t>
-    randomSeed("random-seed", cl::desc("Seed of the random arguments"),
-               cl::init(0));
+                        "random arguments)"),
+               cl::cat(runCategory));
+static cl::opt<uint64_t> randomSeed("random-seed",
+                                    cl::desc("Seed of the random arguments"),
+                                    cl::init(0), cl::cat(runCategory));
 static cl::opt<int64_t>
     seqLen("seq-len",
            cl::desc("Give every request this seq_len instead of a random "
                     "one (for benchmarks)"),
-           cl::init(-1));
-static cl::opt<std::string>
-    outputDir("output-dir", cl::desc("Where .npy files are written"),
-              cl::init("."));
+           cl::init(-1), cl::cat(runCategory));
+static cl::opt<std::string> outputDir("output-dir",
+                                      cl::desc("Where .npy files are written"),
+                                      cl::init("."), cl::cat(runCategory));
 static cl::opt<bool>
     saveInputs("save-inputs",
-               cl::desc("Also write the arguments as <entry>_in<k>.npy"));
+               cl::desc("Also write the arguments as <entry>_in<k>.npy"),
+               cl::cat(runCategory));
 static cl::opt<unsigned>
     repeat("repeat", cl::desc("Run this many times and report the timing"),
-           cl::init(1));
+           cl::init(1), cl::cat(runCategory));
 static cl::opt<bool>
-    check("check", cl::desc("Compare the results with the numpy reference "
-                            "(single-op functions; implies --save-inputs)"));
+    check("check",
+          cl::desc("Compare the results with the numpy reference "
+                   "(single-op functions; implies --save-inputs)"),
+          cl::cat(runCategory));
 static cl::opt<double>
     checkTol("check-tol",
              cl::desc("With --check, fail if a result's max relative error "
                       "exceeds this (default: report only)"),
-             cl::init(0.0));
+             cl::init(0.0), cl::cat(runCategory));
 static cl::opt<int64_t> workspaceRows(
     "workspace-rows",
     cl::desc("mla-to-llvm-cpu's workspace-rows option (0: the default)"),
-    cl::init(0));
+    cl::init(0), cl::cat(runCategory));
 
 static cl::opt<std::string> splitPolicy(
     "split-policy",
     cl::desc("Split-KV policy: heuristic, balanced or batch-invariant "
              "(default: the CPU's, batch-invariant)"),
-    cl::init(""));
-static cl::opt<int64_t> numSms(
-    "num-sms", cl::desc("SMs the split planner spreads work over (0: 132)"),
-    cl::init(0));
+    cl::init(""), cl::cat(runCategory));
+static cl::opt<int64_t>
+    numSms("num-sms",
+           cl::desc("SMs the split planner spreads work over (0: 132)"),
+           cl::init(0), cl::cat(runCategory));
 static cl::opt<int64_t> decodeThreshold(
     "decode-threshold",
     cl::desc("mla.attention requests with q_len <= this take the decode path"),
-    cl::init(1));
+    cl::init(1), cl::cat(runCategory));
 
 static llvm::Error error(const Twine &message) {
   return llvm::createStringError(message);
@@ -336,10 +349,17 @@ static llvm::Error writeResult(const HostArray &array, StringRef path) {
 static llvm::Error runMain() {
   CpuExecutor executor;
   MLIRContext &context = executor.getContext();
+  // Read the file first so that a missing or unreadable one is reported
+  // once, as such, and not also as a parse failure.
+  std::string openError;
+  std::unique_ptr<llvm::MemoryBuffer> input =
+      openInputFile(inputFilename, &openError);
+  if (!input)
+    return error(openError);
   llvm::SourceMgr sourceMgr;
+  sourceMgr.AddNewSourceBuffer(std::move(input), llvm::SMLoc());
   SourceMgrDiagnosticHandler diagnostics(sourceMgr, &context);
-  OwningOpRef<ModuleOp> module =
-      parseSourceFile<ModuleOp>(inputFilename, sourceMgr, &context);
+  OwningOpRef<ModuleOp> module = parseSourceFile<ModuleOp>(sourceMgr, &context);
   if (!module)
     return error("cannot parse " + inputFilename);
   llvm::Expected<func::FuncOp> func = findEntry(*module);
@@ -454,6 +474,11 @@ static llvm::Error runMain() {
 
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
+  registerJitPassOptions();
+  cl::OptionCategory passCategory("MLIR pass-manager options (of the compile)");
+  addJitPassOptionsToCategory(passCategory);
+  cl::AddExtraVersionPrinter(printVersion);
+  cl::HideUnrelatedOptions({&runCategory, &passCategory});
   cl::ParseCommandLineOptions(
       argc, argv,
       "mla-run: JIT-compile a function of mla ops and run it on the CPU\n");

@@ -17,7 +17,10 @@
 #include "mla/Contract/CacheKey.h"
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/StringRef.h"
+#include "llvm/Support/CachePruning.h"
+#include "llvm/Support/Chrono.h"
 #include "llvm/Support/Error.h"
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -29,6 +32,26 @@ namespace mla::gpu {
 /// relative XDG_CACHE_HOME, which the XDG spec says to ignore) are skipped;
 /// fails when none applies.
 llvm::Expected<std::string> getDefaultKernelCacheDirectory();
+
+/// One entry of a kernel cache directory, as KernelCache::listEntries finds it.
+struct KernelCacheEntry {
+  std::string key;
+  std::string path;
+  /// Bytes of the entry (its spec text included).
+  uint64_t size = 0;
+  /// When the entry was last read or written (as the file system records it).
+  llvm::sys::TimePoint<> lastUsed;
+  /// The spec the entry was compiled from; empty when it was not recorded.
+  std::string specText;
+};
+
+/// What KernelCache::prune removed.
+struct KernelCachePruneResult {
+  unsigned removedEntries = 0;
+  uint64_t removedBytes = 0;
+  unsigned keptEntries = 0;
+  uint64_t keptBytes = 0;
+};
 
 /// A directory of compiled kernel images addressed by computeKernelCacheKey.
 /// The directory is created on the first store; lookups never create it.
@@ -55,6 +78,24 @@ public:
   /// renamed over the entry. Fails (without leaving a temporary file behind)
   /// when the key is malformed or the directory cannot be created or written.
   llvm::Error store(llvm::StringRef key, llvm::ArrayRef<char> image) const;
+
+  /// Records `specText` as the spec the entry of `key` was compiled from, for
+  /// listEntries (`mla-aot --list`); atomically, like store().
+  llvm::Error storeSpecText(llvm::StringRef key,
+                            llvm::StringRef specText) const;
+
+  /// Every entry of the directory, least recently used first (a missing
+  /// directory has none). Temporary files of unfinished stores are skipped.
+  llvm::Expected<std::vector<KernelCacheEntry>> listEntries() const;
+
+  /// Removes entries, least recently used first, until the cache satisfies
+  /// `policy`'s limits: entries unused for longer than its Expiration, then
+  /// any beyond MaxSizeBytes or MaxSizeFiles (0 disables a limit; the
+  /// policy's interval and percentage of free disk space are not used).
+  /// llvm::pruneCache applies the same policy but only to files named
+  /// `llvmcache-*`, which kernel cache entries are not.
+  llvm::Expected<KernelCachePruneResult>
+  prune(const llvm::CachePruningPolicy &policy) const;
 
   /// The error of a process without a compiler that finds no entry for the
   /// spec `specText` (key `key`): std::errc::no_such_file_or_directory, with

@@ -11,6 +11,8 @@
 #include "mla/Contract/SplitPlanner.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/Matchers.h"
+#include "mlir/IR/Remarks.h"
+#include "mlir/Interfaces/FunctionInterfaces.h"
 
 namespace mla {
 #define GEN_PASS_DEF_MLAPLANSPLITS
@@ -54,7 +56,8 @@ struct PlanSplitsPass : public mla::impl::MLAPlanSplitsBase<PlanSplitsPass> {
     ModuleOp module = getOperation();
     auto target =
         module->getAttrOfType<TargetAttr>(MLADialect::getTargetAttrName());
-    auto policies = parsePolicy(policy == "auto" ? autoPolicy(target) : policy);
+    std::string policyName = policy == "auto" ? autoPolicy(target) : policy;
+    auto policies = parsePolicy(policyName);
     if (!policies) {
       module.emitError() << "mla-plan-splits: unknown policy '" << policy
                          << "' (expected heuristic, balanced, "
@@ -76,9 +79,20 @@ struct PlanSplitsPass : public mla::impl::MLAPlanSplitsBase<PlanSplitsPass> {
       return signalPassFailure();
     }
 
+    policyReason =
+        policy == "auto"
+            ? "policy=auto on " +
+                  (target ? stringifyChip(target.getChip()).str()
+                          : std::string("a module without #mla.target")) +
+                  " is " + policyName
+            : "policy=" + policyName + " from the pass option";
+    policyReason += ", " + std::to_string(sms) + " SMs";
+
     WalkResult result = module.walk([&](DecodeOp op) {
-      if (op.getNumSplits())
-        return WalkResult::advance(); // The user's count wins.
+      if (op.getNumSplits()) {
+        explain(op, "num_splits was given; the user's count wins");
+        return WalkResult::advance();
+      }
       if (failed(planDecode(op, policies->first, policies->second, sms)))
         return WalkResult::interrupt();
       return WalkResult::advance();
@@ -114,6 +128,7 @@ struct PlanSplitsPass : public mla::impl::MLAPlanSplitsBase<PlanSplitsPass> {
       op.setSplitPlanAttr(SplitPlanAttr::get(
           b.getContext(), policyAttr, partsOf(*planned, options),
           b.getDenseI32ArrayAttr(planned->bounds)));
+      explain(op, "constant seq_lens: the pieces are planned now");
       return success();
     }
 
@@ -136,8 +151,38 @@ struct PlanSplitsPass : public mla::impl::MLAPlanSplitsBase<PlanSplitsPass> {
     op.setNumSplits(capacity);
     op.setSplitPlanAttr(
         SplitPlanAttr::get(b.getContext(), policyAttr, parts, nullptr));
+    explain(op, "run-time seq_lens: the partial state is sized for "
+                "max-seq-len=" +
+                    std::to_string(maxSeqLen) +
+                    " and the host planner cuts the pieces");
     return success();
   }
+
+  /// Says what `op`'s plan is and why as an analysis remark, shown by
+  /// `--remarks-filter=mla-plan-splits`. Debian's LLVM is built without
+  /// assertions, so -debug-only does not exist and pass statistics stay
+  /// zero; remarks work in every build.
+  void explain(DecodeOp op, const std::string &why) {
+    SplitPlanAttr plan = op.getSplitPlanAttr();
+    remark::analysis(op.getLoc(), remark::RemarkOpts::name("SplitPlan")
+                                      .category(getArgument())
+                                      .function(getFunctionName(op)))
+        << remark::metric("num_splits", op.getNumSplits().value_or(0))
+        << remark::metric("policy",
+                          plan ? stringifySplitPolicy(plan.getPolicy()).str()
+                               : std::string("given"))
+        << remark::reason("{0}; {1}", why, policyReason);
+  }
+
+  /// The enclosing function's name, owned by the context (a remark may be
+  /// reported after the pass, under --remark-policy=final).
+  static StringRef getFunctionName(Operation *op) {
+    auto func = op->getParentOfType<FunctionOpInterface>();
+    return func ? func.getName() : StringRef();
+  }
+
+  /// Why the policy is what it is, for the remarks.
+  std::string policyReason;
 
   /// The CTA count the plan was made for: the balanced plan's parts, the
   /// SM count otherwise (heuristic and batch-invariant pieces are
