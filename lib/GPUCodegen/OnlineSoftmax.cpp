@@ -10,10 +10,14 @@ Value softmax::scaleAndMask(DeviceBuilder &d, Value s, Value valid,
   return d.select(valid, d.fmul(s, d.f(scaleLog2)), d.negInf());
 }
 
+Value softmax::max(DeviceBuilder &d, Value x, Value y) {
+  return d.fmaximum(x, y);
+}
+
 Value softmax::xorAllReduce(DeviceBuilder &d, Value v, Combiner combiner,
                             ArrayRef<int> laneMasks) {
   for (int mask : laneMasks)
-    v = combiner == Combiner::Max ? d.fmax(v, d.shflXor(v, mask))
+    v = combiner == Combiner::Max ? softmax::max(d, v, d.shflXor(v, mask))
                                   : d.fadd(v, d.shflXor(v, mask));
   return v;
 }
@@ -29,7 +33,7 @@ Value softmax::quadSum(DeviceBuilder &d, Value v) {
 softmax::Rescale softmax::rescale(DeviceBuilder &d, Value mOld, Value lOld,
                                   Value blockMax) {
   Rescale r;
-  r.mNew = d.fmax(mOld, blockMax);
+  r.mNew = softmax::max(d, mOld, blockMax);
   r.mUse = d.select(d.feq(r.mNew, d.negInf()), d.f(0.0f), r.mNew);
   r.alpha = d.exp2(d.fsub(mOld, r.mUse));
   r.l = d.fmul(lOld, r.alpha);
@@ -42,7 +46,7 @@ Value softmax::probability(DeviceBuilder &d, Value s, Value mUse) {
 
 softmax::Normaliser softmax::normaliser(DeviceBuilder &d, Value l) {
   Normaliser n;
-  n.nonEmpty = d.fcmp(arith::CmpFPredicate::OGT, l, d.f(0.0f));
+  n.nonEmpty = d.fcmp(arith::CmpFPredicate::UNE, l, d.f(0.0f));
   n.inv = d.select(n.nonEmpty, d.fdiv(d.f(1.0f), l), d.f(0.0f));
   return n;
 }

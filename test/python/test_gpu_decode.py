@@ -147,3 +147,24 @@ def test_empty_batch():
     inputs = {k: v[:0] if k != "kv_cache" else v for k, v in inputs.items()}
     out, lse = mla.decode(**inputs, head_dim_v=L, softmax_scale=SCALE)
     assert out.shape == (0, 1, 16, L) and lse.shape == (0, 16, 1)
+
+
+@pytest.mark.parametrize("n", (16, 128))
+@pytest.mark.parametrize("num_splits", [1, 7])
+@pytest.mark.parametrize("bad", ["nan", "inf"])
+def test_non_finite_query_gives_nan_rows(n, num_splits, bad):
+    """A NaN or Inf in q makes the rows it touches NaN in out and lse (as PyTorch's softmax does);
+    -inf lse stays reserved for rows that see no key, and every other row is unchanged."""
+    inputs, out_ref, lse_ref = problem(n, 1, False)
+    q = inputs["q"].clone()
+    q[2, 0, 3, 17] = float(bad)   # request 2 (63 keys), head 3
+    q[0, 0, 5, 0] = float(bad)    # request 0 sees no key: stays empty
+    out, lse = mla.decode(**dict(inputs, q=q), head_dim_v=L, softmax_scale=SCALE, num_splits=num_splits)
+    out, lse = out.float().cpu(), lse.cpu()
+    assert torch.isnan(out[2, 0, 3]).all() and torch.isnan(lse[2, 3, 0])
+    assert (out[0] == 0).all() and torch.equal(lse[0], torch.full_like(lse[0], float("-inf")))
+    touched = torch.zeros_like(lse_ref, dtype=torch.bool)
+    touched[2, 3, 0] = True
+    assert not torch.isnan(lse[~touched]).any()
+    keep = ~touched.permute(0, 2, 1)  # [b, sq, n]
+    torch.testing.assert_close(out[keep], out_ref[keep], atol=OUT_ATOL, rtol=0)

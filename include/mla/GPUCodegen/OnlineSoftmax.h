@@ -23,9 +23,15 @@ constexpr float kLn2 = 0.6931471805599453f;
 mlir::Value scaleAndMask(DeviceBuilder &d, mlir::Value s, mlir::Value valid,
                          float scaleLog2);
 
+/// The larger of two scores or LSEs, NaN when either is NaN (llvm.maximum,
+/// PTX max.NaN): a NaN or +-inf in q or in a row a query reads must make that
+/// row NaN, as PyTorch's softmax does, never look like a row that saw no key
+/// (max.f32 would drop the NaN and leave the max at -inf).
+mlir::Value max(DeviceBuilder &d, mlir::Value x, mlir::Value y);
+
 enum class Combiner { Max, Sum };
 /// All-reduce of `v` over the lanes that differ in the bits of `laneMasks`,
-/// one shfl.bfly per mask in the given order (max: llvm.maxnum).
+/// one shfl.bfly per mask in the given order (Max: softmax::max).
 mlir::Value xorAllReduce(DeviceBuilder &d, mlir::Value v, Combiner combiner,
                          llvm::ArrayRef<int> laneMasks);
 /// The four lanes of a quad share a row of an mma.sync/wgmma accumulator.
@@ -50,7 +56,8 @@ Rescale rescale(DeviceBuilder &d, mlir::Value mOld, mlir::Value lOld,
 /// p = 2^(s - mUse).
 mlir::Value probability(DeviceBuilder &d, mlir::Value s, mlir::Value mUse);
 
-/// 1/l for a row with l > 0, else 0 (and whether l > 0).
+/// 1/l for a row with l != 0, else 0 (and whether l != 0). A NaN sum counts
+/// as non-empty, so it reaches out and lse.
 struct Normaliser {
   mlir::Value nonEmpty;
   mlir::Value inv;

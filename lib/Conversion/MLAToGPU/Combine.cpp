@@ -94,7 +94,7 @@ Value CombineKernel::maxLse() {
                       [&](Value s, ValueRange acc) -> SmallVector<Value> {
                         Value v = d.load(d.f32, d.gep(plse, d.f32, lseIndex(s)),
                                          4);
-                        return {d.fmax(acc[0], v)};
+                        return {softmax::max(d, acc[0], v)};
                       })[0];
   return softmax::xorAllReduce(d, m, softmax::Combiner::Max,
                                {16, 8, 4, 2, 1});

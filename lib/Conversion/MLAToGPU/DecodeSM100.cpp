@@ -525,7 +525,7 @@ void DecodeSM100Emitter::writeResults(Value m, Value l) {
   Value mRow = shflIdx(m, rowLane);
   Value lRow = shflIdx(l, rowLane);
   Value hasData = kb.andi(kb.slt(zero, numBlocks),
-                          kb.fcmp(arith::CmpFPredicate::OGT, lRow, kb.f(0.0)));
+                          kb.fcmp(arith::CmpFPredicate::UNE, lRow, kb.f(0.0)));
   Value inv =
       kb.select(hasData, arith::DivFOp::create(kb.b, one, lRow), kb.f(0.0));
   int64_t rowsTotal = shape.queryRows * shape.numHeads;

@@ -195,7 +195,7 @@ void DecodeSM90Kernel::maskAndPublishRowMax(MutableArrayRef<MmaAccum> s,
       Value pos = d.add(tokBase, d.c32(8 * q + e % 2));
       Value valid = d.andi(d.sge(pos, lo), d.slt(pos, rowLimit[h]));
       s[q].regs[e] = softmax::scaleAndMask(d, s[q].regs[e], valid, scaleLog2);
-      rowMax[h] = d.fmax(rowMax[h], s[q].regs[e]);
+      rowMax[h] = softmax::max(d, rowMax[h], s[q].regs[e]);
     }
   for (int h = 0; h < 2; ++h) {
     rowMax[h] = softmax::quadMax(d, rowMax[h]);
@@ -207,7 +207,8 @@ void DecodeSM90Kernel::maskAndPublishRowMax(MutableArrayRef<MmaAccum> s,
 Value DecodeSM90Kernel::blockRowMax(int h) {
   Value blockMax = d.negInf();
   for (int64_t j = 0; j < wn; ++j)
-    blockMax = d.fmax(blockMax, d.load(d.f32, redSlot(h, d.c32(j)), 4));
+    blockMax =
+        softmax::max(d, blockMax, d.load(d.f32, redSlot(h, d.c32(j)), 4));
   return blockMax;
 }
 
