@@ -107,14 +107,19 @@ struct LowerDecodePartial : public OpRewritePattern<DecodePartialOp> {
     Value splitBounds = op.getSplitBounds();
     double scale = op.getSoftmaxScale().convertToDouble();
 
-    SmallVector<Value> poDyn, plDyn;
-    for (int64_t d = 0; d < poTy.getRank(); ++d)
-      if (poTy.isDynamicDim(d))
-        poDyn.push_back(dimSize(rewriter, loc, q, d - 1));
+    // The split dimension has no counterpart in q: its extent is
+    // num_splits. The others are q's [B, Sq, N] in each result's order.
+    auto resultDims = [&](RankedTensorType ty, ArrayRef<int64_t> qDims) {
+      SmallVector<Value> dyn;
+      for (int64_t d = 0; d < ty.getRank(); ++d)
+        if (ty.isDynamicDim(d))
+          dyn.push_back(d == 0 ? cIdx(rewriter, loc, splits)
+                               : dimSize(rewriter, loc, q, qDims[d - 1]));
+      return dyn;
+    };
     auto plTy = op.getPartialLse().getType();
-    for (int64_t d = 0; d < plTy.getRank(); ++d)
-      if (plTy.isDynamicDim(d))
-        plDyn.push_back(dimSize(rewriter, loc, q, 0));
+    SmallVector<Value> poDyn = resultDims(poTy, {0, 1, 2});
+    SmallVector<Value> plDyn = resultDims(plTy, {0, 2, 1});
     Value poInit = tensor::EmptyOp::create(rewriter, loc, poTy, poDyn);
     Value plInit = tensor::EmptyOp::create(rewriter, loc, plTy, plDyn);
 
