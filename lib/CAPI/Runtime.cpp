@@ -146,8 +146,9 @@ llvm::Error run(llvm::Expected<Kernel> kernel, llvm::ArrayRef<HostTensor> args,
   if (kernel->isEmpty)
     return llvm::Error::success();
 
-  llvm::Expected<const CompiledFunction *> fn = getExecutor().getOrCompile(
-      kernel->source, kernel->entry, CpuPipelineOptions());
+  llvm::Expected<std::shared_ptr<const CompiledFunction>> fn =
+      getExecutor().getOrCompile(kernel->source, kernel->entry,
+                                 CpuPipelineOptions());
   if (!fn)
     return fn.takeError();
   llvm::Expected<llvm::SmallVector<ResultBuffer>> buffers = (*fn)->call(args);

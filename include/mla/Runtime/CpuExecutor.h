@@ -109,8 +109,10 @@ public:
           const CpuPipelineOptions &options);
 
   /// Parses `source`, compiles `entry`, and caches the result; a second call
-  /// with the same text, entry and options returns the cached function.
-  llvm::Expected<const CompiledFunction *>
+  /// with the same text, entry and options returns the cached function. The
+  /// caller shares ownership, so `clearCache` on another thread cannot free
+  /// a function while it runs.
+  llvm::Expected<std::shared_ptr<const CompiledFunction>>
   getOrCompile(llvm::StringRef source, llvm::StringRef entry,
                const CpuPipelineOptions &options);
 
@@ -126,7 +128,8 @@ public:
   };
   Stats getStats() const;
 
-  /// Drops every cached function (and the statistics).
+  /// Drops the cache's reference to every function (and the statistics);
+  /// a function is freed once no caller holds it.
   void clearCache();
 
 private:
@@ -139,7 +142,7 @@ private:
 
   std::unique_ptr<mlir::MLIRContext> context;
   mutable std::mutex mutex;
-  llvm::StringMap<std::unique_ptr<CompiledFunction>> cache;
+  llvm::StringMap<std::shared_ptr<const CompiledFunction>> cache;
   Stats stats;
 };
 
