@@ -309,7 +309,8 @@ struct LowerDecodePartial : public OpRewritePattern<DecodePartialOp> {
 
   /// Normalises the split's state into partial_out[s, b] and
   /// partial_lse[s, b]: out = acc / l and lse = m + log(l), or 0 and -inf
-  /// for a row that saw no token.
+  /// for a row that saw no token. A NaN sum (NaN or Inf in q or in a visible
+  /// row) counts as seen (UGT), so the row comes out NaN, not empty.
   static SmallVector<Value> writeSplit(OpBuilder &b, Location l,
                                       ArrayRef<Value> st, Value po, Value pl,
                                       Value sIv, Value bIv, int64_t sq,
@@ -330,7 +331,7 @@ struct LowerDecodePartial : public OpRewritePattern<DecodePartialOp> {
                                                       ValueRange{iIv, nIv});
                 Value acc = readRow(b, l, accT, {iIv, nIv, c0}, latentDim);
                 Value seen = arith::CmpFOp::create(
-                    b, l, arith::CmpFPredicate::OGT, sum, cF32(b, l, 0.0));
+                    b, l, arith::CmpFPredicate::UGT, sum, cF32(b, l, 0.0));
                 Value safeSum = arith::SelectOp::create(b, l, seen, sum,
                                                         cF32(b, l, 1.0));
                 Value inv = arith::DivFOp::create(b, l, cF32(b, l, 1.0),
@@ -430,7 +431,8 @@ struct LowerCombine : public OpRewritePattern<CombineOp> {
                     })
                     .getResult(0);
 
-    // lse = m + log(sum), -inf when nothing was seen.
+    // lse = m + log(sum), -inf when nothing was seen. A NaN sum (a split
+    // poisoned by NaN) counts as seen (UGT) so NaN reaches out and lse.
     auto ident3 = AffineMap::getMultiDimIdentityMap(3, ctx);
     SmallVector<utils::IteratorType> par3(3, utils::IteratorType::parallel);
     Value lse = linalg::GenericOp::create(
@@ -439,7 +441,7 @@ struct LowerCombine : public OpRewritePattern<CombineOp> {
                     ArrayRef<AffineMap>{ident3, ident3, ident3}, par3,
                     [&](OpBuilder &b, Location l, ValueRange args) {
                       Value seen = arith::CmpFOp::create(
-                          b, l, arith::CmpFPredicate::OGT, args[1],
+                          b, l, arith::CmpFPredicate::UGT, args[1],
                           cF32(b, l, 0.0));
                       Value v = arith::AddFOp::create(
                           b, l, args[0], math::LogOp::create(b, l, args[1]));
@@ -492,7 +494,7 @@ struct LowerCombine : public OpRewritePattern<CombineOp> {
                     ArrayRef<AffineMap>{ident4, sumIn, ident4}, par4,
                     [&](OpBuilder &b, Location l, ValueRange args) {
                       Value seen = arith::CmpFOp::create(
-                          b, l, arith::CmpFPredicate::OGT, args[1],
+                          b, l, arith::CmpFPredicate::UGT, args[1],
                           cF32(b, l, 0.0));
                       Value v = arith::DivFOp::create(b, l, args[0], args[1]);
                       v = arith::SelectOp::create(b, l, seen, v,
