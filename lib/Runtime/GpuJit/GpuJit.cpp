@@ -282,7 +282,8 @@ llvm::Expected<std::vector<char>>
 getOrCompileKernels(const KernelSpec &spec, const KernelCache &cache,
                     bool *wasHit) {
   std::string key = cacheKeyFor(spec);
-  if (std::optional<std::vector<char>> image = cache.lookup(key)) {
+  std::string specText = toString(spec);
+  if (std::optional<std::vector<char>> image = cache.lookup(key, specText)) {
     if (wasHit)
       *wasHit = true;
     return std::move(*image);
@@ -292,7 +293,7 @@ getOrCompileKernels(const KernelSpec &spec, const KernelCache &cache,
   llvm::Expected<std::vector<char>> image = compileKernels(spec);
   if (!image)
     return image.takeError();
-  if (llvm::Error error = cache.store(key, *image))
+  if (llvm::Error error = cache.store(key, specText, *image))
     return std::move(error);
   return image;
 }
