@@ -187,6 +187,11 @@ struct MhaLowering : OpRewritePattern<MhaOp> {
     if (ShapedType::isDynamic(qkWidth) || ShapedType::isDynamic(vWidth))
       return rewriter.notifyMatchFailure(
           op, "needs static head widths (they are vector lengths)");
+    if (qkWidth > kMaxRowVectorWidth || vWidth > kMaxRowVectorWidth)
+      return op.emitOpError() << "the CPU mha lowering holds a q/k row ("
+                              << qkWidth << ") and a v row (" << vWidth
+                              << ") in vectors of at most "
+                              << kMaxRowVectorWidth << " elements";
 
     Location loc = op.getLoc();
     RowAttention rows{op.getQ(),

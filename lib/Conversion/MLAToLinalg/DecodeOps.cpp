@@ -99,6 +99,10 @@ struct LowerDecodePartial : public OpRewritePattern<DecodePartialOp> {
       return op.emitOpError("the CPU decode lowering needs static Sq, N, L, "
                             "L+R and a page size (from the cache type or the "
                             "layout)");
+    if (rowDim > kMaxRowVectorWidth)
+      return op.emitOpError() << "the CPU decode lowering holds a row of L+R = "
+                              << rowDim << " in a vector of at most "
+                              << kMaxRowVectorWidth << " elements";
     int64_t splits = op.getNumSplits();
     bool causal = op.getCausal();
     Type f32 = rewriter.getF32Type();
