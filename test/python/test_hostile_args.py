@@ -130,6 +130,8 @@ CASES = [
      "ok"),
     ("decode_zero_heads", "out, lse = decode(q=q[:, :, :0]); assert out.shape == (2, 1, 0, L) and lse.shape == (2, 0, 1)",
      "ok"),
+    ("decode_zero_query_rows",
+     "out, lse = decode(q=q[:, :0]); assert out.shape == (2, 0, N, L) and lse.shape == (2, N, 0)", "ok"),
     ("decode_zero_cols", "decode(block_table=bt[:, :0])", (ValueError, "block_table")),
     # decode: options
     ("decode_head_dim_v_no_rope", "decode(head_dim_v=D)", (ValueError, "head_dim_v")),
