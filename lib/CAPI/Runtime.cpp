@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <array>
 #include <cstring>
+#include <limits>
 
 using namespace mla;
 using llvm::Twine;
@@ -86,6 +87,17 @@ llvm::Expected<HostTensor> unwrap(const mlaTensor *t, llvm::StringRef name) {
   if (llvm::any_of(result.shape, [](int64_t d) { return d < 0; }))
     return makeInvalidArgumentError(name + " has a negative dimension " +
                                     formatShape(result.shape));
+  // Sizes past int64 would wrap in every later element or byte count.
+  if (!llvm::is_contained(result.shape, 0)) {
+    int64_t bytes = getDTypeSize(result.dtype);
+    for (int64_t d : result.shape) {
+      if (bytes > std::numeric_limits<int64_t>::max() / d)
+        return makeInvalidArgumentError(name + " of shape " +
+                                        formatShape(result.shape) +
+                                        " holds more than 2^63 bytes");
+      bytes *= d;
+    }
+  }
   if (!t->data && result.getNumElements() > 0)
     return makeInvalidArgumentError(name + " has no data");
   result.data = t->data;
@@ -147,8 +159,9 @@ llvm::Error run(llvm::Expected<Kernel> kernel, llvm::ArrayRef<HostTensor> args,
   if (kernel->isEmpty)
     return llvm::Error::success();
 
-  llvm::Expected<const CompiledFunction *> fn = getExecutor().getOrCompile(
-      *kernel->module, kernel->entry, CpuPipelineOptions());
+  llvm::Expected<std::shared_ptr<const CompiledFunction>> fn =
+      getExecutor().getOrCompile(*kernel->module, kernel->entry,
+                                 CpuPipelineOptions());
   if (!fn)
     return fn.takeError();
   llvm::Expected<llvm::SmallVector<ResultBuffer>> buffers = (*fn)->call(args);

@@ -27,6 +27,7 @@ int64_t alignTo(int64_t v, int64_t a) { return (v + a - 1) / a * a; }
 
 /// Largest dynamic shared memory a CTA may use (sm_90 and sm_100: 227 KiB).
 constexpr int64_t kMaxSharedBytes = 227 * 1024;
+constexpr int64_t kMaxDecodeRowDim = 4096;
 } // namespace
 
 DecodeTiling chooseDecodeTilingSM100(const DecodeShape &shape);
@@ -105,6 +106,15 @@ int64_t decodeSharedBytes(Chip chip, const DecodeShape &shape,
 
 std::string checkDecodeTiling(Chip chip, const DecodeShape &shape,
                               const DecodeTiling &tiling) {
+  // Far beyond any MLA head (DeepSeek-V3: L+R = 576, N = 128), and small
+  // enough that the shared-memory sums below cannot overflow and the
+  // emitters, which unroll over the row, finish.
+  if (shape.rowDim() > kMaxDecodeRowDim || shape.numHeads > kMaxDecodeRowDim ||
+      shape.queryRows > kMaxDecodeRowDim)
+    return "L+R = " + std::to_string(shape.rowDim()) + ", N = " +
+           std::to_string(shape.numHeads) + " and Sq = " +
+           std::to_string(shape.queryRows) + " must each be at most " +
+           std::to_string(kMaxDecodeRowDim);
   if (chip == Chip::SM100a && tiling.wgmma)
     return "wgmma is an sm_90a instruction; sm_100a uses tcgen05";
   if (chip == Chip::SM100a)

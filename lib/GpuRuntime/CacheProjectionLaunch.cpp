@@ -154,7 +154,8 @@ llvm::Expected<CudaKernel>
 mla::gpu::loadCacheWriteKernel(const CacheWriteKernelSpec &spec,
                                const KernelCache &cache) {
   std::string key = cacheKeyFor(spec);
-  std::optional<std::vector<char>> image = cache.lookup(key);
+  std::optional<std::vector<char>> image =
+      cache.lookup(key, toString(spec));
   if (!image)
     return cache.getMissingEntryError(toString(spec), key);
   return loadKernel(*image, kCacheWriteKernel);
@@ -164,7 +165,8 @@ llvm::Expected<CudaKernel>
 mla::gpu::loadProjectionKernel(const ProjectionKernelSpec &spec,
                                const KernelCache &cache) {
   std::string key = cacheKeyFor(spec);
-  std::optional<std::vector<char>> image = cache.lookup(key);
+  std::optional<std::vector<char>> image =
+      cache.lookup(key, toString(spec));
   if (!image)
     return cache.getMissingEntryError(toString(spec), key);
   return loadKernel(*image, spec.kind == ProjectionKind::AbsorbQ

@@ -193,7 +193,8 @@ llvm::Expected<GpuDecoder>
 GpuDecoder::fromCache(const DecodeKernelSpec &spec, const KernelCache &cache,
                       const Compiler &fallback) {
   std::string key = cacheKeyFor(spec);
-  if (std::optional<std::vector<char>> image = cache.lookup(key))
+  if (std::optional<std::vector<char>> image =
+          cache.lookup(key, toString(spec)))
     return create(spec, *image);
   if (!fallback)
     return cache.getMissingEntryError(toString(spec), key);
@@ -202,7 +203,7 @@ GpuDecoder::fromCache(const DecodeKernelSpec &spec, const KernelCache &cache,
     return image.takeError();
   // Another process can still use the kernel later if this fails; this one
   // has it in hand already.
-  llvm::consumeError(cache.store(key, *image));
+  llvm::consumeError(cache.store(key, toString(spec), *image));
   return create(spec, *image);
 }
 

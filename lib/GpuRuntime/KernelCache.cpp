@@ -2,6 +2,17 @@
 //
 // Entries are addressed by computeKernelCacheKey (mla/Contract/CacheKey.h).
 //
+// An entry file is a 32-byte little-endian header followed by the spec text
+// and the image:
+//   [0, 8)   magic "MLAKERNL"
+//   [8, 12)  entry format version (kEntryVersion)
+//   [12, 16) spec text length S
+//   [16, 24) image length I
+//   [24, 32) 64-bit FNV-1a of the image
+//   [32, 32 + S) spec text, [32 + S, 32 + S + I) image
+// The spec text lets a lookup tell an entry of another spec (a key collision
+// or a file copied under the wrong name) from the one it asked for.
+//
 //===----------------------------------------------------------------------===//
 
 #include "mla/GpuRuntime/KernelCache.h"
@@ -17,13 +28,78 @@
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/Process.h"
+#include "llvm/Support/WithColor.h"
 #include "llvm/Support/raw_ostream.h"
 #include <algorithm>
 #include <cstdint>
 #include <tuple>
+#include <cstring>
 
 using namespace mla::gpu;
 using llvm::StringRef;
+
+/// Bumped whenever the entry layout changes; entries of another version
+/// (including v1's headerless images) are misses.
+static constexpr uint32_t kEntryVersion = 2;
+static constexpr StringRef kEntryMagic = "MLAKERNL";
+static constexpr size_t kHeaderBytes = 32;
+
+static uint64_t fnv1a64(llvm::ArrayRef<char> bytes) {
+  uint64_t state = 0xcbf29ce484222325ULL;
+  for (char c : bytes) {
+    state ^= static_cast<unsigned char>(c);
+    state *= 0x100000001b3ULL;
+  }
+  return state;
+}
+
+static void putLE(std::vector<char> &out, uint64_t value, int bytes) {
+  for (int i = 0; i < bytes; ++i)
+    out.push_back(static_cast<char>(value >> (8 * i)));
+}
+
+static uint64_t getLE(const char *at, int bytes) {
+  uint64_t value = 0;
+  for (int i = 0; i < bytes; ++i)
+    value |= static_cast<uint64_t>(static_cast<unsigned char>(at[i])) << (8 * i);
+  return value;
+}
+
+/// The image inside entry file `file` of spec `specText`, or what is wrong
+/// with the file.
+static llvm::Expected<std::vector<char>>
+decodeEntry(llvm::ArrayRef<char> file, StringRef specText) {
+  if (file.size() < kHeaderBytes)
+    return llvm::createStringError("truncated to " + llvm::Twine(file.size()) +
+                                   " bytes, shorter than the header");
+  if (StringRef(file.data(), kEntryMagic.size()) != kEntryMagic)
+    return llvm::createStringError("not a kernel cache entry (bad magic)");
+  uint64_t version = getLE(file.data() + 8, 4);
+  if (version != kEntryVersion)
+    return llvm::createStringError("entry format version " +
+                                   llvm::Twine(version) + ", expected " +
+                                   llvm::Twine(kEntryVersion));
+  uint64_t specBytes = getLE(file.data() + 12, 4);
+  uint64_t imageBytes = getLE(file.data() + 16, 8);
+  uint64_t body = file.size() - kHeaderBytes;
+  if (specBytes > body || imageBytes != body - specBytes)
+    return llvm::createStringError(
+        "holds " + llvm::Twine(file.size()) + " bytes, the header says " +
+        llvm::Twine(kHeaderBytes) + " + " + llvm::Twine(specBytes) + " + " +
+        llvm::Twine(imageBytes));
+  StringRef stored(file.data() + kHeaderBytes, specBytes);
+  if (stored != specText)
+    return llvm::createStringError("holds spec '" + stored + "', not '" +
+                                   specText + "'");
+  llvm::ArrayRef<char> image = file.drop_front(kHeaderBytes + specBytes);
+  if (fnv1a64(image) != getLE(file.data() + 24, 8))
+    return llvm::createStringError("image checksum mismatch");
+  return std::vector<char>(image.begin(), image.end());
+}
+
+void mla::gpu::warnAboutBadEntry(StringRef message) {
+  llvm::WithColor::warning(llvm::errs(), "mla") << message << "\n";
+}
 
 /// Keys name files, so only what computeKernelCacheKey produces is accepted:
 /// anything else (e.g. "../x") could escape the cache directory.
@@ -74,7 +150,8 @@ std::string KernelCache::getEntryPath(StringRef key) const {
   return std::string(path);
 }
 
-std::optional<std::vector<char>> KernelCache::lookup(StringRef key) const {
+std::optional<std::vector<char>>
+KernelCache::lookup(StringRef key, StringRef specText) const {
   if (!isValidKey(key))
     return std::nullopt;
   // One read() into a vector sized by fstat: a memory-mapped buffer costs
@@ -100,10 +177,22 @@ std::optional<std::vector<char>> KernelCache::lookup(StringRef key) const {
       image = std::move(bytes);
   }
   ::close(fd);
-  return image;
+  if (!image)
+    return std::nullopt;
+  llvm::Expected<std::vector<char>> decoded = decodeEntry(*image, specText);
+  if (decoded)
+    return std::move(*decoded);
+  std::string message = "removed damaged kernel cache entry " + path + ": " +
+                        llvm::toString(decoded.takeError());
+  // A concurrent writer may have renamed a good entry over the damaged one
+  // since it was read; removing that costs one rebuild, never a bad image.
+  llvm::sys::fs::remove(path);
+  if (onBadEntry)
+    onBadEntry(message);
+  return std::nullopt;
 }
 
-llvm::Error KernelCache::store(StringRef key,
+llvm::Error KernelCache::store(StringRef key, StringRef specText,
                                llvm::ArrayRef<char> image) const {
   if (!isValidKey(key))
     return makeKeyError(key);
@@ -123,7 +212,14 @@ llvm::Error KernelCache::store(StringRef key,
 
   std::error_code writeError;
   {
+    std::vector<char> header(kEntryMagic.begin(), kEntryMagic.end());
+    putLE(header, kEntryVersion, 4);
+    putLE(header, specText.size(), 4);
+    putLE(header, image.size(), 8);
+    putLE(header, fnv1a64(image), 8);
     llvm::raw_fd_ostream os(fd, /*shouldClose=*/true);
+    os.write(header.data(), header.size());
+    os.write(specText.data(), specText.size());
     os.write(image.data(), image.size());
     os.close();
     writeError = os.error();
@@ -151,40 +247,23 @@ llvm::Error KernelCache::getMissingEntryError(StringRef specText,
           directory + " --spec \"" + specText + "\"\nand copy the entry here");
 }
 
-/// The file that records the spec text of `key`'s entry, next to the entry.
-static std::string getSpecPath(const KernelCache &cache, StringRef key) {
-  llvm::SmallString<256> path(cache.getDirectory());
-  llvm::sys::path::append(path, key + ".spec");
-  return std::string(path);
-}
-
-llvm::Error KernelCache::storeSpecText(StringRef key,
-                                       StringRef specText) const {
-  if (!isValidKey(key))
-    return makeKeyError(key);
-  std::string path = getSpecPath(*this, key);
-  llvm::SmallString<256> tempPath;
-  int fd = -1;
-  if (std::error_code ec = llvm::sys::fs::createUniqueFile(
-          path + ".tmp-%%%%%%%%%%%%", fd, tempPath))
-    return llvm::createStringError(ec, "cannot create a temporary file in '" +
-                                           directory + "': " + ec.message());
-  std::error_code writeError;
-  {
-    llvm::raw_fd_ostream os(fd, /*shouldClose=*/true);
-    os << specText << "\n";
-    os.close();
-    writeError = os.error();
-    os.clear_error();
-  }
-  if (!writeError)
-    writeError = llvm::sys::fs::rename(tempPath, path);
-  if (writeError) {
-    llvm::sys::fs::remove(tempPath);
-    return llvm::createStringError(
-        writeError, "cannot write '" + path + "': " + writeError.message());
-  }
-  return llvm::Error::success();
+/// The spec text recorded in the header of the entry file at `path`, or an
+/// empty string when the file is not a readable entry of this format (a
+/// lookup reports and removes such an entry).
+static std::string readEntrySpec(StringRef path) {
+  llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> head =
+      llvm::MemoryBuffer::getFileSlice(path, kHeaderBytes + 4096, 0,
+                                       /*IsVolatile=*/true);
+  if (!head)
+    return "";
+  StringRef bytes = (*head)->getBuffer();
+  if (bytes.size() < kHeaderBytes || !bytes.starts_with(kEntryMagic) ||
+      getLE(bytes.data() + 8, 4) != kEntryVersion)
+    return "";
+  uint64_t specBytes = getLE(bytes.data() + 12, 4);
+  if (kHeaderBytes + specBytes > bytes.size())
+    return "";
+  return bytes.substr(kHeaderBytes, specBytes).str();
 }
 
 llvm::Expected<std::vector<KernelCacheEntry>> KernelCache::listEntries() const {
@@ -206,11 +285,7 @@ llvm::Expected<std::vector<KernelCacheEntry>> KernelCache::listEntries() const {
     entry.size = status->getSize();
     entry.lastUsed = std::max(status->getLastAccessedTime(),
                               status->getLastModificationTime());
-    if (llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> spec =
-            llvm::MemoryBuffer::getFile(getSpecPath(*this, name))) {
-      entry.specText = (*spec)->getBuffer().trim().str();
-      entry.size += (*spec)->getBufferSize();
-    }
+    entry.specText = readEntrySpec(entry.path);
     entries.push_back(std::move(entry));
   }
   if (ec)
@@ -247,7 +322,6 @@ KernelCache::prune(const llvm::CachePruningPolicy &policy) const {
     if (std::error_code ec = llvm::sys::fs::remove(entry.path))
       return llvm::createStringError(ec, "cannot remove kernel cache entry '" +
                                              entry.path + "': " + ec.message());
-    llvm::sys::fs::remove(getSpecPath(*this, entry.key));
     result.keptBytes -= entry.size;
     --result.keptEntries;
     result.removedBytes += entry.size;

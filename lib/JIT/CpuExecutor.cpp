@@ -326,7 +326,7 @@ CpuExecutor::compileLocked(ModuleOp module, StringRef entry,
                                             secondsSince(start));
 }
 
-llvm::Expected<const CompiledFunction *>
+llvm::Expected<std::shared_ptr<const CompiledFunction>>
 CpuExecutor::getOrCompile(ModuleOp module, StringRef entry,
                           const CpuPipelineOptions &options) {
   assert(module.getContext() == context.get() &&
@@ -342,7 +342,7 @@ CpuExecutor::getOrCompile(ModuleOp module, StringRef entry,
   auto it = cache.find(key);
   if (it != cache.end()) {
     ++stats.hits;
-    return it->second.get();
+    return it->second;
   }
 
   auto start = std::chrono::steady_clock::now();
@@ -358,8 +358,8 @@ CpuExecutor::getOrCompile(ModuleOp module, StringRef entry,
   stats.compileSeconds += secondsSince(start);
   if (!compiled)
     return compiled.takeError();
-  const CompiledFunction *fn = compiled->get();
-  cache[key] = std::move(*compiled);
+  std::shared_ptr<const CompiledFunction> fn = std::move(*compiled);
+  cache[key] = fn;
   stats.cached = cache.size();
   return fn;
 }

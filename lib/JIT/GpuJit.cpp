@@ -317,7 +317,8 @@ llvm::Expected<std::vector<char>>
 getOrCompileKernels(const KernelSpec &spec, const KernelCache &cache,
                     bool *wasHit) {
   std::string key = cacheKeyFor(spec);
-  if (std::optional<std::vector<char>> image = cache.lookup(key)) {
+  std::string specText = toString(spec);
+  if (std::optional<std::vector<char>> image = cache.lookup(key, specText)) {
     if (wasHit)
       *wasHit = true;
     return std::move(*image);
@@ -327,10 +328,7 @@ getOrCompileKernels(const KernelSpec &spec, const KernelCache &cache,
   llvm::Expected<std::vector<char>> image = compileKernels(spec);
   if (!image)
     return image.takeError();
-  if (llvm::Error error = cache.store(key, *image))
-    return std::move(error);
-  // For `mla-aot --list`.
-  if (llvm::Error error = cache.storeSpecText(key, toString(spec)))
+  if (llvm::Error error = cache.store(key, specText, *image))
     return std::move(error);
   return image;
 }

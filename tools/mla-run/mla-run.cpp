@@ -20,6 +20,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "HostArray.h"
+#include "InputChecks.h"
 #include "RandomInputs.h"
 #include "mla/Contract/Version.h"
 #include "mla/Dialect/MLA/IR/MLAOps.h"
@@ -380,6 +381,7 @@ static llvm::Error runMain() {
   }
 
   std::vector<HostArray> inputs;
+  std::vector<std::string> inputNames;
   if (inputFiles.empty()) {
     RandomInputOptions options;
     options.seed = randomSeed;
@@ -389,6 +391,8 @@ static llvm::Error runMain() {
     if (!random)
       return random.takeError();
     inputs = std::move(*random);
+    for (size_t i = 0; i < inputs.size(); ++i)
+      inputNames.push_back("random argument " + std::to_string(i));
   } else {
     if (inputFiles.size() != argSpecs->size())
       return error("@" + entryName + " takes " + Twine(argSpecs->size()) +
@@ -400,8 +404,12 @@ static llvm::Error runMain() {
       if (!array)
         return array.takeError();
       inputs.push_back(std::move(*array));
+      inputNames.push_back("argument " + std::to_string(inputs.size() - 1) +
+                           ", --input " + file);
     }
   }
+  if (llvm::Error err = checkInputTables(*func, inputs, inputNames))
+    return err;
   if (saveInputs || check)
     for (auto [i, array] : llvm::enumerate(inputs))
       if (llvm::Error err = writeNpy(outputPath("in", i), array.getDType(),

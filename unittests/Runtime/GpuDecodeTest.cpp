@@ -200,7 +200,7 @@ TEST(GpuDecode, CacheMissNamesTheAotCommand) {
       });
   ASSERT_FALSE(static_cast<bool>(decoder));
   EXPECT_EQ(llvm::toString(decoder.takeError()), "compiler unavailable");
-  EXPECT_FALSE(cache.lookup(cacheKeyFor(spec)).has_value());
+  EXPECT_FALSE(cache.lookup(cacheKeyFor(spec), toString(spec)).has_value());
   llvm::sys::fs::remove_directories(dir);
 }
 

@@ -3,15 +3,20 @@
 // Key derivation must be stable and sensitive to every input (a stale hit
 // would run a kernel built for another chip or toolchain), and stores must be
 // atomic: readers and concurrent writers only ever see complete entries.
+// Damaged entries (truncated, emptied, bit-flipped, garbage, another spec's)
+// are reported, removed and misses.
 //
 //===----------------------------------------------------------------------===//
 
 #include "mla/GpuRuntime/KernelCache.h"
 #include "llvm/ADT/SmallString.h"
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/raw_ostream.h"
 #include "llvm/Support/Path.h"
 #include "gtest/gtest.h"
 #include <cstdlib>
+#include <functional>
 #include <optional>
 #include <set>
 #include <thread>
@@ -146,22 +151,23 @@ TEST(KernelCache, StoreLookupRoundTrip) {
   EXPECT_EQ(cache->getDirectory(), dir);
 
   std::string key = computeKernelCacheKey(kSpec, kPipeline, kToolchain, kChip);
-  EXPECT_FALSE(cache->lookup(key).has_value());
+  EXPECT_FALSE(cache->lookup(key, kSpec).has_value());
 
   // Binary payload with NULs and high bytes: the image is read back verbatim.
   std::vector<char> image = {'\x7f', 'E', 'L', 'F', '\0', '\xff', '\x01'};
-  ASSERT_FALSE(llvm::errorToBool(cache->store(key, image)));
-  EXPECT_EQ(cache->lookup(key), image);
+  ASSERT_FALSE(llvm::errorToBool(cache->store(key, kSpec, image)));
+  EXPECT_EQ(cache->lookup(key, kSpec), image);
   EXPECT_EQ(listFiles(dir), std::set<std::string>{key + ".cubin"});
 
   // Overwriting replaces the entry.
-  ASSERT_FALSE(llvm::errorToBool(cache->store(key, bytesOf("second"))));
-  EXPECT_EQ(cache->lookup(key), bytesOf("second"));
+  ASSERT_FALSE(llvm::errorToBool(cache->store(key, kSpec, bytesOf("second"))));
+  EXPECT_EQ(cache->lookup(key, kSpec), bytesOf("second"));
 
   // Other keys still miss.
   EXPECT_FALSE(cache
                    ->lookup(computeKernelCacheKey(kSpec, kPipeline, kToolchain,
-                                                  "sm_100a"))
+                                                  "sm_100a"),
+                            kSpec)
                    .has_value());
 }
 
@@ -169,7 +175,7 @@ TEST(KernelCache, MissingDirectoryIsAMiss) {
   TempDir tmp;
   KernelCache cache(tmp.sub("does-not-exist"));
   EXPECT_FALSE(
-      cache.lookup(computeKernelCacheKey("a", "b", "c", "d")).has_value());
+      cache.lookup(computeKernelCacheKey("a", "b", "c", "d"), "a").has_value());
   // Lookups never create the directory.
   EXPECT_FALSE(llvm::sys::fs::exists(tmp.sub("does-not-exist")));
 }
@@ -179,8 +185,8 @@ TEST(KernelCache, MalformedKeysAreRejected) {
   KernelCache cache(tmp.get().str().str());
   for (const char *key : {"", "../escape", "ABCDEF0123456789ABCDEF0123456789",
                           "0123456789abcdef0123456789abcde/"}) {
-    EXPECT_FALSE(cache.lookup(key).has_value()) << key;
-    llvm::Error error = cache.store(key, bytesOf("x"));
+    EXPECT_FALSE(cache.lookup(key, kSpec).has_value()) << key;
+    llvm::Error error = cache.store(key, kSpec, bytesOf("x"));
     ASSERT_TRUE(static_cast<bool>(error)) << key;
     EXPECT_NE(llvm::toString(std::move(error)).find("malformed"),
               std::string::npos);
@@ -201,10 +207,10 @@ TEST(KernelCache, UnwritableDirectoryIsAnError) {
   std::string key = computeKernelCacheKey(kSpec, kPipeline, kToolchain, kChip);
   for (const std::string &dir : {file, file + "/below"}) {
     KernelCache cache(dir);
-    llvm::Error error = cache.store(key, bytesOf("payload"));
+    llvm::Error error = cache.store(key, kSpec, bytesOf("payload"));
     ASSERT_TRUE(static_cast<bool>(error)) << dir;
     EXPECT_NE(llvm::toString(std::move(error)).find(dir), std::string::npos);
-    EXPECT_FALSE(cache.lookup(key).has_value());
+    EXPECT_FALSE(cache.lookup(key, kSpec).has_value());
   }
 }
 
@@ -224,10 +230,10 @@ TEST(KernelCache, ConcurrentStoresLeaveOneCompletePayload) {
   for (int t = 0; t < kThreads; ++t)
     threads.emplace_back([&, t] {
       for (int r = 0; r < kRounds; ++r) {
-        if (llvm::errorToBool(cache.store(key, payloads[t])))
+        if (llvm::errorToBool(cache.store(key, kSpec, payloads[t])))
           ++failures[t];
         // Every read in the middle of the race sees a whole payload.
-        if (std::optional<std::vector<char>> seen = cache.lookup(key))
+        if (std::optional<std::vector<char>> seen = cache.lookup(key, kSpec))
           if (llvm::find(payloads, *seen) == payloads.end())
             ++failures[t];
       }
@@ -236,12 +242,103 @@ TEST(KernelCache, ConcurrentStoresLeaveOneCompletePayload) {
     thread.join();
 
   EXPECT_EQ(failures, std::vector<int>(kThreads, 0));
-  std::optional<std::vector<char>> final = cache.lookup(key);
+  std::optional<std::vector<char>> final = cache.lookup(key, kSpec);
   ASSERT_TRUE(final.has_value());
   EXPECT_NE(llvm::find(payloads, *final), payloads.end());
   // No temporary file is left behind.
   EXPECT_EQ(listFiles(cache.getDirectory()),
             std::set<std::string>{key + ".cubin"});
+}
+
+/// Reads, rewrites or appends to a file's bytes.
+std::vector<char> readFile(const std::string &path) {
+  auto buffer = llvm::MemoryBuffer::getFile(path);
+  EXPECT_TRUE(static_cast<bool>(buffer));
+  if (!buffer)
+    return {};
+  return std::vector<char>((*buffer)->getBufferStart(),
+                           (*buffer)->getBufferEnd());
+}
+
+void writeFile(const std::string &path, const std::vector<char> &bytes) {
+  std::error_code ec;
+  llvm::raw_fd_ostream os(path, ec);
+  ASSERT_FALSE(ec) << ec.message();
+  os.write(bytes.data(), bytes.size());
+}
+
+/// One way of damaging a stored entry and the words its report must carry.
+struct Damage {
+  const char *name;
+  std::function<void(std::vector<char> &)> apply;
+  const char *reported;
+};
+
+TEST(KernelCache, DamagedEntriesAreReportedRemovedAndMissed) {
+  std::vector<char> image(4096);
+  for (size_t i = 0; i < image.size(); ++i)
+    image[i] = static_cast<char>(i * 131 + 7);
+  const std::vector<Damage> damages = {
+      {"truncated", [](std::vector<char> &f) { f.resize(f.size() - 100); },
+       "the header says"},
+      {"truncated into the header", [](std::vector<char> &f) { f.resize(20); },
+       "shorter than the header"},
+      {"emptied", [](std::vector<char> &f) { f.clear(); },
+       "shorter than the header"},
+      {"bit flip in the image",
+       [](std::vector<char> &f) { f[f.size() - 1000] ^= 0x10; },
+       "checksum mismatch"},
+      {"bit flip in the length", [](std::vector<char> &f) { f[17] ^= 0x01; },
+       "the header says"},
+      {"garbage", [](std::vector<char> &f) { std::fill(f.begin(), f.end(), 'x'); },
+       "bad magic"},
+      {"old headerless image",
+       [&](std::vector<char> &f) { f.assign(image.begin(), image.end()); },
+       "bad magic"},
+      {"other version", [](std::vector<char> &f) { f[8] = 1; },
+       "entry format version 1, expected 2"},
+  };
+  for (const Damage &damage : damages) {
+    TempDir tmp;
+    std::vector<std::string> reports;
+    KernelCache cache(tmp.sub("cache"), [&](llvm::StringRef message) {
+      reports.push_back(message.str());
+    });
+    std::string key =
+        computeKernelCacheKey(kSpec, kPipeline, kToolchain, kChip);
+    ASSERT_FALSE(llvm::errorToBool(cache.store(key, kSpec, image)));
+    std::string path = cache.getEntryPath(key);
+    std::vector<char> bytes = readFile(path);
+    damage.apply(bytes);
+    writeFile(path, bytes);
+
+    EXPECT_FALSE(cache.lookup(key, kSpec).has_value()) << damage.name;
+    ASSERT_EQ(reports.size(), 1u) << damage.name;
+    EXPECT_NE(reports[0].find(path), std::string::npos) << reports[0];
+    EXPECT_NE(reports[0].find(damage.reported), std::string::npos)
+        << damage.name << ": " << reports[0];
+    EXPECT_FALSE(llvm::sys::fs::exists(path)) << damage.name;
+    // A rebuild stores a good entry again.
+    ASSERT_FALSE(llvm::errorToBool(cache.store(key, kSpec, image)));
+    EXPECT_EQ(cache.lookup(key, kSpec), image) << damage.name;
+    EXPECT_EQ(reports.size(), 1u) << damage.name;
+  }
+}
+
+TEST(KernelCache, EntryOfAnotherSpecIsAMiss) {
+  TempDir tmp;
+  std::vector<std::string> reports;
+  KernelCache cache(tmp.sub("cache"), [&](llvm::StringRef message) {
+    reports.push_back(message.str());
+  });
+  std::string key = computeKernelCacheKey(kSpec, kPipeline, kToolchain, kChip);
+  ASSERT_FALSE(llvm::errorToBool(cache.store(key, "another spec", bytesOf("x"))));
+  EXPECT_FALSE(cache.lookup(key, kSpec).has_value());
+  ASSERT_EQ(reports.size(), 1u);
+  EXPECT_NE(reports[0].find("holds spec 'another spec', not '" +
+                            std::string(kSpec) + "'"),
+            std::string::npos)
+      << reports[0];
 }
 
 } // namespace

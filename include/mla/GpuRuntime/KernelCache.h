@@ -5,7 +5,11 @@
 // is one file `<key>.cubin` whose key hashes everything the image depends on:
 // the kernel spec, the pass pipeline, the toolchain version and the chip.
 // Writers publish entries with rename(), so concurrent processes never see a
-// partially written image.
+// partially written image. Disks, copies and people still damage files, so an
+// entry carries a header (magic, format version, the spec text, the image
+// length and a checksum of the image); a lookup that finds a damaged entry
+// reports it, removes it and answers a miss, so the driver never receives a
+// damaged image and the caller rebuilds the entry.
 //
 // Depends on LLVM Support only: the host runtime links it without MLIR.
 //
@@ -21,6 +25,7 @@
 #include "llvm/Support/Chrono.h"
 #include "llvm/Support/Error.h"
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -37,11 +42,12 @@ llvm::Expected<std::string> getDefaultKernelCacheDirectory();
 struct KernelCacheEntry {
   std::string key;
   std::string path;
-  /// Bytes of the entry (its spec text included).
+  /// Bytes of the entry file (header and spec text included).
   uint64_t size = 0;
   /// When the entry was last read or written (as the file system records it).
   llvm::sys::TimePoint<> lastUsed;
-  /// The spec the entry was compiled from; empty when it was not recorded.
+  /// The spec the entry was compiled from (from its header); empty when the
+  /// file is not a readable entry.
   std::string specText;
 };
 
@@ -53,13 +59,21 @@ struct KernelCachePruneResult {
   uint64_t keptBytes = 0;
 };
 
+/// Receives one line describing each damaged entry a lookup removed.
+using BadEntryHandler = std::function<void(llvm::StringRef message)>;
+
+/// The default BadEntryHandler: prints "mla: warning: <message>" to stderr.
+void warnAboutBadEntry(llvm::StringRef message);
+
 /// A directory of compiled kernel images addressed by computeKernelCacheKey.
 /// The directory is created on the first store; lookups never create it.
 class KernelCache {
 public:
-  /// A cache rooted at `directory`.
-  explicit KernelCache(std::string directory)
-      : directory(std::move(directory)) {}
+  /// A cache rooted at `directory`; damaged entries are reported to
+  /// `onBadEntry`.
+  explicit KernelCache(std::string directory,
+                       BadEntryHandler onBadEntry = warnAboutBadEntry)
+      : directory(std::move(directory)), onBadEntry(std::move(onBadEntry)) {}
 
   /// A cache rooted at getDefaultKernelCacheDirectory().
   static llvm::Expected<KernelCache> openDefault();
@@ -69,20 +83,20 @@ public:
   /// The file that holds (or would hold) the entry for `key`.
   std::string getEntryPath(llvm::StringRef key) const;
 
-  /// Returns the whole image stored under `key`, or std::nullopt when there is
-  /// no readable entry (a malformed key is a miss, too).
-  std::optional<std::vector<char>> lookup(llvm::StringRef key) const;
+  /// Returns the image of spec `specText` stored under `key`, or std::nullopt
+  /// when there is no readable entry (a malformed key is a miss, too). An
+  /// entry that is truncated, of another format version, for another spec
+  /// or whose image fails its checksum is reported, removed and a miss.
+  std::optional<std::vector<char>> lookup(llvm::StringRef key,
+                                          llvm::StringRef specText) const;
 
-  /// Stores `image` under `key`, replacing any previous entry atomically: the
-  /// bytes go to a unique temporary file in the cache directory, which is then
-  /// renamed over the entry. Fails (without leaving a temporary file behind)
-  /// when the key is malformed or the directory cannot be created or written.
-  llvm::Error store(llvm::StringRef key, llvm::ArrayRef<char> image) const;
-
-  /// Records `specText` as the spec the entry of `key` was compiled from, for
-  /// listEntries (`mla-aot --list`); atomically, like store().
-  llvm::Error storeSpecText(llvm::StringRef key,
-                            llvm::StringRef specText) const;
+  /// Stores `image` of spec `specText` under `key`, replacing any previous
+  /// entry atomically: the bytes go to a unique temporary file in the cache
+  /// directory, which is then renamed over the entry. Fails (without leaving
+  /// a temporary file behind) when the key is malformed or the directory
+  /// cannot be created or written.
+  llvm::Error store(llvm::StringRef key, llvm::StringRef specText,
+                    llvm::ArrayRef<char> image) const;
 
   /// Every entry of the directory, least recently used first (a missing
   /// directory has none). Temporary files of unfinished stores are skipped.
@@ -105,6 +119,7 @@ public:
 
 private:
   std::string directory;
+  BadEntryHandler onBadEntry;
 };
 
 } // namespace mla::gpu

@@ -112,8 +112,9 @@ public:
   /// module printed in generic form without locations, the entry and the
   /// options: the generic form spells every attribute and type in full, so
   /// two modules share a key only when they are the same IR, whatever the
-  /// ops' custom assembly formats do.
-  llvm::Expected<const CompiledFunction *>
+  /// ops' custom assembly formats do. The caller shares ownership, so
+  /// `clearCache` on another thread cannot free a function while it runs.
+  llvm::Expected<std::shared_ptr<const CompiledFunction>>
   getOrCompile(mlir::ModuleOp module, llvm::StringRef entry,
                const CpuPipelineOptions &options);
 
@@ -129,7 +130,8 @@ public:
   };
   Stats getStats() const;
 
-  /// Drops every cached function (and the statistics).
+  /// Drops the cache's reference to every function (and the statistics);
+  /// a function is freed once no caller holds it.
   void clearCache();
 
 private:
@@ -141,7 +143,7 @@ private:
 
   std::unique_ptr<mlir::MLIRContext> context;
   mutable std::mutex mutex;
-  llvm::StringMap<std::unique_ptr<CompiledFunction>> cache;
+  llvm::StringMap<std::shared_ptr<const CompiledFunction>> cache;
   Stats stats;
 };
 

@@ -187,6 +187,11 @@ struct MhaLowering : OpRewritePattern<MhaOp> {
     if (ShapedType::isDynamic(qkWidth) || ShapedType::isDynamic(vWidth))
       return rewriter.notifyMatchFailure(
           op, "needs static head widths (they are vector lengths)");
+    if (qkWidth > kMaxRowVectorWidth || vWidth > kMaxRowVectorWidth)
+      return op.emitOpError() << "the CPU mha lowering holds a q/k row ("
+                              << qkWidth << ") and a v row (" << vWidth
+                              << ") in vectors of at most "
+                              << kMaxRowVectorWidth << " elements";
 
     Location loc = op.getLoc();
     RowAttention rows{op.getQ(),
@@ -277,8 +282,10 @@ struct MergeStatesLowering : OpRewritePattern<MergeStatesOp> {
 
     // Per (head, token): normalised weights of both sides and the merged
     // LSE, written over lse_a (destination-passing, so a merge inside a loop
-    // updates its state in place). A side with a non-finite LSE weighs 0;
-    // with neither side live the weights are 0 and the LSE is -inf.
+    // updates its state in place). A side with an infinite LSE weighs 0;
+    // with neither side live the weights are 0 and the LSE is -inf. A NaN
+    // LSE is a side that saw NaN: it makes the weights and the LSE NaN, so
+    // the merged row reads as poisoned rather than empty.
     SmallVector<OpFoldResult> lseSizes =
         tensor::getMixedSizes(rewriter, loc, op.getLseA());
     Value weightInit = tensor::EmptyOp::create(rewriter, loc, lseSizes, f32);
@@ -316,15 +323,23 @@ struct MergeStatesLowering : OpRewritePattern<MergeStatesOp> {
               arith::AddFOp::create(b, l, anchor,
                                     math::LogOp::create(b, l, total)),
               ninf);
+          Value poisoned = arith::CmpFOp::create(
+              b, l, arith::CmpFPredicate::UNO, la, lb);
+          Value nan = cF32(b, l, std::numeric_limits<double>::quiet_NaN());
+          auto orNaN = [&](Value v) -> Value {
+            return arith::SelectOp::create(b, l, poisoned, nan, v);
+          };
           linalg::YieldOp::create(
               b, l,
-              ValueRange{arith::MulFOp::create(b, l, wa, inv),
-                         arith::MulFOp::create(b, l, wb, inv), lse});
+              ValueRange{orNaN(arith::MulFOp::create(b, l, wa, inv)),
+                         orNaN(arith::MulFOp::create(b, l, wb, inv)),
+                         orNaN(lse)});
         });
 
     // Per output element: the weighted sum in f32, written over out_a. A
     // zero weight drops its side explicitly because a side that does not
-    // contribute may hold garbage, and 0 * NaN would leak it.
+    // contribute may hold garbage, and 0 * NaN would leak it; a NaN weight
+    // (a poisoned row) is kept.
     AffineMap id3 = rewriter.getMultiDimIdentityMap(3);
     AffineMap headToken = AffineMap::get(
         3, 0, {getAffineDimExpr(1, ctx), getAffineDimExpr(0, ctx)}, ctx);
@@ -338,7 +353,7 @@ struct MergeStatesLowering : OpRewritePattern<MergeStatesOp> {
           Value zero = cF32(b, l, 0.0);
           auto term = [&](Value o, Value w) -> Value {
             Value used =
-                arith::CmpFOp::create(b, l, arith::CmpFPredicate::ONE, w, zero);
+                arith::CmpFOp::create(b, l, arith::CmpFPredicate::UNE, w, zero);
             Value t = arith::MulFOp::create(b, l, w, toF32(b, l, o));
             return arith::SelectOp::create(b, l, used, t, zero);
           };

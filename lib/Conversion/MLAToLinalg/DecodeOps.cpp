@@ -99,6 +99,10 @@ struct LowerDecodePartial : public OpRewritePattern<DecodePartialOp> {
       return op.emitOpError("the CPU decode lowering needs static Sq, N, L, "
                             "L+R and a page size (from the cache type or the "
                             "layout)");
+    if (rowDim > kMaxRowVectorWidth)
+      return op.emitOpError() << "the CPU decode lowering holds a row of L+R = "
+                              << rowDim << " in a vector of at most "
+                              << kMaxRowVectorWidth << " elements";
     int64_t splits = op.getNumSplits();
     bool causal = op.getCausal();
     Type f32 = rewriter.getF32Type();
@@ -107,14 +111,19 @@ struct LowerDecodePartial : public OpRewritePattern<DecodePartialOp> {
     Value splitBounds = op.getSplitBounds();
     double scale = op.getSoftmaxScale().convertToDouble();
 
-    SmallVector<Value> poDyn, plDyn;
-    for (int64_t d = 0; d < poTy.getRank(); ++d)
-      if (poTy.isDynamicDim(d))
-        poDyn.push_back(dimSize(rewriter, loc, q, d - 1));
+    // The split dimension has no counterpart in q: its extent is
+    // num_splits. The others are q's [B, Sq, N] in each result's order.
+    auto resultDims = [&](RankedTensorType ty, ArrayRef<int64_t> qDims) {
+      SmallVector<Value> dyn;
+      for (int64_t d = 0; d < ty.getRank(); ++d)
+        if (ty.isDynamicDim(d))
+          dyn.push_back(d == 0 ? cIdx(rewriter, loc, splits)
+                               : dimSize(rewriter, loc, q, qDims[d - 1]));
+      return dyn;
+    };
     auto plTy = op.getPartialLse().getType();
-    for (int64_t d = 0; d < plTy.getRank(); ++d)
-      if (plTy.isDynamicDim(d))
-        plDyn.push_back(dimSize(rewriter, loc, q, 0));
+    SmallVector<Value> poDyn = resultDims(poTy, {0, 1, 2});
+    SmallVector<Value> plDyn = resultDims(plTy, {0, 2, 1});
     Value poInit = tensor::EmptyOp::create(rewriter, loc, poTy, poDyn);
     Value plInit = tensor::EmptyOp::create(rewriter, loc, plTy, plDyn);
 
@@ -304,7 +313,8 @@ struct LowerDecodePartial : public OpRewritePattern<DecodePartialOp> {
 
   /// Normalises the split's state into partial_out[s, b] and
   /// partial_lse[s, b]: out = acc / l and lse = m + log(l), or 0 and -inf
-  /// for a row that saw no token.
+  /// for a row that saw no token. A NaN sum (NaN or Inf in q or in a visible
+  /// row) counts as seen (UGT), so the row comes out NaN, not empty.
   static SmallVector<Value> writeSplit(OpBuilder &b, Location l,
                                       ArrayRef<Value> st, Value po, Value pl,
                                       Value sIv, Value bIv, int64_t sq,
@@ -325,7 +335,7 @@ struct LowerDecodePartial : public OpRewritePattern<DecodePartialOp> {
                                                       ValueRange{iIv, nIv});
                 Value acc = readRow(b, l, accT, {iIv, nIv, c0}, latentDim);
                 Value seen = arith::CmpFOp::create(
-                    b, l, arith::CmpFPredicate::OGT, sum, cF32(b, l, 0.0));
+                    b, l, arith::CmpFPredicate::UGT, sum, cF32(b, l, 0.0));
                 Value safeSum = arith::SelectOp::create(b, l, seen, sum,
                                                         cF32(b, l, 1.0));
                 Value inv = arith::DivFOp::create(b, l, cF32(b, l, 1.0),
@@ -425,7 +435,8 @@ struct LowerCombine : public OpRewritePattern<CombineOp> {
                     })
                     .getResult(0);
 
-    // lse = m + log(sum), -inf when nothing was seen.
+    // lse = m + log(sum), -inf when nothing was seen. A NaN sum (a split
+    // poisoned by NaN) counts as seen (UGT) so NaN reaches out and lse.
     auto ident3 = AffineMap::getMultiDimIdentityMap(3, ctx);
     SmallVector<utils::IteratorType> par3(3, utils::IteratorType::parallel);
     Value lse = linalg::GenericOp::create(
@@ -434,7 +445,7 @@ struct LowerCombine : public OpRewritePattern<CombineOp> {
                     ArrayRef<AffineMap>{ident3, ident3, ident3}, par3,
                     [&](OpBuilder &b, Location l, ValueRange args) {
                       Value seen = arith::CmpFOp::create(
-                          b, l, arith::CmpFPredicate::OGT, args[1],
+                          b, l, arith::CmpFPredicate::UGT, args[1],
                           cF32(b, l, 0.0));
                       Value v = arith::AddFOp::create(
                           b, l, args[0], math::LogOp::create(b, l, args[1]));
@@ -487,7 +498,7 @@ struct LowerCombine : public OpRewritePattern<CombineOp> {
                     ArrayRef<AffineMap>{ident4, sumIn, ident4}, par4,
                     [&](OpBuilder &b, Location l, ValueRange args) {
                       Value seen = arith::CmpFOp::create(
-                          b, l, arith::CmpFPredicate::OGT, args[1],
+                          b, l, arith::CmpFPredicate::UGT, args[1],
                           cF32(b, l, 0.0));
                       Value v = arith::DivFOp::create(b, l, args[0], args[1]);
                       v = arith::SelectOp::create(b, l, seen, v,

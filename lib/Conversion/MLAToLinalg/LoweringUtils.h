@@ -14,6 +14,12 @@
 namespace mla {
 namespace lowering {
 
+/// The widest row the attention lowerings hold in one `vector` (q, k, v and
+/// output rows): far above any MLA head (DeepSeek-V3's L+R is 576), and low
+/// enough that LLVM's vector lowering, which counts elements in 32 bits and
+/// unrolls by element, is never handed a width it cannot represent.
+constexpr int64_t kMaxRowVectorWidth = 1 << 14;
+
 /// An index constant.
 mlir::Value cIdx(mlir::OpBuilder &b, mlir::Location loc, int64_t v);
 /// An f32 constant.

@@ -80,9 +80,11 @@ func.func @mha_f32(%q: tensor<10x16x192xf32>, %k: tensor<30x16x192xf32>, %v: ten
 // -----
 
 // merge_states: per (head, token) the weights of both sides and the merged
-// LSE, written over lse_a; a side whose LSE is +-inf or NaN (|lse| < inf
-// fails) weighs 0. Then per element the weighted sum in f32, written over
-// out_a, dropping zero-weight sides with a select (0 * NaN would leak).
+// LSE, written over lse_a; a side whose LSE is +-inf (|lse| < inf fails)
+// weighs 0, and a NaN LSE on either side (uno) makes the weights and the LSE
+// NaN. Then per element the weighted sum in f32, written over out_a,
+// dropping zero-weight sides with a select (0 * NaN would leak; une keeps
+// NaN weights).
 // CHECK-DAG: #[[$ID2:.*]] = affine_map<(d0, d1) -> (d0, d1)>
 // CHECK-DAG: #[[$ID3:.*]] = affine_map<(d0, d1, d2) -> (d0, d1, d2)>
 // CHECK-DAG: #[[$NT:.*]] = affine_map<(d0, d1, d2) -> (d1, d0)>
@@ -98,9 +100,10 @@ func.func @mha_f32(%q: tensor<10x16x192xf32>, %k: tensor<30x16x192xf32>, %v: ten
 // CHECK: math.exp
 // CHECK: math.exp
 // CHECK: math.log
+// CHECK: arith.cmpf uno
 // CHECK: %[[O:.*]] = linalg.generic {indexing_maps = [#[[$ID3]], #[[$NT]], #[[$NT]], #[[$ID3]]], iterator_types = ["parallel", "parallel", "parallel"]}
 // CHECK-SAME: ins(%[[OB]], %[[W]]#0, %[[W]]#1 : tensor<4x2x5xbf16>, tensor<2x4xf32>, tensor<2x4xf32>) outs(%[[OA]] : tensor<4x2x5xbf16>)
-// CHECK: arith.cmpf one
+// CHECK: arith.cmpf une
 // CHECK: arith.extf %{{.*}} : bf16 to f32
 // CHECK: arith.select
 // CHECK: arith.truncf %{{.*}} : f32 to bf16

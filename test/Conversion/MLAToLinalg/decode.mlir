@@ -98,3 +98,22 @@ func.func @decode_planned_page(%q: tensor<2x1x3x80xf32>, %cache: tensor<?x?x80xf
       : (tensor<2x1x3x80xf32>, tensor<?x?x80xf32>, tensor<2x4xi32>, tensor<2xi32>) -> (tensor<2x1x3x64xf32>, tensor<2x3x1xf32>)
   return %o, %lse : tensor<2x1x3x64xf32>, tensor<2x3x1xf32>
 }
+
+// -----
+
+// A dynamic split dimension is num_splits (q has no such dimension); a
+// dynamic batch comes from q, in each result's own order ([S, B, N, Sq] for
+// the LSE).
+// CHECK-LABEL: func.func @decode_partial_dynamic_dims
+// CHECK: %[[S0:.*]] = arith.constant 4 : index
+// CHECK: %[[B0:.*]] = tensor.dim %{{.*}}, %{{.*}} : tensor<?x1x1x80xf32>
+// CHECK: %[[S1:.*]] = arith.constant 4 : index
+// CHECK: %[[B1:.*]] = tensor.dim %{{.*}}, %{{.*}} : tensor<?x1x1x80xf32>
+// CHECK: tensor.empty(%[[S0]], %[[B0]]) : tensor<?x?x1x1x64xf32>
+// CHECK: tensor.empty(%[[S1]], %[[B1]]) : tensor<?x?x1x1xf32>
+func.func @decode_partial_dynamic_dims(%q: tensor<?x1x1x80xf32>, %c: tensor<1x16x80xf32>, %bt: tensor<?x1xi32>, %l: tensor<?xi32>, %b: tensor<?x5xi32>)
+    -> (tensor<?x?x1x1x64xf32>, tensor<?x?x1x1xf32>) {
+  %o, %s = mla.decode_partial %q, %c[%bt, %l] bounds %b layout #mla.cache_layout<format = f32, page_size = 16> scale 0.1 num_splits 4
+      : (tensor<?x1x1x80xf32>, tensor<1x16x80xf32>, tensor<?x1xi32>, tensor<?xi32>, tensor<?x5xi32>) -> (tensor<?x?x1x1x64xf32>, tensor<?x?x1x1xf32>)
+  return %o, %s : tensor<?x?x1x1x64xf32>, tensor<?x?x1x1xf32>
+}

@@ -1978,3 +1978,130 @@ func.func @attention_shares_prefill_rules(%q: tensor<10x3x24xf32>, %kv: tensor<1
       : (tensor<10x3x24xf32>, tensor<10x64xf32>, tensor<10x16xf32>, tensor<40x64xf32>, tensor<8x16x80xf32>, tensor<2x4xi32>, tensor<3xi32>, tensor<2xi32>) -> tensor<10x3x5xf32>
   return
 }
+
+//===----------------------------------------------------------------------===//
+// Zero head counts and feature widths (nothing to attend over or produce;
+// the lowerings would build zero-length vectors)
+//===----------------------------------------------------------------------===//
+
+// -----
+
+func.func @zero_cache_write_latent(%kv: tensor<4x0xf32>, %pe: tensor<4x16xf32>, %slots: tensor<4xi32>, %cache: tensor<8x16x16xf32>) {
+  // expected-error @+1 {{kv_c dim 1 (L) is 0; head counts and feature widths must be at least 1}}
+  %0 = mla.cache_write %kv, %pe, %slots layout #mla.cache_layout<format = f32> into %cache
+      : tensor<4x0xf32>, tensor<4x16xf32>, tensor<4xi32> into tensor<8x16x16xf32>
+  return
+}
+
+// -----
+
+func.func @zero_cache_write_rope(%kv: tensor<4x64xf32>, %pe: tensor<4x1x0xf32>, %slots: tensor<4xi32>, %cache: tensor<8x16x64xf32>) {
+  // expected-error @+1 {{k_pe dim 2 (R) is 0; head counts and feature widths must be at least 1}}
+  %0 = mla.cache_write %kv, %pe, %slots layout #mla.cache_layout<format = f32> into %cache
+      : tensor<4x64xf32>, tensor<4x1x0xf32>, tensor<4xi32> into tensor<8x16x64xf32>
+  return
+}
+
+// -----
+
+func.func @zero_gather_cache_row(%cache: tensor<8x16x80xf32>, %bt: tensor<2x4xi32>, %starts: tensor<2xi32>, %cu: tensor<3xi32>, %ws: tensor<64x0xf32>) {
+  // expected-error @+1 {{workspace dim 1 (L+R) is 0; head counts and feature widths must be at least 1}}
+  %0 = mla.gather_cache %cache[%bt] starts %starts rows %cu layout #mla.cache_layout<format = f32> into %ws
+      : tensor<8x16x80xf32>, tensor<2x4xi32>, tensor<2xi32>, tensor<3xi32> into tensor<64x0xf32>
+  return
+}
+
+// -----
+
+func.func @zero_split_kv_b_proj_value(%w: tensor<24x64xf32>) {
+  // expected-error @+1 {{w_uv dim 2 (V) is 0; head counts and feature widths must be at least 1}}
+  %uk, %uv = mla.split_kv_b_proj %w : tensor<24x64xf32> -> tensor<3x8x64xf32>, tensor<3x64x0xf32>
+  return
+}
+
+// -----
+
+func.func @zero_absorb_q_heads(%q: tensor<4x0x24xf32>, %uk: tensor<0x8x64xf32>) {
+  // expected-error @+1 {{q dim 1 (N) is 0; head counts and feature widths must be at least 1}}
+  %0 = mla.absorb_q %q, %uk : tensor<4x0x24xf32>, tensor<0x8x64xf32> -> tensor<4x0x80xf32>
+  return
+}
+
+// -----
+
+func.func @zero_up_proj_out_latent(%o: tensor<4x3x0xf32>, %uv: tensor<3x0x5xf32>) {
+  // expected-error @+1 {{o dim 2 (L) is 0; head counts and feature widths must be at least 1}}
+  %0 = mla.up_proj_out %o, %uv : tensor<4x3x0xf32>, tensor<3x0x5xf32> -> tensor<4x15xf32>
+  return
+}
+
+// -----
+
+func.func @zero_up_proj_kv_nope(%lat: tensor<10x64xf32>, %w: tensor<15x64xf32>) {
+  // expected-error @+1 {{k_nope dim 2 (P) is 0; head counts and feature widths must be at least 1}}
+  %k, %v = mla.up_proj_kv %lat, %w : tensor<10x64xf32>, tensor<15x64xf32> -> tensor<10x3x0xf32>, tensor<10x3x5xf32>
+  return
+}
+
+// -----
+
+func.func @zero_decode_out_width(%q: tensor<1x1x1x0xf32>, %cache: tensor<4x16x0xf32>, %bt: tensor<1x2xi32>, %lens: tensor<1xi32>) {
+  // expected-error @+1 {{out dim 3 (L) is 0; head counts and feature widths must be at least 1}}
+  %o, %lse = mla.decode %q, %cache[%bt, %lens] layout #mla.cache_layout<format = f32> scale 0.125
+      : (tensor<1x1x1x0xf32>, tensor<4x16x0xf32>, tensor<1x2xi32>, tensor<1xi32>) -> (tensor<1x1x1x0xf32>, tensor<1x1x1xf32>)
+  return
+}
+
+// -----
+
+func.func @zero_decode_heads(%q: tensor<2x1x0x80xf32>, %cache: tensor<4x16x80xf32>, %bt: tensor<2x2xi32>, %lens: tensor<2xi32>) {
+  // expected-error @+1 {{q dim 2 (N) is 0; head counts and feature widths must be at least 1}}
+  %o, %lse = mla.decode %q, %cache[%bt, %lens] layout #mla.cache_layout<format = f32> scale 0.125
+      : (tensor<2x1x0x80xf32>, tensor<4x16x80xf32>, tensor<2x2xi32>, tensor<2xi32>) -> (tensor<2x1x0x64xf32>, tensor<2x0x1xf32>)
+  return
+}
+
+// -----
+
+func.func @zero_decode_partial_width(%q: tensor<1x1x1x80xf32>, %cache: tensor<4x16x80xf32>, %bt: tensor<1x2xi32>, %lens: tensor<1xi32>) {
+  // expected-error @+1 {{partial_out dim 4 (L) is 0; head counts and feature widths must be at least 1}}
+  %o, %lse = mla.decode_partial %q, %cache[%bt, %lens] layout #mla.cache_layout<format = f32> scale 0.125 num_splits 2
+      : (tensor<1x1x1x80xf32>, tensor<4x16x80xf32>, tensor<1x2xi32>, tensor<1xi32>) -> (tensor<2x1x1x1x0xf32>, tensor<2x1x1x1xf32>)
+  return
+}
+
+// -----
+
+func.func @zero_combine_width(%po: tensor<2x1x1x4x0xf32>, %pl: tensor<2x1x4x1xf32>) {
+  // expected-error @+1 {{partial_out dim 4 (L) is 0; head counts and feature widths must be at least 1}}
+  %o, %lse = mla.combine %po, %pl : (tensor<2x1x1x4x0xf32>, tensor<2x1x4x1xf32>) -> (tensor<1x1x4x0xf32>, tensor<1x4x1xf32>)
+  return
+}
+
+// -----
+
+func.func @zero_mha_value(%q: tensor<10x4x24xf32>, %k: tensor<30x4x24xf32>, %v: tensor<30x4x0xf32>, %cuq: tensor<3xi32>, %cuk: tensor<3xi32>) {
+  // expected-error @+1 {{v dim 2 (V) is 0; head counts and feature widths must be at least 1}}
+  %o, %lse = mla.mha %q, %k, %v, %cuq, %cuk scale 0.2
+      : (tensor<10x4x24xf32>, tensor<30x4x24xf32>, tensor<30x4x0xf32>, tensor<3xi32>, tensor<3xi32>) -> (tensor<10x4x0xf32>, tensor<4x10xf32>)
+  return
+}
+
+// -----
+
+func.func @zero_merge_states_width(%o: tensor<10x4x0xf32>, %l: tensor<4x10xf32>) {
+  // expected-error @+1 {{out_a dim 2 (H) is 0; head counts and feature widths must be at least 1}}
+  %m, %ml = mla.merge_states %o, %l, %o, %l
+      : (tensor<10x4x0xf32>, tensor<4x10xf32>, tensor<10x4x0xf32>, tensor<4x10xf32>) -> (tensor<10x4x0xf32>, tensor<4x10xf32>)
+  return
+}
+
+// -----
+
+func.func @zero_prefill_value(%q: tensor<10x3x24xf32>, %kv: tensor<10x64xf32>, %pe: tensor<10x16xf32>, %w: tensor<24x64xf32>,
+                              %cache: tensor<8x16x80xf32>, %bt: tensor<2x4xi32>, %qsl: tensor<3xi32>, %lens: tensor<2xi32>) {
+  // expected-error @+1 {{out dim 2 (V) is 0; head counts and feature widths must be at least 1}}
+  %o = mla.prefill %q, %kv, %pe, %w, %cache[%bt, %qsl, %lens] layout #mla.cache_layout<format = f32> scale 0.2
+      : (tensor<10x3x24xf32>, tensor<10x64xf32>, tensor<10x16xf32>, tensor<24x64xf32>, tensor<8x16x80xf32>, tensor<2x4xi32>, tensor<3xi32>, tensor<2xi32>) -> tensor<10x3x0xf32>
+  return
+}

@@ -61,6 +61,19 @@ struct Checker {
     return op->emitOpError() << what << " " << v << " must be positive";
   }
 
+  /// Dimension `d` of `name` is a head count or a feature width (`sym`):
+  /// zero of them leaves nothing to attend over or to produce, and the
+  /// lowerings would build zero-length vectors.
+  LogicalResult width(StringRef name, Value v, unsigned d,
+                      StringRef sym) const {
+    int64_t n = cast<RankedTensorType>(v.getType()).getDimSize(d);
+    if (!known(n) || n > 0)
+      return success();
+    return op->emitOpError() << name << " dim " << d << " (" << sym
+                             << ") is 0; head counts and feature widths "
+                                "must be at least 1";
+  }
+
   LogicalResult sameElementType(StringRef name, Value v, StringRef refName,
                                 Value ref) const {
     Type a = getElementTypeOrSelf(v.getType());
@@ -208,7 +221,9 @@ LogicalResult CacheWriteOp::verify() {
     return failure();
   int64_t tokens = dim(getKvC(), 0), latent = dim(getKvC(), 1);
   FailureOr<int64_t> rope = ropeWidth(c, getKPe(), tokens);
-  if (failed(rope) ||
+  if (failed(rope) || failed(c.width("kv_c", getKvC(), 1, "L")) ||
+      failed(c.width("k_pe", getKPe(), getKPe().getType().getRank() - 1,
+                     "R")) ||
       failed(c.eq("slot_mapping dim 0", dim(getSlotMapping(), 0),
                   "the token count", tokens)) ||
       failed(c.sameElementType("k_pe", getKPe(), "kv_c", getKvC())))
@@ -225,7 +240,8 @@ LogicalResult GatherCacheOp::verify() {
       failed(c.rank("cu_rows", getCuRows(), 1, "[B+1]")))
     return failure();
   int64_t batch = dim(getBlockTable(), 0);
-  if (failed(c.eq("starts dim 0", dim(getStarts(), 0), "block_table dim 0",
+  if (failed(c.width("workspace", getWorkspace(), 1, "L+R")) ||
+      failed(c.eq("starts dim 0", dim(getStarts(), 0), "block_table dim 0",
                   batch)) ||
       failed(c.eq("cu_rows dim 0", dim(getCuRows(), 0),
                   "block_table dim 0 + 1 =", add(batch, 1))))
@@ -260,6 +276,11 @@ LogicalResult SplitKvBProjOp::verify() {
                                getKvBProj())) ||
       failed(c.sameElementType("w_uv", getWUv(), "kv_b_proj", getKvBProj())))
     return failure();
+  if (failed(c.width("w_uk_t", getWUkT(), 0, "N")) ||
+      failed(c.width("w_uk_t", getWUkT(), 1, "P")) ||
+      failed(c.width("kv_b_proj", getKvBProj(), 1, "L")) ||
+      failed(c.width("w_uv", getWUv(), 2, "V")))
+    return failure();
   int64_t heads = dim(getWUkT(), 0), nope = dim(getWUkT(), 1);
   int64_t latent = dim(getKvBProj(), 1), value = dim(getWUv(), 2);
   int64_t rows = known(heads) && known(nope) && known(value)
@@ -282,6 +303,10 @@ LogicalResult AbsorbQOp::verify() {
       failed(c.sameElementType("result", getResult(), "q", getQ())) ||
       failed(c.sameElementType("w_uk_t", getWUkT(), "q", getQ())))
     return failure();
+  if (failed(c.width("q", getQ(), 1, "N")) ||
+      failed(c.width("w_uk_t", getWUkT(), 1, "P")) ||
+      failed(c.width("w_uk_t", getWUkT(), 2, "L")))
+    return failure();
   int64_t heads = dim(getQ(), 1), nope = dim(getWUkT(), 1);
   int64_t latent = dim(getWUkT(), 2);
   int64_t rope = sub(dim(getQ(), 2), nope);
@@ -302,6 +327,10 @@ LogicalResult UpProjOutOp::verify() {
       failed(c.rank("result", getResult(), 2, "[T, N*V]")) ||
       failed(c.sameElementType("result", getResult(), "o", getO())) ||
       failed(c.sameElementType("w_uv", getWUv(), "o", getO())))
+    return failure();
+  if (failed(c.width("o", getO(), 1, "N")) ||
+      failed(c.width("o", getO(), 2, "L")) ||
+      failed(c.width("w_uv", getWUv(), 2, "V")))
     return failure();
   int64_t heads = dim(getO(), 1), value = dim(getWUv(), 2);
   int64_t cols = known(heads) && known(value) ? heads * value : kDyn;
@@ -338,6 +367,11 @@ LogicalResult UpProjKvOp::verify() {
       failed(c.sameElementType("k_nope", getKNope(), "latent", getLatent())) ||
       failed(c.sameElementType("v", getV(), "latent", getLatent())))
     return failure();
+  if (failed(c.width("latent", getLatent(), 1, "L")) ||
+      failed(c.width("k_nope", getKNope(), 1, "N")) ||
+      failed(c.width("k_nope", getKNope(), 2, "P")) ||
+      failed(c.width("v", getV(), 2, "V")))
+    return failure();
   int64_t rows = dim(getLatent(), 0), heads = dim(getKNope(), 1);
   if (failed(c.eq("k_nope dim 0", dim(getKNope(), 0), "latent dim 0 (S)",
                   rows)) ||
@@ -360,7 +394,8 @@ static LogicalResult verifyDecodeInputs(const Checker &c, Value q, Value cache,
                                         CacheLayoutAttr layout,
                                         FloatAttr scale, bool causal,
                                         int64_t latent) {
-  if (failed(c.rank("q", q, 4, "[B, Sq, N, L+R]")) || failed(c.scale(scale)))
+  if (failed(c.rank("q", q, 4, "[B, Sq, N, L+R]")) || failed(c.scale(scale)) ||
+      failed(c.width("q", q, 2, "N")))
     return failure();
   int64_t row = dim(q, 3);
   if (failed(c.positive("q last dim - L (the RoPE width R)",
@@ -393,6 +428,8 @@ LogicalResult DecodeOp::verify() {
   if (IntegerAttr splits = getNumSplitsAttr(); splits && splits.getInt() <= 0)
     return emitOpError() << "num_splits " << splits.getInt()
                          << " must be positive";
+  if (failed(c.width("out", getOut(), 3, "L")))
+    return failure();
   int64_t latent = dim(getOut(), 3);
   if (failed(verifyDecodeInputs(c, getQ(), getCache(), getBlockTable(),
                                 getSeqLens(), getLayout(),
@@ -459,6 +496,8 @@ LogicalResult DecodePartialOp::verify() {
   int64_t splits = getNumSplitsAttr().getInt();
   if (splits <= 0)
     return emitOpError() << "num_splits " << splits << " must be positive";
+  if (failed(c.width("partial_out", getPartialOut(), 4, "L")))
+    return failure();
   int64_t latent = dim(getPartialOut(), 4);
   if (failed(verifyDecodeInputs(c, getQ(), getCache(), getBlockTable(),
                                 getSeqLens(), getLayout(),
@@ -518,7 +557,9 @@ LogicalResult CombineOp::verify() {
       failed(c.rank("lse", getLse(), 3, "[B, N, Sq]")))
     return failure();
   Value po = getPartialOut(), pl = getPartialLse();
-  if (failed(c.eq("partial_lse dim 0", dim(pl, 0), "partial_out dim 0 (splits)",
+  if (failed(c.width("partial_out", po, 3, "N")) ||
+      failed(c.width("partial_out", po, 4, "L")) ||
+      failed(c.eq("partial_lse dim 0", dim(pl, 0), "partial_out dim 0 (splits)",
                   dim(po, 0))) ||
       failed(c.eq("partial_lse dim 1", dim(pl, 1), "partial_out dim 1 (B)",
                   dim(po, 1))) ||
@@ -579,6 +620,10 @@ LogicalResult MhaOp::verify() {
       failed(c.sameElementType("k", getK(), "q", getQ())) ||
       failed(c.sameElementType("v", getV(), "q", getQ())))
     return failure();
+  if (failed(c.width("q", getQ(), 1, "N")) ||
+      failed(c.width("q", getQ(), 2, "P+R")) ||
+      failed(c.width("v", getV(), 2, "V")))
+    return failure();
   int64_t tokens = dim(getQ(), 0), heads = dim(getQ(), 1);
   if (failed(c.eq("k dim 1", dim(getK(), 1), "q dim 1 (N)", heads)) ||
       failed(c.eq("v dim 1", dim(getV(), 1), "q dim 1 (N)", heads)) ||
@@ -604,6 +649,9 @@ LogicalResult MergeStatesOp::verify() {
   Checker c{*this};
   if (failed(c.rank("out_a", getOutA(), 3, "[T, N, H]")) ||
       failed(c.rank("lse_a", getLseA(), 2, "[N, T]")))
+    return failure();
+  if (failed(c.width("out_a", getOutA(), 1, "N")) ||
+      failed(c.width("out_a", getOutA(), 2, "H")))
     return failure();
   auto outTy = getOutA().getType(), lseTy = getLseA().getType();
   if (getOutB().getType() != outTy || getOut().getType() != outTy)
@@ -633,10 +681,16 @@ static LogicalResult verifyPrefillLike(OpTy op) {
   if (IntegerAttr rows = op.getWorkspaceRowsAttr(); rows && rows.getInt() <= 0)
     return op.emitOpError() << "workspace_rows " << rows.getInt()
                          << " must be positive";
+  if (failed(c.width("q", op.getQ(), 1, "N")) ||
+      failed(c.width("kv_c", op.getKvC(), 1, "L")) ||
+      failed(c.width("out", op.getOut(), 2, "V")))
+    return failure();
   int64_t tokens = dim(op.getQ(), 0), heads = dim(op.getQ(), 1);
   int64_t latent = dim(op.getKvC(), 1), value = dim(op.getOut(), 2);
   FailureOr<int64_t> rope = ropeWidth(c, op.getKPe(), tokens);
   if (failed(rope) ||
+      failed(c.width("k_pe", op.getKPe(), op.getKPe().getType().getRank() - 1,
+                     "R")) ||
       failed(c.eq("kv_c dim 0", dim(op.getKvC(), 0), "q dim 0 (T)", tokens)) ||
       failed(c.eq("out dim 0", dim(op.getOut(), 0), "q dim 0 (T)", tokens)) ||
       failed(c.eq("out dim 1", dim(op.getOut(), 1), "q dim 1 (N)", heads)))

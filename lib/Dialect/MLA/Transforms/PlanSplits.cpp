@@ -13,6 +13,7 @@
 #include "mlir/IR/Matchers.h"
 #include "mlir/IR/Remarks.h"
 #include "mlir/Interfaces/FunctionInterfaces.h"
+#include <limits>
 
 namespace mla {
 #define GEN_PASS_DEF_MLAPLANSPLITS
@@ -108,6 +109,14 @@ struct PlanSplitsPass : public mla::impl::MLAPlanSplitsBase<PlanSplitsPass> {
     if (ShapedType::isDynamic(heads) || ShapedType::isDynamic(rows))
       return op.emitOpError("mla-plan-splits needs static N and Sq to size "
                             "the plan");
+    // The planner takes counts in [1, INT32_MAX] (SplitPlanner.h); the
+    // run-time path sizes the plan without it, so check here rather than
+    // divide by zero or overflow for an empty or absurd query.
+    constexpr int64_t kMaxCount = std::numeric_limits<int32_t>::max();
+    if (heads < 1 || rows < 1 || heads > kMaxCount || rows > kMaxCount)
+      return op.emitOpError() << "mla-plan-splits needs N and Sq in [1, "
+                              << kMaxCount << "], got N = " << heads
+                              << " and Sq = " << rows;
     plan::SplitPlanOptions options;
     options.policy = policyKind;
     options.numSms = sms;
