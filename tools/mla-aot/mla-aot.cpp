@@ -229,7 +229,7 @@ int listEntries(const KernelCache &cache) {
                  << " bytes  "
                  << llvm::format("%4s", formatAge(entry.lastUsed).c_str())
                  << "  "
-                 << (entry.specText.empty() ? "(spec not recorded)"
+                 << (entry.specText.empty() ? "(no readable entry header)"
                                             : entry.specText)
                  << "\n";
     total += entry.size;
