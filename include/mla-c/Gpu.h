@@ -105,6 +105,7 @@ int mlaGpuDecodeSpec(const char *chip, int32_t device, int64_t numHeads,
 int mlaGpuCheckDecode(const mlaGpuTensor *q, const mlaGpuTensor *cache,
                       const mlaGpuTensor *blockTable,
                       const mlaGpuTensor *seqLens, const int32_t *seqLensHost,
+                      const int32_t *blockTableHost,
                       const mlaGpuDecodeOptions *options, char *err,
                       size_t errLen);
 
@@ -115,7 +116,11 @@ int mlaGpuCheckDecode(const mlaGpuTensor *q, const mlaGpuTensor *cache,
  * was made for these shapes and options. `seqLensHost` holds the lengths on
  * the host; they are validated and the splits planned from them. With NULL,
  * lengths are not checked and requests are split as if full (maxPages x
- * page tokens), heuristic policy only.
+ * page tokens), heuristic policy only. `blockTableHost` is a host copy of
+ * the block table [B, maxPages]: every page a request reads (by
+ * `seqLensHost`) is checked against the cache's page count before anything
+ * runs. With NULL the entries are trusted: a page past the cache is read
+ * out of bounds.
  *
  * With `workspace` 0 nothing runs: the call validates the arguments and
  * stores the workspace size the call needs in `*workspaceBytes` (a device
@@ -129,6 +134,7 @@ int mlaGpuCheckDecode(const mlaGpuTensor *q, const mlaGpuTensor *cache,
 int mlaGpuDecode(const char *spec, int32_t device, const mlaGpuTensor *q,
                  const mlaGpuTensor *cache, const mlaGpuTensor *blockTable,
                  const mlaGpuTensor *seqLens, const int32_t *seqLensHost,
+                 const int32_t *blockTableHost,
                  const mlaGpuDecodeOptions *options, uint64_t out,
                  uint64_t lse, uint64_t workspace, size_t *workspaceBytes,
                  void *stream, char *err, size_t errLen);

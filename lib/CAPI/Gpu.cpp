@@ -410,7 +410,7 @@ llvm::Error checkSpecFits(const Spec &spec, const Spec &needed) {
 /// A decode call as the C API receives it.
 struct DecodeCall {
   const mlaGpuTensor *q, *cache, *blockTable, *seqLens;
-  const int32_t *seqLensHost;
+  const int32_t *seqLensHost, *blockTableHost;
   const mlaGpuDecodeOptions *options;
 };
 
@@ -429,8 +429,11 @@ llvm::Expected<mla::DecodeCall> checkDecodeCall(const DecodeCall &call) {
       {call.blockTable, "block_table"},
       {call.seqLens, "seq_lens"}};
   for (auto [i, arg] : llvm::enumerate(in)) {
-    llvm::Expected<mla::HostTensor> unwrapped = unwrap(
-        arg.first, arg.second, i == 3 ? call.seqLensHost : nullptr);
+    const int32_t *host = i == 3   ? call.seqLensHost
+                          : i == 2 ? call.blockTableHost
+                                   : nullptr;
+    llvm::Expected<mla::HostTensor> unwrapped =
+        unwrap(arg.first, arg.second, host);
     if (!unwrapped)
       return unwrapped.takeError();
     t[i] = std::move(*unwrapped);
@@ -775,9 +778,11 @@ extern "C" int mlaGpuCheckDecode(const mlaGpuTensor *q,
                                  const mlaGpuTensor *blockTable,
                                  const mlaGpuTensor *seqLens,
                                  const int32_t *seqLensHost,
+                                 const int32_t *blockTableHost,
                                  const mlaGpuDecodeOptions *options, char *err,
                                  size_t errLen) {
-  DecodeCall call{q, cache, blockTable, seqLens, seqLensHost, options};
+  DecodeCall call{q,           cache,          blockTable, seqLens,
+                  seqLensHost, blockTableHost, options};
   return report(checkDecodeCall(call).takeError(), err, errLen);
 }
 
@@ -786,11 +791,13 @@ extern "C" int mlaGpuDecode(const char *spec, int32_t device,
                             const mlaGpuTensor *blockTable,
                             const mlaGpuTensor *seqLens,
                             const int32_t *seqLensHost,
+                            const int32_t *blockTableHost,
                             const mlaGpuDecodeOptions *options, uint64_t out,
                             uint64_t lse, uint64_t workspace,
                             size_t *workspaceBytes, void *stream, char *err,
                             size_t errLen) {
-  DecodeCall call{q, cache, blockTable, seqLens, seqLensHost, options};
+  DecodeCall call{q,           cache,          blockTable, seqLens,
+                  seqLensHost, blockTableHost, options};
   return report(decode(spec, device, call, out, lse, workspace, workspaceBytes,
                        static_cast<CUstream>(stream)),
                 err, errLen);

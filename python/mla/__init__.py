@@ -202,9 +202,10 @@ def decode(q, kv_cache, block_table, seq_lens, *, head_dim_v, softmax_scale, cau
     width L. With `causal`, query row i of request b sees positions [0, seq_lens[b] - s_q + i].
     `num_splits` forces that many split-KV pieces per request (default: the compiler's choice).
     Returns out [b, s_q, h_q, head_dim_v] (q's dtype) and lse float32 [b, h_q, s_q] (natural log;
-    -inf where a row sees nothing).
+    -inf where a row sees nothing). Any CUDA tensor among the arrays sends the call to the GPU path,
+    which then requires q, kv_cache and block_table on one device.
     """
-    if _is_torch_cuda(q):
+    if any(_is_torch_cuda(v) for v in (q, kv_cache, block_table, seq_lens)):
         from . import gpu
 
         return gpu.decode(q, kv_cache, block_table, seq_lens, head_dim_v=head_dim_v,
@@ -269,7 +270,7 @@ def absorb_q(q, w_uk_t):
 
     When q is a torch CUDA tensor, w_uk_t must be one too and the call runs `mla.gpu.absorb_q`.
     """
-    if _is_torch_cuda(q):
+    if _is_torch_cuda(q) or _is_torch_cuda(w_uk_t):
         from . import gpu
 
         return gpu.absorb_q(q, w_uk_t)
@@ -288,7 +289,7 @@ def up_proj_out(o, w_uv):
 
     When o is a torch CUDA tensor, w_uv must be one too and the call runs `mla.gpu.up_proj_out`.
     """
-    if _is_torch_cuda(o):
+    if _is_torch_cuda(o) or _is_torch_cuda(w_uv):
         from . import gpu
 
         return gpu.up_proj_out(o, w_uv)

@@ -86,8 +86,8 @@ def _library():
     err = [p, size]
     signatures = {
         "mlaGpuDecodeSpec": [p, i32, i64, i64, i64, i64, i64, i32, i32, ctypes.c_double, p, p, size] + err,
-        "mlaGpuCheckDecode": [t, t, t, t, lens, ctypes.POINTER(_DecodeOptions)] + err,
-        "mlaGpuDecode": [p, i32, t, t, t, t, lens, ctypes.POINTER(_DecodeOptions), u64, u64, u64,
+        "mlaGpuCheckDecode": [t, t, t, t, lens, lens, ctypes.POINTER(_DecodeOptions)] + err,
+        "mlaGpuDecode": [p, i32, t, t, t, t, lens, lens, ctypes.POINTER(_DecodeOptions), u64, u64, u64,
                          ctypes.POINTER(size), ctypes.c_void_p] + err,
         "mlaGpuCanonicalSpec": [p, p, size] + err,
         "mlaGpuCheckCacheWrite": [t, t, t, lens, t, ctypes.POINTER(_CacheFormat)] + err,
@@ -248,8 +248,9 @@ def decode(q, kv_cache, block_table, seq_lens, *, head_dim_v, softmax_scale, cau
 
     Shapes and semantics are those of `mla.decode`: q [b, s_q, h_q, L+R] bfloat16 or float16, kv_cache
     [pages, page_size, L+R] of q's dtype, block_table int32 [b, max_pages] (CUDA), seq_lens int32 [b]
-    (CUDA or CPU); returns out [b, s_q, h_q, L] in q's dtype and lse float32 [b, h_q, s_q]. Block-table
-    entries are trusted: the pages a request reads must exist in kv_cache.
+    (CUDA or CPU); returns out [b, s_q, h_q, L] in q's dtype and lse float32 [b, h_q, s_q]. seq_lens and
+    the block table are copied to the host and checked (every page a request reads must exist in kv_cache)
+    before anything is enqueued.
 
     `num_splits` cuts every request into that many split-KV pieces; without it `split_policy`
     decides: "grid" (default: one count per batch fitted to the GPU's SMs, see
@@ -274,8 +275,11 @@ def decode(q, kv_cache, block_table, seq_lens, *, head_dim_v, softmax_scale, cau
     opts.splitPolicy = SPLIT_POLICIES[policy]
     opts.cache = _cache_format(kv_format, kv_scale)
     lens_host, lens_ptr = _host_i32(seq_lens)
+    # The block table is read on the host too, so that a page past the cache
+    # is an error rather than an out-of-bounds read on the GPU.
+    table_host, table_ptr = _host_i32(block_table)
     refs = [ctypes.byref(t) for t in described]
-    _call("mlaGpuCheckDecode", *refs, lens_ptr, ctypes.byref(opts))
+    _call("mlaGpuCheckDecode", *refs, lens_ptr, table_ptr, ctypes.byref(opts))
     tensors = {"q": q, "kv_cache": kv_cache, "block_table": block_table}
     if seq_lens.is_cuda:
         tensors["seq_lens"] = seq_lens
@@ -299,7 +303,7 @@ def decode(q, kv_cache, block_table, seq_lens, *, head_dim_v, softmax_scale, cau
         size = ctypes.c_size_t(0)
 
         def call(workspace):
-            _call("mlaGpuDecode", spec, device, *refs, lens_ptr, ctypes.byref(opts), out.data_ptr(),
+            _call("mlaGpuDecode", spec, device, *refs, lens_ptr, table_ptr, ctypes.byref(opts), out.data_ptr(),
                   lse.data_ptr(), workspace, ctypes.byref(size), stream)
 
         call(0)  # validates and sizes the workspace; enqueues nothing

@@ -66,7 +66,7 @@ def c_tensor(dtype, shape, data=0):
 
 def c_decode(lib, *, spec=None, lens=(64, 128), batch=None, max_pages=2, num_pages=4, num_splits=2, policy=0,
              pointers=0, workspace=0, workspace_bytes=1 << 30, host_lens=True, heads=128, sq=1, causal=False,
-             check_only=False):
+             check_only=False, table=None):
     """Calls mlaGpuDecode (or mlaGpuCheckDecode) as mla.gpu does; returns (code, message, workspace bytes)."""
     spec = (spec if spec is not None else spec_text(heads, sq, causal)).encode()
     b = len(lens) if batch is None else batch
@@ -78,13 +78,18 @@ def c_decode(lib, *, spec=None, lens=(64, 128), batch=None, max_pages=2, num_pag
         opts.hasNumSplits, opts.numSplits = 1, num_splits
     host = (ctypes.c_int32 * len(lens))(*lens)
     host_ptr = ctypes.cast(host, ctypes.POINTER(ctypes.c_int32)) if host_lens else None
+    table_ptr = None
+    if table is not None:
+        flat = [page for row in table for page in row]
+        table_host = (ctypes.c_int32 * len(flat))(*flat)
+        table_ptr = ctypes.cast(table_host, ctypes.POINTER(ctypes.c_int32))
     size = ctypes.c_size_t(workspace_bytes)
     err = ctypes.create_string_buffer(4096)
     refs = [ctypes.byref(t) for t in tensors]
     if check_only:
-        code = lib.mlaGpuCheckDecode(*refs, host_ptr, ctypes.byref(opts), err, len(err))
+        code = lib.mlaGpuCheckDecode(*refs, host_ptr, table_ptr, ctypes.byref(opts), err, len(err))
     else:
-        code = lib.mlaGpuDecode(spec, 0, *refs, host_ptr, ctypes.byref(opts), pointers, pointers, workspace,
+        code = lib.mlaGpuDecode(spec, 0, *refs, host_ptr, table_ptr, ctypes.byref(opts), pointers, pointers, workspace,
                                 ctypes.byref(size), None, err, len(err))
     return code, err.value.decode(), size.value
 
@@ -218,3 +223,13 @@ def test_option_checks_raise_value_error(options, message):
     kwargs.update(options)
     with pytest.raises(ValueError, match=message):
         gpu.decode(**cpu_inputs(torch), **kwargs)
+
+
+@pytest.mark.parametrize("check_only", [True, False])
+def test_host_block_table_pages_are_checked(lib, check_only):
+    """With a host copy of the block table, a page a request reads that the cache does not hold is an
+    error naming block_table before anything runs (mla.gpu.decode always passes one)."""
+    code, message, _ = c_decode(lib, lens=(64, 128), table=[[0, 1], [2, 10**6]], check_only=check_only)
+    assert code == gpu.ERROR_INVALID_ARGUMENT and "block_table[1, 1] = 1000000" in message, message
+    code, message, _ = c_decode(lib, lens=(64, 64), table=[[0, 1], [2, 10**6]], check_only=True)
+    assert code == gpu.SUCCESS, message  # request 1 reads only its first page

@@ -458,10 +458,10 @@ def _misaligned(t):
 
 @needs_gpu
 @pytest.mark.parametrize("change, message", [
-    (lambda a: a["slots"].__setitem__(3, SLOTS), f"slot_mapping\\[3\\] = {SLOTS} is past the cache's {SLOTS} slots"),
+    (lambda a: a["slots"].__setitem__(3, SLOTS), f"slot_mapping\\[3\\] = {SLOTS} is beyond kv_cache's {SLOTS} slots"),
     (lambda a: a.update(kv_c=_misaligned(a["kv_c"])), "kv_c must be 16-byte aligned"),
     (lambda a: a.update(kv_format="fp8_e4m3", kv_scale=None), "needs kv_scale"),
-    (lambda a: a.update(k_pe=a["k_pe"].half()), "it must match kv_c's"),
+    (lambda a: a.update(k_pe=a["k_pe"].half()), "k_pe is float16 but kv_c is bfloat16; they must have the same dtype"),
     (lambda a: a.update(kv_format="fp8_e4m3_token", kv_scale=None), "needs 584"),
 ])
 def test_invalid_cache_writes_leave_the_cache_unchanged(change, message):

@@ -77,10 +77,10 @@ struct DecodeCall {
   CheckedCache cache;
 };
 
-/// The decode rules. On the CPU `seqLens` and `blockTable` carry host data
-/// and their values are checked; on the GPU the block table lives on the
-/// device (its entries are trusted) and `seqLens` is checked when its data
-/// is given.
+/// The decode rules. `seqLens` and `blockTable` are checked by value when
+/// they carry host data (always on the CPU; on the GPU when the caller gives
+/// host copies, as mla.gpu.decode does): lengths against the block table's
+/// capacity, and every page a request reads against the cache.
 llvm::Expected<DecodeCall> checkDecode(Device device, const HostTensor &q,
                                        const HostTensor &kvCache,
                                        const HostTensor &blockTable,
