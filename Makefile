@@ -4,6 +4,9 @@ BUILD_DIR ?= build
 PYTHON    ?= /usr/bin/python3
 LLVM_DIR  ?= /usr/lib/llvm-22
 JOBS      ?= $(shell nproc)
+# A compiler cache, when the machine has one, makes rebuilds of other
+# checkouts cheap; CI's fresh machines have none and build from scratch.
+CCACHE    ?= $(shell command -v ccache 2>/dev/null)
 
 .PHONY: all deps configure build demo test check-lit check-python clean docs
 
@@ -17,7 +20,8 @@ $(BUILD_DIR)/build.ninja: | deps
 	  -DCMAKE_BUILD_TYPE=Release \
 	  -DMLIR_DIR=$(LLVM_DIR)/lib/cmake/mlir \
 	  -DLLVM_EXTERNAL_LIT=$(LLVM_DIR)/bin/lit \
-	  -DMLA_TEST_PYTHON=$(PYTHON)
+	  -DMLA_TEST_PYTHON=$(PYTHON) \
+	  $(if $(CCACHE),-DCMAKE_CXX_COMPILER_LAUNCHER=$(CCACHE) -DCMAKE_C_COMPILER_LAUNCHER=$(CCACHE))
 
 configure: deps $(BUILD_DIR)/build.ninja
 
