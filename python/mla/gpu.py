@@ -25,6 +25,8 @@ import operator
 import os
 import struct
 
+from . import _c_string  # the one NUL-byte rule for string options, shared with the CPU path
+
 __all__ = ["KernelNotFoundError", "SPLIT_POLICIES", "absorb_q", "cache_write", "cache_write_spec",
            "clear_decoders", "decode", "decode_spec", "kernel_spec", "projection_spec", "runtime_stats",
            "up_proj_out"]
@@ -140,16 +142,6 @@ def _float(name, value):
         return float(value)
     except (TypeError, ValueError):
         raise ValueError(f"{name} must be a number, got {value!r}") from None
-
-
-def _c_string(name, value):
-    """`value` as a C string; one holding a NUL byte would run as its prefix (C cannot see past it)."""
-    if not isinstance(value, str):
-        raise ValueError(f"{name} must be a string, got {value!r}")
-    nul = value.find("\x00")
-    if nul >= 0:
-        raise ValueError(f"{name} holds a NUL byte at offset {nul}; options are plain text")
-    return value.encode()
 
 
 def _dtype_codes(torch):
