@@ -2,8 +2,8 @@
 //
 // Emits `mla_gather_cache` (contract in mla/Contract/PrefillABI.h): one warp
 // per workspace row. The warp finds its request by a binary search of
-// cu_rows (so the grid depends only on the workspace size and the launch can
-// be captured in a graph), resolves the row's page through the block table
+// cu_rows (the Segments block: the grid depends only on the workspace size,
+// so the launch can be captured in a graph), resolves the row's page through the block table
 // with bounds checks, and copies the row with one vector load and one
 // 16-byte vector store per lane and step, dequantising on the way.
 //
@@ -18,6 +18,7 @@
 #include "mla/Conversion/MLAToGPU/MLAToGPU.h"
 #include "mla/Dialect/MLA/IR/MLAOps.h"
 #include "mla/GPUCodegen/DeviceBuilder.h"
+#include "mla/GPUCodegen/Segments.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
@@ -177,9 +178,6 @@ public:
   void emit(StringRef name);
 
 private:
-  /// The request of workspace row `r`: how many of cu_rows[0..B] are <= r
-  /// (cu_rows is non-decreasing), by binary search.
-  Value upperBound(Value r);
   /// Copies cache row `row` (i8 pointer) into workspace row `wsRow`, the
   /// lanes striding over groups of `vec` entries.
   void copyRow(Value row, Value wsRow, Value lane);
@@ -216,7 +214,9 @@ void GatherKernel::emit(StringRef name) {
   Value r = e.add(e.mul(e.blockIdX(), e.c32(abi::kGatherRowsPerCta)),
                   e.shru(tid, e.c32(5)));
   e.ifThen(e.slt(r, wsRows), [&] {
-    Value count = upperBound(r);
+    // The row's request: how many of cu_rows[0..B] are <= r.
+    Value count =
+        gpu_codegen::upperBound(e, cuRows, e.add(batch, e.c32(1)), r);
     Value inBatch = e.andi(e.sge(count, e.c32(1)), e.sle(count, batch));
     e.ifThen(inBatch, [&] {
       Value req = e.sub(count, e.c32(1));
@@ -245,29 +245,6 @@ void GatherKernel::emit(StringRef name) {
     });
   });
   mlir::gpu::ReturnOp::create(b);
-}
-
-Value GatherKernel::upperBound(Value r) {
-  // lo/hi bracket the answer in [0, B+1]; every lane runs the same search.
-  Type i32 = e.i32;
-  auto loop = scf::WhileOp::create(
-      b, TypeRange{i32, i32}, ValueRange{e.c32(0), e.add(batch, e.c32(1))});
-  {
-    OpBuilder::InsertionGuard guard(b);
-    Block *before = b.createBlock(&loop.getBefore(), {}, {i32, i32},
-                                  {b.getLoc(), b.getLoc()});
-    scf::ConditionOp::create(b, e.slt(before->getArgument(0),
-                                      before->getArgument(1)),
-                             before->getArguments());
-    Block *after = b.createBlock(&loop.getAfter(), {}, {i32, i32},
-                                 {b.getLoc(), b.getLoc()});
-    Value lo = after->getArgument(0), hi = after->getArgument(1);
-    Value mid = e.shru(e.add(lo, hi), e.c32(1));
-    Value le = e.sle(e.load(i32, e.gep(cuRows, i32, mid), 4), r);
-    scf::YieldOp::create(b, ValueRange{e.select(le, e.add(mid, e.c32(1)), lo),
-                                       e.select(le, hi, mid)});
-  }
-  return loop.getResult(0);
 }
 
 void GatherKernel::copyRow(Value row, Value wsRow, Value lane) {
