@@ -628,6 +628,64 @@ bool parseUpProjKvKernelSpec(const std::string &text, UpProjKvKernelSpec &spec,
   return true;
 }
 
+std::string toString(const MhaKernelSpec &spec) {
+  const MhaShape &s = spec.shape;
+  std::ostringstream os;
+  os << "mha chip=" << chipName(spec.chip) << " N=" << s.numHeads
+     << " D=" << s.qkDim << " V=" << s.vDim << " dtype=" << actTypeName(s.elem)
+     << " causal=" << (s.causal ? 1 : 0) << " scale=" << scaleText(s.scale);
+  return os.str();
+}
+
+bool parseMhaKernelSpec(const std::string &text, MhaKernelSpec &spec,
+                        std::string &error) {
+  Fields fields;
+  if (!splitFields(text, fields, error))
+    return false;
+  if (fields.family != "mha") {
+    error = "an attention kernel spec starts with 'mha', got '" +
+            fields.family + "'";
+    return false;
+  }
+  if (!checkRequired(fields, {"chip", "N", "D", "V", "dtype", "causal", "scale"},
+                     "chip, N, D, V, dtype, causal and scale", error))
+    return false;
+  MhaKernelSpec result;
+  MhaShape &shape = result.shape;
+  for (const auto &[key, value] : fields.values) {
+    bool ok = true;
+    if (key == "chip") {
+      ok = parseChipField(value, result.chip, error);
+    } else if (key == "N") {
+      ok = parseCountField(fields, "N", shape.numHeads, 1, error);
+    } else if (key == "D") {
+      ok = parseCountField(fields, "D", shape.qkDim, 1, error);
+    } else if (key == "V") {
+      ok = parseCountField(fields, "V", shape.vDim, 1, error);
+    } else if (key == "dtype") {
+      ok = parseActType(value, shape.elem, error);
+    } else if (key == "causal") {
+      ok = value == "0" || value == "1";
+      if (!ok)
+        error = "causal must be 0 or 1, got '" + value + "'";
+      shape.causal = value == "1";
+    } else if (key == "scale") {
+      ok = parseScale(value, shape.scale) && std::isfinite(shape.scale) &&
+           shape.scale > 0;
+      if (!ok)
+        error = "scale must be a positive finite f32, got '" + value + "'";
+    } else {
+      error = "unknown key '" + key +
+              "' (expected chip, N, D, V, dtype, causal or scale)";
+      ok = false;
+    }
+    if (!ok)
+      return false;
+  }
+  spec = result;
+  return true;
+}
+
 bool parseKernelSpec(const std::string &text, KernelSpec &spec,
                      std::string &error) {
   std::istringstream words(text);
@@ -663,9 +721,11 @@ bool parseKernelSpec(const std::string &text, KernelSpec &spec,
   if (family == "up_proj_kv")
     return parseInto<UpProjKvKernelSpec>(text, spec, error,
                                          parseUpProjKvKernelSpec);
+  if (family == "mha")
+    return parseInto<MhaKernelSpec>(text, spec, error, parseMhaKernelSpec);
   error = "a kernel spec starts with its family (decode, cache_write, "
-          "absorb_q, up_proj_out, gather_cache, merge_states or "
-          "up_proj_kv), got '" +
+          "absorb_q, up_proj_out, gather_cache, merge_states, up_proj_kv "
+          "or mha), got '" +
           family + "'";
   return false;
 }
@@ -690,6 +750,9 @@ std::string pipelineFor(const MergeStatesKernelSpec &spec) {
   return mlaToNvvm(spec.chip);
 }
 std::string pipelineFor(const UpProjKvKernelSpec &spec) {
+  return mlaToNvvm(spec.chip);
+}
+std::string pipelineFor(const MhaKernelSpec &spec) {
   return mlaToNvvm(spec.chip);
 }
 std::string pipelineFor(const KernelSpec &spec) {
@@ -719,6 +782,10 @@ std::string cacheKeyFor(const MergeStatesKernelSpec &spec) {
                                toolchainVersion(), chipName(spec.chip));
 }
 std::string cacheKeyFor(const UpProjKvKernelSpec &spec) {
+  return computeKernelCacheKey(toString(spec), pipelineFor(spec),
+                               toolchainVersion(), chipName(spec.chip));
+}
+std::string cacheKeyFor(const MhaKernelSpec &spec) {
   return computeKernelCacheKey(toString(spec), pipelineFor(spec),
                                toolchainVersion(), chipName(spec.chip));
 }

@@ -11,6 +11,7 @@
 #include <limits>
 #include <optional>
 #include <system_error>
+#include <tuple>
 
 using namespace mla::gpu;
 using llvm::Error;
@@ -219,6 +220,76 @@ Error mla::gpu::launchUpProjKv(const CudaKernel &kernel, CUstream stream,
                 unsigned(upProjKvSharedBytes()), params);
 }
 
+Error mla::gpu::checkMhaArgs(const MhaArgs &a) {
+  const char *name = kMhaKernel;
+  if (const char *why = checkMhaShape(a.shape); *why)
+    return fail(Twine(name) + ": " + why);
+  if (Error err = checkCount(name, "batch", a.batch))
+    return err;
+  if (Error err = checkCount(name, "tokens", a.tokens))
+    return err;
+  if (a.tokens * a.shape.numHeads > kMaxI32)
+    return fail(Twine(name) + ": tokens * N = " +
+                Twine(a.tokens * a.shape.numHeads) + " is past 2^31 - 1");
+  if (a.tokens == 0)
+    return Error::success();
+  for (auto [arg, p] : {std::pair<const char *, CUdeviceptr>{"q", a.q},
+                        {"k", a.k},
+                        {"v", a.v},
+                        {"out", a.out}})
+    if (Error err = checkPointer(name, arg, p, 4))
+      return err;
+  for (auto [arg, p] :
+       {std::pair<const char *, CUdeviceptr>{"cu_seqlens_q", a.cuSeqlensQ},
+        {"cu_seqlens_k", a.cuSeqlensK},
+        {"lse", a.lse}})
+    if (Error err = checkPointer(name, arg, p, 4))
+      return err;
+  return Error::success();
+}
+
+Error mla::gpu::checkMhaSeqlens(llvm::ArrayRef<int32_t> cuQ,
+                                llvm::ArrayRef<int32_t> cuK, int64_t tokens,
+                                int64_t keys) {
+  const char *name = kMhaKernel;
+  if (cuQ.empty() || cuQ.size() != cuK.size())
+    return fail(Twine(name) + ": cu_seqlens_q and cu_seqlens_k must both be "
+                "[B+1], got " + Twine(cuQ.size()) + " and " +
+                Twine(cuK.size()) + " entries");
+  for (auto [what, cu, limit] :
+       {std::tuple<const char *, llvm::ArrayRef<int32_t>, int64_t>{
+            "cu_seqlens_q", cuQ, tokens},
+        {"cu_seqlens_k", cuK, keys}}) {
+    if (cu[0] != 0)
+      return fail(Twine(name) + ": " + what + "[0] = " + Twine(cu[0]) +
+                  " must be 0");
+    for (size_t b = 1; b < cu.size(); ++b)
+      if (cu[b] < cu[b - 1])
+        return fail(Twine(name) + ": " + what + " must be non-decreasing, "
+                    "but entry " + Twine(b) + " is " + Twine(cu[b]) +
+                    " after " + Twine(cu[b - 1]));
+    if (cu.back() > limit)
+      return fail(Twine(name) + ": " + what + " ends at " +
+                  Twine(cu.back()) + ", past the " + Twine(limit) +
+                  " rows of its tensor");
+  }
+  return Error::success();
+}
+
+Error mla::gpu::launchMha(const CudaKernel &kernel, CUstream stream,
+                          const MhaArgs &a) {
+  if (Error err = checkMhaArgs(a))
+    return err;
+  if (a.tokens == 0)
+    return Error::success();
+  CUdeviceptr q = a.q, k = a.k, v = a.v, cuQ = a.cuSeqlensQ,
+              cuK = a.cuSeqlensK, out = a.out, lse = a.lse;
+  int32_t batch = int32_t(a.batch), tokens = int32_t(a.tokens);
+  void *params[kMhaNumParams] = {&q,   &k,   &v,     &cuQ,   &cuK,
+                                 &out, &lse, &batch, &tokens};
+  return launch(kernel, stream, mhaLaunchDims(a.shape, a.tokens), 0, params);
+}
+
 llvm::Expected<CudaKernel>
 mla::gpu::loadGatherCacheKernel(const GatherCacheKernelSpec &spec,
                                 const KernelCache &cache) {
@@ -235,4 +306,9 @@ llvm::Expected<CudaKernel>
 mla::gpu::loadUpProjKvKernel(const UpProjKvKernelSpec &spec,
                              const KernelCache &cache) {
   return loadFor(spec, cache, kUpProjKvKernel);
+}
+
+llvm::Expected<CudaKernel> mla::gpu::loadMhaKernel(const MhaKernelSpec &spec,
+                                                   const KernelCache &cache) {
+  return loadFor(spec, cache, kMhaKernel);
 }

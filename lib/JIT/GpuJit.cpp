@@ -3,8 +3,8 @@
 // A spec becomes a small mla module, built with the ops' builders (its shape
 // baked into the types, the sizes the kernels read at run time dynamic:
 // decode's batch, page count and split count, the token or row count of
-// cache_write, gather_cache, merge_states, up_proj_kv and the projections),
-// which the `mla-to-nvvm` pipeline compiles into a cubin. The
+// cache_write, gather_cache, merge_states, up_proj_kv, mha and the
+// projections), which the `mla-to-nvvm` pipeline compiles into a cubin. The
 // pipeline's options are parsed from pipelineFor(spec), the very string the
 // cache key hashes, so the key cannot describe another compile than the one
 // that ran.
@@ -274,6 +274,26 @@ OwningOpRef<ModuleOp> buildUpProjKvModule(MLIRContext &ctx,
   return kb.finish(upKv->getResults());
 }
 
+/// One function with one `mla.mha` over dynamic query and key row counts
+/// and request count; the scale and causality are baked in.
+OwningOpRef<ModuleOp> buildMhaModule(MLIRContext &ctx,
+                                     const MhaKernelSpec &spec) {
+  const MhaShape &s = spec.shape;
+  Type elem = getActType(ctx, s.elem);
+  Type qk = tensorType({-1, s.numHeads, s.qkDim}, elem);
+  Type v = tensorType({-1, s.numHeads, s.vDim}, elem);
+  Type cu = tensorType({-1}, IntegerType::get(&ctx, 32));
+  Type lse = tensorType({s.numHeads, -1}, Float32Type::get(&ctx));
+  KernelModuleBuilder kb(ctx, spec.chip, "mla_mha", {qk, qk, v, cu, cu},
+                         {v, lse});
+  OpBuilder &b = kb.getBuilder();
+  auto mha = MhaOp::create(b, kb.getLoc(), v, lse, kb.getArg(0), kb.getArg(1),
+                           kb.getArg(2), kb.getArg(3), kb.getArg(4),
+                           b.getF32FloatAttr(s.scale),
+                           s.causal ? b.getUnitAttr() : UnitAttr());
+  return kb.finish(mha->getResults());
+}
+
 /// One function with one `mla.absorb_q` or `mla.up_proj_out` over a dynamic
 /// token count T.
 OwningOpRef<ModuleOp> buildProjectionModule(MLIRContext &ctx,
@@ -313,6 +333,8 @@ OwningOpRef<ModuleOp> buildKernelModule(MLIRContext &ctx,
     return buildMergeStatesModule(ctx, *merge);
   if (const auto *upKv = std::get_if<UpProjKvKernelSpec>(&spec))
     return buildUpProjKvModule(ctx, *upKv);
+  if (const auto *mha = std::get_if<MhaKernelSpec>(&spec))
+    return buildMhaModule(ctx, *mha);
   return buildProjectionModule(ctx, std::get<ProjectionKernelSpec>(spec));
 }
 

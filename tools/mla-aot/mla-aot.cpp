@@ -62,8 +62,8 @@ cl::list<std::string>
                     "(fp8_e4m3 with scale 1.0), absorb_q (P=128) and "
                     "up_proj_out (V=128) for N in {16,128}, then prefill's "
                     "gather_cache from every row format into bf16, "
-                    "up_proj_kv (P=V=128) and merge_states (H=128) for N in "
-                    "{16,128}"),
+                    "up_proj_kv (P=V=128), merge_states (H=128) and mha "
+                    "(D=192, V=128, causal and not) for N in {16,128}"),
            cl::value_desc("name"), cl::cat(category));
 cl::opt<bool> printKey("print-key",
                        cl::desc("Print each spec's key and entry path; "
@@ -152,7 +152,7 @@ std::vector<KernelSpec> getDeepSeekSpecs() {
     result.push_back(up);
   }
   // Chunked prefill: gathers of every row format into a bf16 workspace, the
-  // up-projection and the LSE merge of V = 128 outputs.
+  // up-projection, the LSE merge of V = 128 outputs and the attention.
   for (CacheFormat format :
        {CacheFormat::BF16, CacheFormat::F16, CacheFormat::F32,
         CacheFormat::FP8E4M3, CacheFormat::FP8E4M3Token,
@@ -171,6 +171,12 @@ std::vector<KernelSpec> getDeepSeekSpecs() {
     MergeStatesKernelSpec merge;
     merge.shape = {heads, /*headDim=V*/ 128, ActType::BF16};
     result.push_back(merge);
+    for (bool causal : {false, true}) {
+      MhaKernelSpec mha;
+      mha.shape = {heads, /*qkDim=P+R*/ 192, /*vDim=*/128, ActType::BF16,
+                   causal, static_cast<float>(1.0 / std::sqrt(192.0))};
+      result.push_back(mha);
+    }
   }
   return result;
 }

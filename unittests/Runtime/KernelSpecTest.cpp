@@ -373,7 +373,7 @@ TEST(KernelSpecTest, MalformedCacheWriteAndProjectionTextIsRejected) {
   };
   rejects("prefill chip=sm_90a",
           "starts with its family (decode, cache_write, absorb_q, "
-          "up_proj_out, gather_cache, merge_states or up_proj_kv), got "
+          "up_proj_out, gather_cache, merge_states, up_proj_kv or mha), got "
           "'prefill'");
   rejects("", "got ''");
   const std::string cw = "cache_write chip=sm_90a L=512 R=64 page=64 ";
@@ -431,7 +431,10 @@ TEST(KernelSpecTest, PrefillFamiliesPrintParseAndRoundTrip) {
         "gather_cache chip=sm_90a L=512 R=64 page=64 dtype=f16 "
         "format=fp8_e4m3_token",
         "merge_states chip=sm_100a N=16 H=512 dtype=f32",
-        "up_proj_kv chip=sm_90a N=16 L=256 P=64 V=128 dtype=f16"}) {
+        "up_proj_kv chip=sm_90a N=16 L=256 P=64 V=128 dtype=f16",
+        "mha chip=sm_90a N=128 D=192 V=128 dtype=bf16 causal=1 "
+        "scale=0x3d93cd3a",
+        "mha chip=sm_100a N=3 D=40 V=20 dtype=f32 causal=0 scale=0x3e000000"}) {
     KernelSpec spec = parseAnyOrDie(text);
     EXPECT_EQ(toString(spec), text);
     EXPECT_EQ(cacheKeyFor(parseAnyOrDie(toString(spec))), cacheKeyFor(spec));
@@ -489,6 +492,20 @@ TEST(KernelSpecTest, PrefillKeysChangeWithEveryField) {
     change(spec);
     add(spec);
   }
+  MhaKernelSpec mha;
+  add(mha);
+  for (auto change : std::vector<void (*)(MhaKernelSpec &)>{
+           [](MhaKernelSpec &s) { s.chip = Chip::SM100a; },
+           [](MhaKernelSpec &s) { s.shape.numHeads = 16; },
+           [](MhaKernelSpec &s) { s.shape.qkDim = 128; },
+           [](MhaKernelSpec &s) { s.shape.vDim = 64; },
+           [](MhaKernelSpec &s) { s.shape.elem = ActType::F16; },
+           [](MhaKernelSpec &s) { s.shape.causal = false; },
+           [](MhaKernelSpec &s) { s.shape.scale = 0.125f; }}) {
+    MhaKernelSpec spec;
+    change(spec);
+    add(spec);
+  }
   UpProjKvKernelSpec upKv;
   add(upKv);
   for (auto change : std::vector<void (*)(UpProjKvKernelSpec &)>{
@@ -527,6 +544,12 @@ TEST(KernelSpecTest, MalformedPrefillTextIsRejected) {
           "P and V must be multiples of 8");
   rejects("up_proj_kv chip=sm_90a N=16 L=512 P=128 V=128 dtype=f32",
           "reads bf16 or f16, not f32");
+  rejects("mha chip=sm_90a N=16 D=192 V=128 dtype=bf16 causal=1",
+          "missing scale");
+  rejects("mha chip=sm_90a N=16 D=192 V=128 dtype=bf16 causal=2 scale=1",
+          "causal must be 0 or 1");
+  rejects("mha chip=sm_90a N=16 D=192 V=128 dtype=bf16 causal=0 scale=-1",
+          "scale must be a positive finite f32");
   GatherCacheKernelSpec gather;
   std::string error;
   EXPECT_FALSE(parseGatherCacheKernelSpec(kCacheWriteBf16, gather, error));

@@ -2,7 +2,7 @@
 //
 // A kernel spec names everything a compiled image depends on besides the
 // toolchain: the op family (decode, cache_write, absorb_q, up_proj_out,
-// gather_cache, merge_states, up_proj_kv), the
+// gather_cache, merge_states, up_proj_kv, mha), the
 // baked dimensions, dtypes, page size, tiling and chip. Its canonical text is hashed (with the pipeline name and the
 // toolchain version) into the kernel-cache key, so the JIT (which links
 // MLIR) and a serving process without MLIR find the same entry.
@@ -126,15 +126,27 @@ std::string toString(const UpProjKvKernelSpec &spec);
 bool parseUpProjKvKernelSpec(const std::string &text, UpProjKvKernelSpec &spec,
                              std::string &error);
 
+/// An `mla.mha` image (kernel mla_mha, the first CUDA-core version).
+struct MhaKernelSpec {
+  Chip chip = Chip::SM90a;
+  MhaShape shape;
+};
+
+/// Canonical text, e.g. "mha chip=sm_90a N=128 D=192 V=128 dtype=bf16
+/// causal=1 scale=0x3d93cd3a" (D = P+R, the scale as its f32 bit pattern).
+std::string toString(const MhaKernelSpec &spec);
+bool parseMhaKernelSpec(const std::string &text, MhaKernelSpec &spec,
+                        std::string &error);
+
 /// A spec of any family.
 using KernelSpec =
     std::variant<DecodeKernelSpec, CacheWriteKernelSpec, ProjectionKernelSpec,
                  GatherCacheKernelSpec, MergeStatesKernelSpec,
-                 UpProjKvKernelSpec>;
+                 UpProjKvKernelSpec, MhaKernelSpec>;
 
 /// Parses a spec of any family, dispatching on its first word ("decode",
 /// "cache_write", "absorb_q", "up_proj_out", "gather_cache",
-/// "merge_states" or "up_proj_kv").
+/// "merge_states", "up_proj_kv" or "mha").
 bool parseKernelSpec(const std::string &text, KernelSpec &spec,
                      std::string &error);
 std::string toString(const KernelSpec &spec);
@@ -147,6 +159,7 @@ std::string pipelineFor(const ProjectionKernelSpec &spec);
 std::string pipelineFor(const GatherCacheKernelSpec &spec);
 std::string pipelineFor(const MergeStatesKernelSpec &spec);
 std::string pipelineFor(const UpProjKvKernelSpec &spec);
+std::string pipelineFor(const MhaKernelSpec &spec);
 std::string pipelineFor(const KernelSpec &spec);
 
 /// The toolchain identity baked in at build time (MLIR/LLVM version and
@@ -163,6 +176,7 @@ std::string cacheKeyFor(const ProjectionKernelSpec &spec);
 std::string cacheKeyFor(const GatherCacheKernelSpec &spec);
 std::string cacheKeyFor(const MergeStatesKernelSpec &spec);
 std::string cacheKeyFor(const UpProjKvKernelSpec &spec);
+std::string cacheKeyFor(const MhaKernelSpec &spec);
 std::string cacheKeyFor(const KernelSpec &spec);
 
 } // namespace mla::gpu

@@ -1,8 +1,8 @@
 //===- PrefillABI.h - Kernel contract of the chunked-prefill ops ---------===//
 //
 // Kernel names, parameter lists and launch geometry of the GPU kernels of
-// `mla.gather_cache`, `mla.merge_states` and `mla.up_proj_kv` (the pieces of
-// a chunked prefill, primer section 7), shared by the emitters in
+// `mla.gather_cache`, `mla.merge_states`, `mla.up_proj_kv` and `mla.mha`
+// (the pieces of a chunked prefill, primer section 7), shared by the emitters in
 // lib/Conversion/MLAToGPU and the launchers in
 // mla/GpuRuntime/PrefillLaunch.h. Like CacheProjectionABI.h it depends on
 // the C++ standard library only and follows its conventions: raw device
@@ -182,6 +182,55 @@ inline LaunchDims upProjKvLaunchDims(const UpProjKvShape &s, int64_t rows) {
       static_cast<uint32_t>((s.columns() + kUpKvTileN - 1) / kUpKvTileN);
   dims.blockX = static_cast<uint32_t>(kUpKvThreadsPerCta);
   return dims;
+}
+
+//===----------------------------------------------------------------------===//
+// mha: mla_mha
+//===----------------------------------------------------------------------===//
+
+/// The baked parameters of a varlen attention kernel: q and k rows of
+/// qkDim (P+R), v and out rows of vDim (V), per head.
+struct MhaShape {
+  int64_t numHeads = 128; // N
+  int64_t qkDim = 192;    // P+R
+  int64_t vDim = 128;     // V
+  ActType elem = ActType::BF16;
+  bool causal = true;
+  float scale = 0.0721687824f; // (P+R)^-0.5
+};
+
+/// Kernel `mla_mha`: a first, correct version, not FlashAttention: one warp
+/// per (query token, head) row, kMhaRowsPerCta rows per CTA (row
+/// r = t * N + n), each lane holding every 32nd q entry and V column, one
+/// key at a time with a base-2 online softmax on CUDA cores. Parameters:
+///   q [T, N, qkDim], k [S, N, qkDim], v [S, N, vDim]   elem
+///   cu_seqlens_q [B+1], cu_seqlens_k [B+1]              i32, non-decreasing
+///   out [T, N, vDim] elem, lse [N, T] f32
+///   B, T                                                i32
+/// Request b's query i (of q_len) sees keys [0, k_len) or, causal and
+/// bottom-right aligned, [0, k_len - q_len + i]. Rows that see no key, and
+/// rows outside [cu_seqlens_q[0], cu_seqlens_q[B]), get out = 0,
+/// lse = -inf.
+inline constexpr const char *kMhaKernel = "mla_mha";
+inline constexpr int kMhaNumParams = 9;
+inline constexpr int64_t kMhaRowsPerCta = 4;
+inline constexpr int64_t kMhaThreadsPerCta = 32 * kMhaRowsPerCta;
+
+inline LaunchDims mhaLaunchDims(const MhaShape &s, int64_t tokens) {
+  LaunchDims dims;
+  int64_t rows = tokens * s.numHeads;
+  dims.gridX =
+      static_cast<uint32_t>((rows + kMhaRowsPerCta - 1) / kMhaRowsPerCta);
+  dims.blockX = static_cast<uint32_t>(kMhaThreadsPerCta);
+  return dims;
+}
+
+inline const char *checkMhaShape(const MhaShape &s) {
+  if (s.numHeads <= 0 || s.qkDim <= 0 || s.vDim <= 0)
+    return "N and the head widths must be positive";
+  if (!(s.scale > 0.0f))
+    return "the softmax scale must be positive";
+  return "";
 }
 
 } // namespace mla::gpu

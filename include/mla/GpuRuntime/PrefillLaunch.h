@@ -1,7 +1,7 @@
 //===- PrefillLaunch.h - Launch the chunked-prefill kernels -----*- C++ -*-===//
 //
 // Host loaders and launchers of the kernels in mla/Contract/PrefillABI.h
-// (gather_cache, merge_states, up_proj_kv), following
+// (gather_cache, merge_states, up_proj_kv, mha), following
 // CacheProjectionLaunch.h: each launcher checks its arguments (shape,
 // counts, pointer alignment) and returns an llvm::Error
 // (std::errc::invalid_argument) before anything is launched, then enqueues
@@ -77,6 +77,25 @@ llvm::Error checkUpProjKvArgs(const UpProjKvArgs &args);
 llvm::Error launchUpProjKv(const CudaKernel &kernel, CUstream stream,
                            const UpProjKvArgs &args);
 
+/// Arguments of `mla_mha`: q/k [tokens|keys, N, qkDim], v [keys, N, vDim],
+/// cuSeqlensQ/K [batch + 1] i32, out [tokens, N, vDim], lse [N, tokens].
+struct MhaArgs {
+  MhaShape shape;
+  CUdeviceptr q = 0, k = 0, v = 0, cuSeqlensQ = 0, cuSeqlensK = 0, out = 0,
+              lse = 0;
+  int64_t batch = 0;
+  int64_t tokens = 0;
+};
+
+llvm::Error checkMhaArgs(const MhaArgs &args);
+/// Checks host copies of cu_seqlens_q/k: both [batch + 1], non-decreasing
+/// from 0, ending at most at the token and key counts.
+llvm::Error checkMhaSeqlens(llvm::ArrayRef<int32_t> cuQ,
+                            llvm::ArrayRef<int32_t> cuK, int64_t tokens,
+                            int64_t keys);
+llvm::Error launchMha(const CudaKernel &kernel, CUstream stream,
+                      const MhaArgs &args);
+
 /// Loads the kernel of the image cached under cacheKeyFor(spec); a miss is
 /// a std::errc::no_such_file_or_directory error naming the `mla-aot`
 /// command that builds the entry.
@@ -86,6 +105,8 @@ llvm::Expected<CudaKernel> loadMergeStatesKernel(const MergeStatesKernelSpec &sp
                                                  const KernelCache &cache);
 llvm::Expected<CudaKernel> loadUpProjKvKernel(const UpProjKvKernelSpec &spec,
                                               const KernelCache &cache);
+llvm::Expected<CudaKernel> loadMhaKernel(const MhaKernelSpec &spec,
+                                         const KernelCache &cache);
 
 } // namespace mla::gpu
 

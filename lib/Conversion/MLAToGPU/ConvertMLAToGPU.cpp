@@ -194,6 +194,7 @@ struct KernelEmitter {
             [&](auto) { return emitMergeStatesKernels(builder, op, chip); })
         .Case<UpProjKvOp>(
             [&](auto) { return emitUpProjKvKernels(builder, op, chip); })
+        .Case<MhaOp>([&](auto) { return emitMhaKernels(builder, op, chip); })
         .Case<PlanSplitsOp>([](auto) { return success(); })
         .Default([](Operation *other) {
           return other->emitError()

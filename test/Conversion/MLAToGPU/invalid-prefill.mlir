@@ -41,3 +41,12 @@ func.func @up_kv_f32(%lat: tensor<?x64xf32>, %w: tensor<512x64xf32>) -> (tensor<
   %k, %v = mla.up_proj_kv %lat, %w : tensor<?x64xf32>, tensor<512x64xf32> -> tensor<?x2x128xf32>, tensor<?x2x128xf32>
   return %k, %v : tensor<?x2x128xf32>, tensor<?x2x128xf32>
 }
+
+// -----
+
+// mha bakes the head count and widths into its kernel.
+func.func @mha_dynamic_width(%q: tensor<?x16x?xbf16>, %k: tensor<?x16x?xbf16>, %v: tensor<?x16x128xbf16>, %cq: tensor<?xi32>, %ck: tensor<?xi32>) -> (tensor<?x16x128xbf16>, tensor<16x?xf32>) {
+  // expected-error @+1 {{GPU mha needs static N and head widths (only the token counts may be dynamic)}}
+  %o, %l = mla.mha %q, %k, %v, %cq, %ck scale 0.125 : (tensor<?x16x?xbf16>, tensor<?x16x?xbf16>, tensor<?x16x128xbf16>, tensor<?xi32>, tensor<?xi32>) -> (tensor<?x16x128xbf16>, tensor<16x?xf32>)
+  return %o, %l : tensor<?x16x128xbf16>, tensor<16x?xf32>
+}

@@ -47,7 +47,7 @@ mlir::LogicalResult emitUpProjOutKernels(mlir::OpBuilder &builder,
                                          gpu::Chip chip);
 
 /// Kernels of the chunked-prefill ops (GatherCacheGPU.cpp,
-/// MergeStatesGPU.cpp, UpProjKvGPU.cpp); their contracts are in
+/// MergeStatesGPU.cpp, UpProjKvGPU.cpp, MhaGPU.cpp); their contracts are in
 /// mla/Contract/PrefillABI.h.
 mlir::LogicalResult emitGatherCacheKernels(mlir::OpBuilder &builder,
                                            mlir::Operation *gatherCacheOp,
@@ -58,6 +58,8 @@ mlir::LogicalResult emitMergeStatesKernels(mlir::OpBuilder &builder,
 mlir::LogicalResult emitUpProjKvKernels(mlir::OpBuilder &builder,
                                         mlir::Operation *upProjKvOp,
                                         gpu::Chip chip);
+mlir::LogicalResult emitMhaKernels(mlir::OpBuilder &builder,
+                                   mlir::Operation *mhaOp, gpu::Chip chip);
 
 } // namespace mla::gpu_codegen
 
