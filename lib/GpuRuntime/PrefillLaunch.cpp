@@ -56,7 +56,7 @@ template <typename Spec>
 llvm::Expected<CudaKernel> loadFor(const Spec &spec, const KernelCache &cache,
                                    const char *name) {
   std::string key = cacheKeyFor(spec);
-  std::optional<std::vector<char>> image = cache.lookup(key);
+  std::optional<std::vector<char>> image = cache.lookup(key, toString(spec));
   if (!image)
     return cache.getMissingEntryError(toString(spec), key);
   return loadKernel(*image, name);
