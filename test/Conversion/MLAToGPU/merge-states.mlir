@@ -24,7 +24,7 @@
 // CHECK:         arith.select %[[LIVEA]],
 // CHECK:         ex2.approx.ftz.f32
 // CHECK:         arith.select %[[LIVEB]],
-// CHECK:         arith.cmpf ogt, %{{.*}}, %{{.*}} : f32
+// CHECK:         arith.cmpf une, %{{.*}}, %{{.*}} : f32
 // CHECK:         lg2.approx.ftz.f32
 // CHECK:         llvm.getelementptr %[[OA]][
 // CHECK:         llvm.load %{{.*}} {alignment = 16 : i64} : !llvm.ptr<1> -> vector<8xbf16>
