@@ -221,8 +221,10 @@ llvm::Expected<Kernel> mla::buildMergeStates(MLIRContext &ctx,
                                              const HostTensor &lseA,
                                              const HostTensor &outB,
                                              const HostTensor &lseB) {
-  if (llvm::Error err = checkMergeStates(outA, lseA, outB, lseB))
-    return std::move(err);
+  llvm::Expected<MergeStatesCall> call =
+      checkMergeStates(Device::CPU, outA, lseA, outB, lseB);
+  if (!call)
+    return call.takeError();
   Type outTy = tensorType(ctx, outA), lseTy = tensorType(ctx, lseA);
   EntryBuilder eb(ctx, "merge_states",
                   {outTy, lseTy, tensorType(ctx, outB), tensorType(ctx, lseB)},
