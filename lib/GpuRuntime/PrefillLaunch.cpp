@@ -11,7 +11,6 @@
 #include <limits>
 #include <optional>
 #include <system_error>
-#include <tuple>
 
 using namespace mla::gpu;
 using llvm::Error;
@@ -86,50 +85,6 @@ Error mla::gpu::checkGatherCacheArgs(const GatherCacheArgs &a) {
         {"cu_rows", a.cuRows}})
     if (Error err = checkPointer(name, arg, p, 4))
       return err;
-  return Error::success();
-}
-
-Error mla::gpu::checkGatherTables(llvm::ArrayRef<int32_t> blockTable,
-                                  llvm::ArrayRef<int32_t> starts,
-                                  llvm::ArrayRef<int32_t> cuRows,
-                                  const GatherCacheArgs &a) {
-  const char *name = kGatherCacheKernel;
-  if (int64_t(starts.size()) != a.batch ||
-      int64_t(cuRows.size()) != a.batch + 1 ||
-      int64_t(blockTable.size()) != a.batch * a.maxPages)
-    return fail(Twine(name) + ": expected starts [" + Twine(a.batch) +
-                "], cu_rows [" + Twine(a.batch + 1) + "] and block_table [" +
-                Twine(a.batch) + ", " + Twine(a.maxPages) + "]");
-  if (!cuRows.empty() && cuRows[0] < 0)
-    return fail(Twine(name) + ": cu_rows[0] = " + Twine(cuRows[0]) +
-                " is negative");
-  const int64_t page = a.shape.pageSize;
-  for (int64_t b = 0; b < a.batch; ++b) {
-    if (cuRows[b + 1] < cuRows[b])
-      return fail(Twine(name) + ": cu_rows must be non-decreasing, but "
-                  "cu_rows[" + Twine(b + 1) + "] = " + Twine(cuRows[b + 1]) +
-                  " < cu_rows[" + Twine(b) + "] = " + Twine(cuRows[b]));
-    if (starts[b] < 0)
-      return fail(Twine(name) + ": starts[" + Twine(b) + "] = " +
-                  Twine(starts[b]) + " is negative");
-    // Rows past the workspace are not written, so they read nothing.
-    int64_t rows = std::min<int64_t>(cuRows[b + 1], a.workspaceRows) -
-                   std::min<int64_t>(cuRows[b], a.workspaceRows);
-    if (rows <= 0)
-      continue;
-    int64_t lastPage = (int64_t(starts[b]) + rows - 1) / page;
-    if (lastPage >= a.maxPages)
-      return fail(Twine(name) + ": request " + Twine(b) + " gathers position " +
-                  Twine(int64_t(starts[b]) + rows - 1) + ", past its " +
-                  Twine(a.maxPages) + " block-table pages of " + Twine(page));
-    for (int64_t k = starts[b] / page; k <= lastPage; ++k) {
-      int32_t physical = blockTable[b * a.maxPages + k];
-      if (physical < 0 || physical >= a.numPages)
-        return fail(Twine(name) + ": block_table[" + Twine(b) + ", " +
-                    Twine(k) + "] = " + Twine(physical) +
-                    " is not a page of the cache's " + Twine(a.numPages));
-    }
-  }
   return Error::success();
 }
 
@@ -245,34 +200,6 @@ Error mla::gpu::checkMhaArgs(const MhaArgs &a) {
         {"lse", a.lse}})
     if (Error err = checkPointer(name, arg, p, 4))
       return err;
-  return Error::success();
-}
-
-Error mla::gpu::checkMhaSeqlens(llvm::ArrayRef<int32_t> cuQ,
-                                llvm::ArrayRef<int32_t> cuK, int64_t tokens,
-                                int64_t keys) {
-  const char *name = kMhaKernel;
-  if (cuQ.empty() || cuQ.size() != cuK.size())
-    return fail(Twine(name) + ": cu_seqlens_q and cu_seqlens_k must both be "
-                "[B+1], got " + Twine(cuQ.size()) + " and " +
-                Twine(cuK.size()) + " entries");
-  for (auto [what, cu, limit] :
-       {std::tuple<const char *, llvm::ArrayRef<int32_t>, int64_t>{
-            "cu_seqlens_q", cuQ, tokens},
-        {"cu_seqlens_k", cuK, keys}}) {
-    if (cu[0] != 0)
-      return fail(Twine(name) + ": " + what + "[0] = " + Twine(cu[0]) +
-                  " must be 0");
-    for (size_t b = 1; b < cu.size(); ++b)
-      if (cu[b] < cu[b - 1])
-        return fail(Twine(name) + ": " + what + " must be non-decreasing, "
-                    "but entry " + Twine(b) + " is " + Twine(cu[b]) +
-                    " after " + Twine(cu[b - 1]));
-    if (cu.back() > limit)
-      return fail(Twine(name) + ": " + what + " ends at " +
-                  Twine(cu.back()) + ", past the " + Twine(limit) +
-                  " rows of its tensor");
-  }
   return Error::success();
 }
 

@@ -19,7 +19,6 @@
 #include "mla/Contract/PrefillABI.h"
 #include "mla/GpuRuntime/CudaDriver.h"
 #include "mla/GpuRuntime/KernelCache.h"
-#include "llvm/ADT/ArrayRef.h"
 #include "llvm/Support/Error.h"
 
 namespace mla::gpu {
@@ -39,15 +38,6 @@ struct GatherCacheArgs {
 };
 
 llvm::Error checkGatherCacheArgs(const GatherCacheArgs &args);
-/// Checks host copies of the tables against the cache: cu_rows
-/// non-decreasing from >= 0, starts >= 0, and every gathered position's
-/// logical page below maxPages and physical page in [0, numPages). The
-/// kernel skips rows that break these (it never reads out of bounds), so
-/// callers that want the error call this first.
-llvm::Error checkGatherTables(llvm::ArrayRef<int32_t> blockTable,
-                              llvm::ArrayRef<int32_t> starts,
-                              llvm::ArrayRef<int32_t> cuRows,
-                              const GatherCacheArgs &args);
 /// Checks `args`, then launches a loaded `mla_gather_cache`. No workspace
 /// rows or an empty batch launch nothing.
 llvm::Error launchGatherCache(const CudaKernel &kernel, CUstream stream,
@@ -88,11 +78,6 @@ struct MhaArgs {
 };
 
 llvm::Error checkMhaArgs(const MhaArgs &args);
-/// Checks host copies of cu_seqlens_q/k: both [batch + 1], non-decreasing
-/// from 0, ending at most at the token and key counts.
-llvm::Error checkMhaSeqlens(llvm::ArrayRef<int32_t> cuQ,
-                            llvm::ArrayRef<int32_t> cuK, int64_t tokens,
-                            int64_t keys);
 llvm::Error launchMha(const CudaKernel &kernel, CUstream stream,
                       const MhaArgs &args);
 
