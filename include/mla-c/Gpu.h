@@ -199,7 +199,103 @@ int mlaGpuUpProjOut(const char *spec, int32_t device, const mlaGpuTensor *o,
                     const mlaGpuTensor *wUv, uint64_t out, void *stream,
                     char *err, size_t errLen);
 
-/* Drops every loaded kernel (decode, cache write and projections) and resets
+/* Checks a gather's tensors by the argument rules, without a spec or a GPU:
+ * kvCache [pages, page, row] as for mlaGpuCheckCacheWrite, blockTable int32
+ * [B, maxPages], starts int32 [B], cuRows int32 [B+1], workspace [W, L+R]
+ * (bf16, f16 or f32) with L = `latentDim`. With the host copies of the
+ * three tables (all, or none) also their values: cuRows non-decreasing from
+ * >= 0, starts >= 0 and every gathered position in a block-table page that
+ * is a page of the cache. */
+int mlaGpuCheckGatherCache(const mlaGpuTensor *kvCache,
+                           const mlaGpuTensor *blockTable,
+                           const mlaGpuTensor *starts,
+                           const mlaGpuTensor *cuRows,
+                           const int32_t *blockTableHost,
+                           const int32_t *startsHost,
+                           const int32_t *cuRowsHost,
+                           const mlaGpuTensor *workspace, int64_t latentDim,
+                           const mlaGpuCacheFormat *format, char *err,
+                           size_t errLen);
+
+/* vLLM's gather_and_maybe_dequant_cache for the "gather_cache" kernel `spec`
+ * (which fixes L, R, the page size, the cache row format and the workspace
+ * dtype): workspace row r in [cuRows[b], cuRows[b+1]) receives cache
+ * position starts[b] + r - cuRows[b] of request b, found through
+ * blockTable, dequantised to the workspace dtype; other rows keep their
+ * values. The tensors as mlaGpuCheckGatherCache says (device pointers).
+ * With the host copies every gathered position is checked first
+ * (MLA_GPU_ERROR_INVALID_ARGUMENT, nothing enqueued); without them the
+ * kernel skips rows that would read out of bounds. One kernel on `stream`,
+ * no copies (graph-capturable). */
+int mlaGpuGatherCache(const char *spec, int32_t device,
+                      const mlaGpuTensor *kvCache,
+                      const mlaGpuTensor *blockTable,
+                      const mlaGpuTensor *starts, const mlaGpuTensor *cuRows,
+                      const int32_t *blockTableHost, const int32_t *startsHost,
+                      const int32_t *cuRowsHost, const mlaGpuTensor *workspace,
+                      void *stream, char *err, size_t errLen);
+
+/* Checks merge_states' tensors by the argument rules, without a spec or a
+ * GPU: outA/outB [T, N, H] (bf16, f16 or f32, one dtype), lseA/lseB float32
+ * [N, T]. */
+int mlaGpuCheckMergeStates(const mlaGpuTensor *outA, const mlaGpuTensor *lseA,
+                           const mlaGpuTensor *outB, const mlaGpuTensor *lseB,
+                           char *err, size_t errLen);
+
+/* vLLM's merge_attn_states for the "merge_states" kernel `spec`, made for
+ * these shapes: out [T, N, H] (outA's dtype) and lse float32 [N, T]. A side
+ * with a non-finite LSE does not contribute; with neither, out = 0 and
+ * lse = -inf. out/lse may alias outA/lseA. One kernel on `stream`. */
+int mlaGpuMergeStates(const char *spec, int32_t device,
+                      const mlaGpuTensor *outA, const mlaGpuTensor *lseA,
+                      const mlaGpuTensor *outB, const mlaGpuTensor *lseB,
+                      uint64_t out, uint64_t lse, void *stream, char *err,
+                      size_t errLen);
+
+/* Checks up_proj_kv's tensors by the argument rules, without a spec or a
+ * GPU: latent [S, L] and kvBProj [N*(P+V), L] of one dtype (bf16, f16 or
+ * f32). */
+int mlaGpuCheckUpProjKv(const mlaGpuTensor *latent,
+                        const mlaGpuTensor *kvBProj, int64_t numHeads,
+                        int64_t qkNopeHeadDim, int64_t vHeadDim, char *err,
+                        size_t errLen);
+
+/* latent [S, L] x kvBProj [N*(P+V), L]^T -> kNope [S, N, P] and
+ * v [S, N, V] (latent's dtype) for the "up_proj_kv" kernel `spec`, which
+ * fixes N, P and V. latent and kvBProj must be 16-byte aligned. One kernel
+ * on `stream`. */
+int mlaGpuUpProjKv(const char *spec, int32_t device,
+                   const mlaGpuTensor *latent, const mlaGpuTensor *kvBProj,
+                   uint64_t kNope, uint64_t v, void *stream, char *err,
+                   size_t errLen);
+
+/* Checks mha's tensors by the argument rules, without a spec or a GPU:
+ * q [T, N, D], k [S, N, D], v [S, N, V] of one dtype (bf16, f16 or f32),
+ * cuSeqlensQ/K int32 [B+1], a positive finite scale. With the host copies
+ * also their values: from 0, non-decreasing, within T and S. */
+int mlaGpuCheckMha(const mlaGpuTensor *q, const mlaGpuTensor *k,
+                   const mlaGpuTensor *v, const mlaGpuTensor *cuSeqlensQ,
+                   const mlaGpuTensor *cuSeqlensK,
+                   const int32_t *cuSeqlensQHost,
+                   const int32_t *cuSeqlensKHost, double softmaxScale,
+                   int32_t causal, char *err, size_t errLen);
+
+/* Varlen attention with LSE for the "mha" kernel `spec` (the first,
+ * CUDA-core version; the spec fixes N, D, V, the dtype, the scale and
+ * causality): the tensors as mlaGpuCheckMha says (device pointers), and the
+ * host copies of cuSeqlensQ/K, which are required (the kernel trusts the
+ * offsets). out [T, N, V], lse float32 [N, T]. Causal specs align the mask
+ * bottom-right; rows that see no key get out 0, lse -inf. One kernel on
+ * `stream`. */
+int mlaGpuMha(const char *spec, int32_t device, const mlaGpuTensor *q,
+              const mlaGpuTensor *k, const mlaGpuTensor *v,
+              const mlaGpuTensor *cuSeqlensQ, const mlaGpuTensor *cuSeqlensK,
+              const int32_t *cuSeqlensQHost, const int32_t *cuSeqlensKHost,
+              uint64_t out, uint64_t lse, void *stream, char *err,
+              size_t errLen);
+
+/* Drops every loaded kernel (decode, cache write, projections and the
+ * prefill pieces) and resets
  * the statistics. */
 void mlaGpuClearDecoders(void);
 

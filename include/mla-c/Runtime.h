@@ -115,6 +115,30 @@ int mlaMergeStates(const mlaTensor *outA, const mlaTensor *lseA,
                    const mlaTensor *outB, const mlaTensor *lseB,
                    mlaTensor *out, mlaTensor *lse, char *err, size_t errLen);
 
+/* The chunked prefill's gather: workspace row r in [cu_rows[b], cu_rows[b+1])
+ * receives cache position starts[b] + r - cu_rows[b] of request b (through
+ * block_table int32 [B, max_pages]), dequantised to the workspace's dtype, in
+ * place. starts int32 [B], cu_rows int32 [B+1] (non-decreasing), workspace
+ * [W, L+R]; `latentDim` is L. Every gathered page is checked first. */
+int mlaGatherCache(const mlaTensor *kvCache, const mlaTensor *blockTable,
+                   const mlaTensor *starts, const mlaTensor *cuRows,
+                   mlaTensor *workspace, int64_t latentDim,
+                   const mlaCacheFormat *format, char *err, size_t errLen);
+
+/* latent [S, L], kv_b_proj [N*(P+V), L] -> k_nope [S, N, P], v [S, N, V]. */
+int mlaUpProjKv(const mlaTensor *latent, const mlaTensor *kvBProj,
+                int64_t numHeads, int64_t qkNopeHeadDim, int64_t vHeadDim,
+                mlaTensor *kNope, mlaTensor *v, char *err, size_t errLen);
+
+/* Varlen multi-head attention with LSE: q [T, N, D], k [S, N, D],
+ * v [S, N, V], cu_seqlens_q/k int32 [B+1] (from 0, non-decreasing)
+ * -> out [T, N, V], lse float32 [N, T]. `causal` masks bottom-right
+ * aligned; rows that see no key get out 0, lse -inf. */
+int mlaMha(const mlaTensor *q, const mlaTensor *k, const mlaTensor *v,
+           const mlaTensor *cuSeqlensQ, const mlaTensor *cuSeqlensK,
+           double softmaxScale, int32_t causal, mlaTensor *out, mlaTensor *lse,
+           char *err, size_t errLen);
+
 /* Chunked-context MLA prefill: q [T, N, P+R], kv_c [T, L], k_pe [T, R] or
  * [T, 1, R], kv_b_proj [N*(P+V), L], kv_cache, block_table int32
  * [B, max_pages], query_start_loc int32 [B+1], seq_lens int32 [B]

@@ -1,6 +1,6 @@
 //===- Gpu.cpp - C API of the mla GPU runtime -----------------------------===//
 //
-// Decoders and the cache write / projection kernels are loaded once per
+// Decoders and the single-kernel images are loaded once per
 // (spec, CUDA context) and kept for the life of the process (or until
 // mlaGpuClearDecoders): loading a module costs far more than a launch.
 // Everything that can be rejected is rejected before the first thing
@@ -14,6 +14,7 @@
 #include "mla/Contract/Version.h"
 #include "mla/GpuRuntime/CacheProjectionLaunch.h"
 #include "mla/GpuRuntime/GpuDecode.h"
+#include "mla/GpuRuntime/PrefillLaunch.h"
 #include "llvm/ADT/Twine.h"
 #include <algorithm>
 #include <array>
@@ -24,6 +25,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <tuple>
 
 using namespace mla::gpu;
 using llvm::Twine;
@@ -602,17 +604,17 @@ checkCacheWriteCall(const CacheWriteCall &call,
                               format);
 }
 
-/// The kv_format (and kv_scale) a cache_write spec stores rows in.
-mla::CacheFormat formatOf(const CacheWriteKernelSpec &spec) {
+/// The kv_format (and kv_scale) of rows in `shape`'s format.
+mla::CacheFormat formatOf(const CacheWriteShape &shape) {
   mla::CacheFormat format;
-  switch (spec.shape.format) {
+  switch (shape.format) {
   case CacheFormat::BF16:
   case CacheFormat::F16:
   case CacheFormat::F32:
     break;
   case CacheFormat::FP8E4M3:
     format.kvFormat = "fp8_e4m3";
-    format.kvScale = spec.shape.scale;
+    format.kvScale = shape.scale;
     break;
   case CacheFormat::FP8E4M3Token:
     format.kvFormat = "fp8_e4m3_token";
@@ -624,23 +626,35 @@ mla::CacheFormat formatOf(const CacheWriteKernelSpec &spec) {
   return format;
 }
 
+ActType getActType(mla::DType dtype) {
+  return dtype == mla::DType::bf16  ? ActType::BF16
+         : dtype == mla::DType::f16 ? ActType::F16
+                                    : ActType::F32;
+}
+
+/// `shape`'s row fields as a checked call over `cache` needs them: the
+/// float row formats are the cache's dtype, the fp8 ones the spec's own.
+void setRowFields(CacheWriteShape &shape, int64_t latentDim, int64_t ropeDim,
+                  mla::DType dtype, const mla::CheckedCache &cache) {
+  shape.latentDim = latentDim;
+  shape.ropeDim = ropeDim;
+  shape.input = getActType(dtype);
+  llvm::StringRef layout = cache.layoutFormat;
+  if (layout == "bf16")
+    shape.format = CacheFormat::BF16;
+  else if (layout == "f16")
+    shape.format = CacheFormat::F16;
+  else if (layout == "f32")
+    shape.format = CacheFormat::F32;
+}
+
 /// The spec a checked cache write needs, with `spec`'s chip and fp8 scale.
 CacheWriteKernelSpec neededSpec(const CacheWriteKernelSpec &spec,
                                 const mla::CacheWriteCall &call) {
   CacheWriteKernelSpec needed = spec;
-  needed.shape.latentDim = call.latentDim;
-  needed.shape.ropeDim = call.ropeDim;
+  setRowFields(needed.shape, call.latentDim, call.ropeDim, call.dtype,
+               call.cache);
   needed.pageSize = call.cache.pageSize;
-  needed.shape.input = call.dtype == mla::DType::bf16   ? ActType::BF16
-                       : call.dtype == mla::DType::f16 ? ActType::F16
-                                                       : ActType::F32;
-  llvm::StringRef layout = call.cache.layoutFormat;
-  if (layout == "bf16")
-    needed.shape.format = CacheFormat::BF16;
-  else if (layout == "f16")
-    needed.shape.format = CacheFormat::F16;
-  else if (layout == "f32")
-    needed.shape.format = CacheFormat::F32;
   return needed;
 }
 
@@ -651,7 +665,7 @@ llvm::Error cacheWrite(const char *specText, int32_t device,
   if (!spec)
     return spec.takeError();
   llvm::Expected<mla::CacheWriteCall> checked =
-      checkCacheWriteCall(call, formatOf(*spec));
+      checkCacheWriteCall(call, formatOf(spec->shape));
   if (!checked)
     return checked.takeError();
   if (llvm::Error error = checkSpecFits(*spec, neededSpec(*spec, *checked)))
@@ -721,9 +735,7 @@ llvm::Error project(ProjectionKind kind, const char *specText, int32_t device,
   needed.shape.inDim = checked->inDim;
   needed.shape.outDim = checked->outDim;
   needed.shape.ropeDim = checked->ropeDim;
-  needed.shape.elem = checked->dtype == mla::DType::bf16  ? ActType::BF16
-                      : checked->dtype == mla::DType::f16 ? ActType::F16
-                                                          : ActType::F32;
+  needed.shape.elem = getActType(checked->dtype);
   if (llvm::Error error = checkSpecFits(*spec, needed))
     return error;
   ProjectionArgs args;
@@ -749,6 +761,266 @@ llvm::Error project(ProjectionKind kind, const char *specText, int32_t device,
     return kernel.takeError();
   return absorb ? launchAbsorbQ(*kernel, stream, args)
                 : launchUpProjOut(*kernel, stream, args);
+}
+
+/// Loads `spec`'s kernel in device `device`'s context and launches it with
+/// checked `args` on `stream`.
+template <typename Spec, typename Args>
+llvm::Error launchKernel(const Spec &spec, int32_t device, const Args &args,
+                         CUstream stream,
+                         llvm::Expected<CudaKernel> (*load)(const Spec &,
+                                                            const KernelCache &),
+                         llvm::Error (*launch)(const CudaKernel &, CUstream,
+                                               const Args &)) {
+  State &s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  llvm::Expected<CUcontext> context = useDevice(s, device);
+  if (!context)
+    return context.takeError();
+  llvm::Expected<const CudaKernel &> kernel =
+      getKernel(s, spec, *context, load);
+  if (!kernel)
+    return kernel.takeError();
+  return launch(*kernel, stream, args);
+}
+
+/// The descriptions of `in` (tensor, name, host copy or NULL).
+template <size_t N>
+llvm::Expected<std::array<mla::HostTensor, N>> unwrapAll(
+    const std::array<std::tuple<const mlaGpuTensor *, const char *,
+                                const int32_t *>,
+                     N> &in) {
+  std::array<mla::HostTensor, N> t;
+  for (auto [i, arg] : llvm::enumerate(in)) {
+    llvm::Expected<mla::HostTensor> unwrapped =
+        unwrap(std::get<0>(arg), std::get<1>(arg), std::get<2>(arg));
+    if (!unwrapped)
+      return unwrapped.takeError();
+    t[i] = std::move(*unwrapped);
+  }
+  return t;
+}
+
+//===----------------------------------------------------------------------===//
+// gather_cache
+//===----------------------------------------------------------------------===//
+
+/// A gather as the C API receives it.
+struct GatherCall {
+  const mlaGpuTensor *cache, *blockTable, *starts, *cuRows;
+  const int32_t *blockTableHost, *startsHost, *cuRowsHost;
+  const mlaGpuTensor *workspace;
+};
+
+llvm::Expected<mla::GatherCacheCall>
+checkGatherCall(const GatherCall &call, int64_t latentDim,
+                const mla::CacheFormat &format) {
+  auto t = unwrapAll<5>({{{call.cache, "kv_cache", nullptr},
+                          {call.blockTable, "block_table", call.blockTableHost},
+                          {call.starts, "starts", call.startsHost},
+                          {call.cuRows, "cu_rows", call.cuRowsHost},
+                          {call.workspace, "workspace", nullptr}}});
+  if (!t)
+    return t.takeError();
+  auto &[cache, table, starts, cuRows, ws] = *t;
+  return mla::checkGatherCache(mla::Device::GPU, cache, table, starts, cuRows,
+                               ws, latentDim, format);
+}
+
+llvm::Error gatherCache(const char *specText, int32_t device,
+                        const GatherCall &call, CUstream stream) {
+  llvm::Expected<GatherCacheKernelSpec> spec =
+      parseFamily<GatherCacheKernelSpec>(specText, "gather_cache",
+                                         parseGatherCacheKernelSpec);
+  if (!spec)
+    return spec.takeError();
+  const CacheWriteShape &row = spec->shape.row;
+  llvm::Expected<mla::GatherCacheCall> checked =
+      checkGatherCall(call, row.latentDim, formatOf(row));
+  if (!checked)
+    return checked.takeError();
+  GatherCacheKernelSpec needed = *spec;
+  setRowFields(needed.shape.row, checked->latentDim, checked->ropeDim,
+               checked->dtype, checked->cache);
+  needed.shape.pageSize = checked->cache.pageSize;
+  if (llvm::Error error = checkSpecFits(*spec, needed))
+    return error;
+  GatherCacheArgs args;
+  args.shape = spec->shape;
+  args.cache = call.cache->data;
+  args.blockTable = call.blockTable->data;
+  args.starts = call.starts->data;
+  args.cuRows = call.cuRows->data;
+  args.workspace = call.workspace->data;
+  args.batch = checked->batch;
+  args.maxPages = checked->maxPages;
+  args.numPages = checked->cache.pages;
+  args.workspaceRows = checked->workspaceRows;
+  if (llvm::Error error = checkGatherCacheArgs(args))
+    return error;
+  if (!checked->gathersAnything)
+    return llvm::Error::success();
+  return launchKernel(*spec, device, args, stream, loadGatherCacheKernel,
+                      launchGatherCache);
+}
+
+//===----------------------------------------------------------------------===//
+// merge_states and up_proj_kv
+//===----------------------------------------------------------------------===//
+
+llvm::Expected<mla::MergeStatesCall>
+checkMergeCall(const mlaGpuTensor *outA, const mlaGpuTensor *lseA,
+               const mlaGpuTensor *outB, const mlaGpuTensor *lseB) {
+  auto t = unwrapAll<4>({{{outA, "out_a", nullptr},
+                          {lseA, "lse_a", nullptr},
+                          {outB, "out_b", nullptr},
+                          {lseB, "lse_b", nullptr}}});
+  if (!t)
+    return t.takeError();
+  auto &[a, la, b, lb] = *t;
+  return mla::checkMergeStates(mla::Device::GPU, a, la, b, lb);
+}
+
+llvm::Error mergeStates(const char *specText, int32_t device,
+                        const mlaGpuTensor *outA, const mlaGpuTensor *lseA,
+                        const mlaGpuTensor *outB, const mlaGpuTensor *lseB,
+                        uint64_t out, uint64_t lse, CUstream stream) {
+  llvm::Expected<MergeStatesKernelSpec> spec =
+      parseFamily<MergeStatesKernelSpec>(specText, "merge_states",
+                                         parseMergeStatesKernelSpec);
+  if (!spec)
+    return spec.takeError();
+  llvm::Expected<mla::MergeStatesCall> checked =
+      checkMergeCall(outA, lseA, outB, lseB);
+  if (!checked)
+    return checked.takeError();
+  MergeStatesKernelSpec needed = *spec;
+  needed.shape.numHeads = checked->numHeads;
+  needed.shape.headDim = checked->headDim;
+  needed.shape.elem = getActType(checked->dtype);
+  if (llvm::Error error = checkSpecFits(*spec, needed))
+    return error;
+  MergeStatesArgs args;
+  args.shape = spec->shape;
+  args.outA = outA->data;
+  args.lseA = lseA->data;
+  args.outB = outB->data;
+  args.lseB = lseB->data;
+  args.out = out;
+  args.lse = lse;
+  args.tokens = checked->tokens;
+  if (llvm::Error error = checkMergeStatesArgs(args))
+    return error;
+  if (args.tokens == 0)
+    return llvm::Error::success();
+  return launchKernel(*spec, device, args, stream, loadMergeStatesKernel,
+                      launchMergeStates);
+}
+
+llvm::Expected<mla::UpProjKvCall>
+checkUpProjKvCall(const mlaGpuTensor *latent, const mlaGpuTensor *kvBProj,
+                  int64_t numHeads, int64_t nopeDim, int64_t valueDim) {
+  auto t = unwrapAll<2>(
+      {{{latent, "latent", nullptr}, {kvBProj, "kv_b_proj", nullptr}}});
+  if (!t)
+    return t.takeError();
+  return mla::checkUpProjKv(mla::Device::GPU, (*t)[0], (*t)[1], numHeads,
+                            nopeDim, valueDim);
+}
+
+llvm::Error upProjKv(const char *specText, int32_t device,
+                     const mlaGpuTensor *latent, const mlaGpuTensor *kvBProj,
+                     uint64_t kNope, uint64_t v, CUstream stream) {
+  llvm::Expected<UpProjKvKernelSpec> spec = parseFamily<UpProjKvKernelSpec>(
+      specText, "up_proj_kv", parseUpProjKvKernelSpec);
+  if (!spec)
+    return spec.takeError();
+  const UpProjKvShape &shape = spec->shape;
+  llvm::Expected<mla::UpProjKvCall> checked = checkUpProjKvCall(
+      latent, kvBProj, shape.numHeads, shape.nopeDim, shape.valueDim);
+  if (!checked)
+    return checked.takeError();
+  UpProjKvKernelSpec needed = *spec;
+  needed.shape.latentDim = checked->latentDim;
+  needed.shape.elem = getActType(checked->dtype);
+  if (llvm::Error error = checkSpecFits(*spec, needed))
+    return error;
+  UpProjKvArgs args;
+  args.shape = shape;
+  args.latent = latent->data;
+  args.kvBProj = kvBProj->data;
+  args.kNope = kNope;
+  args.v = v;
+  args.rows = checked->rows;
+  if (llvm::Error error = checkUpProjKvArgs(args))
+    return error;
+  if (args.rows == 0)
+    return llvm::Error::success();
+  return launchKernel(*spec, device, args, stream, loadUpProjKvKernel,
+                      launchUpProjKv);
+}
+
+//===----------------------------------------------------------------------===//
+// mha
+//===----------------------------------------------------------------------===//
+
+/// An mha call as the C API receives it.
+struct MhaCall {
+  const mlaGpuTensor *q, *k, *v, *cuSeqlensQ, *cuSeqlensK;
+  const int32_t *cuSeqlensQHost, *cuSeqlensKHost;
+};
+
+llvm::Expected<mla::MhaCall> checkMhaCall(const MhaCall &call, double scale,
+                                          bool causal) {
+  auto t = unwrapAll<5>(
+      {{{call.q, "q", nullptr},
+        {call.k, "k", nullptr},
+        {call.v, "v", nullptr},
+        {call.cuSeqlensQ, "cu_seqlens_q", call.cuSeqlensQHost},
+        {call.cuSeqlensK, "cu_seqlens_k", call.cuSeqlensKHost}}});
+  if (!t)
+    return t.takeError();
+  auto &[q, k, v, cuQ, cuK] = *t;
+  return mla::checkMha(mla::Device::GPU, q, k, v, cuQ, cuK, scale, causal);
+}
+
+llvm::Error mha(const char *specText, int32_t device, const MhaCall &call,
+                uint64_t out, uint64_t lse, CUstream stream) {
+  llvm::Expected<MhaKernelSpec> spec =
+      parseFamily<MhaKernelSpec>(specText, "mha", parseMhaKernelSpec);
+  if (!spec)
+    return spec.takeError();
+  // The kernel trusts the offsets, so they are always checked.
+  if (!call.cuSeqlensQHost || !call.cuSeqlensKHost)
+    return invalid("mla_mha: the host copies of cu_seqlens_q and "
+                   "cu_seqlens_k are required");
+  llvm::Expected<mla::MhaCall> checked =
+      checkMhaCall(call, spec->shape.scale, spec->shape.causal);
+  if (!checked)
+    return checked.takeError();
+  MhaKernelSpec needed = *spec;
+  needed.shape.numHeads = checked->numHeads;
+  needed.shape.qkDim = checked->qkDim;
+  needed.shape.vDim = checked->valueDim;
+  needed.shape.elem = getActType(checked->dtype);
+  if (llvm::Error error = checkSpecFits(*spec, needed))
+    return error;
+  MhaArgs args;
+  args.shape = spec->shape;
+  args.q = call.q->data;
+  args.k = call.k->data;
+  args.v = call.v->data;
+  args.cuSeqlensQ = call.cuSeqlensQ->data;
+  args.cuSeqlensK = call.cuSeqlensK->data;
+  args.out = out;
+  args.lse = lse;
+  args.batch = checked->batch;
+  args.tokens = checked->tokens;
+  if (llvm::Error error = checkMhaArgs(args))
+    return error;
+  if (args.tokens == 0)
+    return llvm::Error::success();
+  return launchKernel(*spec, device, args, stream, loadMhaKernel, launchMha);
 }
 
 } // namespace
@@ -880,6 +1152,103 @@ extern "C" int mlaGpuUpProjOut(const char *spec, int32_t device,
                                size_t errLen) {
   return report(project(ProjectionKind::UpProjOut, spec, device, o, wUv, out,
                         static_cast<CUstream>(stream)),
+                err, errLen);
+}
+
+extern "C" int mlaGpuCheckGatherCache(
+    const mlaGpuTensor *kvCache, const mlaGpuTensor *blockTable,
+    const mlaGpuTensor *starts, const mlaGpuTensor *cuRows,
+    const int32_t *blockTableHost, const int32_t *startsHost,
+    const int32_t *cuRowsHost, const mlaGpuTensor *workspace,
+    int64_t latentDim, const mlaGpuCacheFormat *format, char *err,
+    size_t errLen) {
+  if (!format)
+    return report(invalid("the cache format is NULL"), err, errLen);
+  GatherCall call{kvCache,        blockTable, starts,     cuRows,
+                  blockTableHost, startsHost, cuRowsHost, workspace};
+  return report(checkGatherCall(call, latentDim, unwrap(*format)).takeError(),
+                err, errLen);
+}
+
+extern "C" int mlaGpuGatherCache(
+    const char *spec, int32_t device, const mlaGpuTensor *kvCache,
+    const mlaGpuTensor *blockTable, const mlaGpuTensor *starts,
+    const mlaGpuTensor *cuRows, const int32_t *blockTableHost,
+    const int32_t *startsHost, const int32_t *cuRowsHost,
+    const mlaGpuTensor *workspace, void *stream, char *err, size_t errLen) {
+  GatherCall call{kvCache,        blockTable, starts,     cuRows,
+                  blockTableHost, startsHost, cuRowsHost, workspace};
+  return report(
+      gatherCache(spec, device, call, static_cast<CUstream>(stream)), err,
+      errLen);
+}
+
+extern "C" int mlaGpuCheckMergeStates(const mlaGpuTensor *outA,
+                                      const mlaGpuTensor *lseA,
+                                      const mlaGpuTensor *outB,
+                                      const mlaGpuTensor *lseB, char *err,
+                                      size_t errLen) {
+  return report(checkMergeCall(outA, lseA, outB, lseB).takeError(), err,
+                errLen);
+}
+
+extern "C" int mlaGpuMergeStates(const char *spec, int32_t device,
+                                 const mlaGpuTensor *outA,
+                                 const mlaGpuTensor *lseA,
+                                 const mlaGpuTensor *outB,
+                                 const mlaGpuTensor *lseB, uint64_t out,
+                                 uint64_t lse, void *stream, char *err,
+                                 size_t errLen) {
+  return report(mergeStates(spec, device, outA, lseA, outB, lseB, out, lse,
+                            static_cast<CUstream>(stream)),
+                err, errLen);
+}
+
+extern "C" int mlaGpuCheckUpProjKv(const mlaGpuTensor *latent,
+                                   const mlaGpuTensor *kvBProj,
+                                   int64_t numHeads, int64_t qkNopeHeadDim,
+                                   int64_t vHeadDim, char *err,
+                                   size_t errLen) {
+  return report(checkUpProjKvCall(latent, kvBProj, numHeads, qkNopeHeadDim,
+                                  vHeadDim)
+                    .takeError(),
+                err, errLen);
+}
+
+extern "C" int mlaGpuUpProjKv(const char *spec, int32_t device,
+                              const mlaGpuTensor *latent,
+                              const mlaGpuTensor *kvBProj, uint64_t kNope,
+                              uint64_t v, void *stream, char *err,
+                              size_t errLen) {
+  return report(upProjKv(spec, device, latent, kvBProj, kNope, v,
+                         static_cast<CUstream>(stream)),
+                err, errLen);
+}
+
+extern "C" int mlaGpuCheckMha(const mlaGpuTensor *q, const mlaGpuTensor *k,
+                              const mlaGpuTensor *v,
+                              const mlaGpuTensor *cuSeqlensQ,
+                              const mlaGpuTensor *cuSeqlensK,
+                              const int32_t *cuSeqlensQHost,
+                              const int32_t *cuSeqlensKHost,
+                              double softmaxScale, int32_t causal, char *err,
+                              size_t errLen) {
+  MhaCall call{q, k, v, cuSeqlensQ, cuSeqlensK, cuSeqlensQHost, cuSeqlensKHost};
+  return report(checkMhaCall(call, softmaxScale, causal != 0).takeError(), err,
+                errLen);
+}
+
+extern "C" int mlaGpuMha(const char *spec, int32_t device,
+                         const mlaGpuTensor *q, const mlaGpuTensor *k,
+                         const mlaGpuTensor *v, const mlaGpuTensor *cuSeqlensQ,
+                         const mlaGpuTensor *cuSeqlensK,
+                         const int32_t *cuSeqlensQHost,
+                         const int32_t *cuSeqlensKHost, uint64_t out,
+                         uint64_t lse, void *stream, char *err,
+                         size_t errLen) {
+  MhaCall call{q, k, v, cuSeqlensQ, cuSeqlensK, cuSeqlensQHost, cuSeqlensKHost};
+  return report(mha(spec, device, call, out, lse,
+                    static_cast<CUstream>(stream)),
                 err, errLen);
 }
 

@@ -317,6 +317,64 @@ int mlaMergeStates(const mlaTensor *outA, const mlaTensor *lseA,
   return MLA_SUCCESS;
 }
 
+int mlaGatherCache(const mlaTensor *kvCache, const mlaTensor *blockTable,
+                   const mlaTensor *starts, const mlaTensor *cuRows,
+                   mlaTensor *workspace, int64_t latentDim,
+                   const mlaCacheFormat *format, char *err, size_t errLen) {
+  auto args = unwrapAll<5>({{{kvCache, "kv_cache"},
+                             {blockTable, "block_table"},
+                             {starts, "starts"},
+                             {cuRows, "cu_rows"},
+                             {workspace, "workspace"}}});
+  if (!args)
+    return report(args.takeError(), err, errLen);
+  llvm::Expected<CacheFormat> cache = unwrap(format);
+  if (!cache)
+    return report(cache.takeError(), err, errLen);
+  auto &[tc, tb, ts, tcu, tws] = *args;
+  if (llvm::Error e = run(buildGatherCache(getContext(), tc, tb, ts, tcu, tws,
+                                           latentDim, *cache),
+                          *args, {}))
+    return report(std::move(e), err, errLen);
+  return MLA_SUCCESS;
+}
+
+int mlaUpProjKv(const mlaTensor *latent, const mlaTensor *kvBProj,
+                int64_t numHeads, int64_t qkNopeHeadDim, int64_t vHeadDim,
+                mlaTensor *kNope, mlaTensor *v, char *err, size_t errLen) {
+  auto args = unwrapAll<2>({{{latent, "latent"}, {kvBProj, "kv_b_proj"}}});
+  if (!args)
+    return report(args.takeError(), err, errLen);
+  std::pair<mlaTensor *, llvm::StringRef> outs[] = {{kNope, "k_nope"},
+                                                    {v, "v"}};
+  if (llvm::Error e = run(buildUpProjKv(getContext(), (*args)[0], (*args)[1],
+                                        numHeads, qkNopeHeadDim, vHeadDim),
+                          *args, outs))
+    return report(std::move(e), err, errLen);
+  return MLA_SUCCESS;
+}
+
+int mlaMha(const mlaTensor *q, const mlaTensor *k, const mlaTensor *v,
+           const mlaTensor *cuSeqlensQ, const mlaTensor *cuSeqlensK,
+           double softmaxScale, int32_t causal, mlaTensor *out, mlaTensor *lse,
+           char *err, size_t errLen) {
+  auto args = unwrapAll<5>({{{q, "q"},
+                             {k, "k"},
+                             {v, "v"},
+                             {cuSeqlensQ, "cu_seqlens_q"},
+                             {cuSeqlensK, "cu_seqlens_k"}}});
+  if (!args)
+    return report(args.takeError(), err, errLen);
+  auto &[tq, tk, tv, tcq, tck] = *args;
+  std::pair<mlaTensor *, llvm::StringRef> outs[] = {{out, "out"},
+                                                    {lse, "lse"}};
+  if (llvm::Error e = run(buildMha(getContext(), tq, tk, tv, tcq, tck,
+                                   softmaxScale, causal != 0),
+                          *args, outs))
+    return report(std::move(e), err, errLen);
+  return MLA_SUCCESS;
+}
+
 int mlaPrefill(const mlaTensor *q, const mlaTensor *kvC, const mlaTensor *kPe,
                const mlaTensor *kvBProj, const mlaTensor *kvCache,
                const mlaTensor *blockTable, const mlaTensor *queryStartLoc,

@@ -13,6 +13,7 @@
 #include "llvm/ADT/Twine.h"
 #include "llvm/Support/CheckedArithmetic.h"
 #include "llvm/Support/MathExtras.h"
+#include <algorithm>
 #include <cmath>
 
 using namespace mla;
@@ -638,23 +639,23 @@ mla::checkUpProjOut(Device device, const HostTensor &oT, const HostTensor &wT) {
 // Merge
 //===----------------------------------------------------------------------===//
 
-llvm::Error mla::checkMergeStates(const HostTensor &outAT,
-                                  const HostTensor &lseAT,
-                                  const HostTensor &outBT,
-                                  const HostTensor &lseBT) {
+llvm::Expected<MergeStatesCall>
+mla::checkMergeStates(Device device, const HostTensor &outAT,
+                      const HostTensor &lseAT, const HostTensor &outBT,
+                      const HostTensor &lseBT) {
   Arg outA{outAT, "out_a"}, lseA{lseAT, "lse_a"}, outB{outBT, "out_b"},
       lseB{lseBT, "lse_b"};
   if (llvm::Error err = checkRank(outA, 3, "[T, N, H]"))
-    return err;
-  if (llvm::Error err = checkFloat(outA, kCpuFloats))
-    return err;
+    return std::move(err);
+  if (llvm::Error err = checkFloat(outA, floatsOf(device)))
+    return std::move(err);
   if (llvm::Error err = checkSameDType(outB, outA))
-    return err;
+    return std::move(err);
   for (const Arg *lse : {&lseA, &lseB}) {
     if (llvm::Error err = checkRank(*lse, 2, "[N, T]"))
-      return err;
+      return std::move(err);
     if (llvm::Error err = checkDType(*lse, DType::f32, "log-sum-exp values"))
-      return err;
+      return std::move(err);
   }
   if (outB.tensor.shape != outA.tensor.shape)
     return makeInvalidArgumentError("out_b has shape " + outB.shape() +
@@ -665,7 +666,252 @@ llvm::Error mla::checkMergeStates(const HostTensor &outAT,
       return makeInvalidArgumentError(
           lse->name + " must be [N, T] = " + formatShape(lseShape) +
           " for out_a " + outA.shape() + ", got " + lse->shape());
+  return MergeStatesCall{outAT.dtype, outA.dim(0), outA.dim(1), outA.dim(2)};
+}
+
+//===----------------------------------------------------------------------===//
+// Chunked-prefill pieces: gather_cache, up_proj_kv and mha
+//===----------------------------------------------------------------------===//
+
+/// starts and cu_rows by value against block_table and the cache: every
+/// position a row below `wsRows` gathers is in a page of the table that is
+/// a page of the cache.
+static llvm::Error checkGatherValues(const Arg &blockTable, const Arg &starts,
+                                     const Arg &cuRows, int64_t wsRows,
+                                     const CheckedCache &cache) {
+  int64_t batch = blockTable.dim(0), maxPages = blockTable.dim(1);
+  if (cuRows.tensor.getI32(0) < 0)
+    return makeInvalidArgumentError("cu_rows[0] = " +
+                                    Twine(cuRows.tensor.getI32(0)) +
+                                    " is negative");
+  for (int64_t b = 0; b < batch; ++b) {
+    int64_t first = cuRows.tensor.getI32(b), next = cuRows.tensor.getI32(b + 1);
+    int64_t start = starts.tensor.getI32(b);
+    if (next < first)
+      return makeInvalidArgumentError(
+          "cu_rows must be non-decreasing, but cu_rows[" + Twine(b + 1) +
+          "] = " + Twine(next) + " < cu_rows[" + Twine(b) + "] = " +
+          Twine(first));
+    if (start < 0)
+      return makeInvalidArgumentError("starts[" + Twine(b) + "] = " +
+                                      Twine(start) + " is negative");
+    int64_t rows = std::min(next, wsRows) - std::min(first, wsRows);
+    if (rows <= 0)
+      continue;
+    int64_t lastPage = (start + rows - 1) / cache.pageSize;
+    if (lastPage >= maxPages)
+      return makeInvalidArgumentError(
+          "request " + Twine(b) + " gathers position " +
+          Twine(start + rows - 1) + ", past its " + Twine(maxPages) +
+          " block_table pages of " + Twine(cache.pageSize));
+    for (int64_t k = start / cache.pageSize; k <= lastPage; ++k) {
+      int32_t page = at(blockTable.tensor, b, k);
+      if (page < 0 || page >= cache.pages)
+        return makeInvalidArgumentError(
+            "block_table[" + Twine(b) + ", " + Twine(k) + "] = " +
+            Twine(page) + " is not a page of kv_cache's " +
+            Twine(cache.pages));
+    }
+  }
   return llvm::Error::success();
+}
+
+/// block_table [B, max_pages], starts [B] and cu_rows [B+1], all int32.
+static llvm::Error checkGatherTableShapes(const Arg &blockTable,
+                                          const Arg &starts,
+                                          const Arg &cuRows) {
+  if (llvm::Error err = checkRank(blockTable, 2, "[B, max_pages]"))
+    return err;
+  if (llvm::Error err = checkRank(starts, 1, "[B]"))
+    return err;
+  if (llvm::Error err = checkRank(cuRows, 1, "[B+1]"))
+    return err;
+  for (const Arg *a : {&blockTable, &starts, &cuRows})
+    if (llvm::Error err = checkInt32(*a))
+      return err;
+  int64_t batch = blockTable.dim(0);
+  if (llvm::Error err =
+          checkDim(starts, 0, batch, "block_table's batch size (dim 0)"))
+    return err;
+  return checkDim(cuRows, 0, batch + 1, "block_table's batch size + 1");
+}
+
+llvm::Expected<GatherCacheCall>
+mla::checkGatherCache(Device device, const HostTensor &kvCacheT,
+                      const HostTensor &blockTableT, const HostTensor &startsT,
+                      const HostTensor &cuRowsT, const HostTensor &workspaceT,
+                      int64_t latentDim, const CacheFormat &format) {
+  Arg kvCache{kvCacheT, "kv_cache"}, blockTable{blockTableT, "block_table"},
+      starts{startsT, "starts"}, cuRows{cuRowsT, "cu_rows"},
+      ws{workspaceT, "workspace"};
+  if (llvm::Error err = checkRank(ws, 2, "[W, L+R]"))
+    return std::move(err);
+  if (llvm::Error err = checkFloat(ws, floatsOf(device)))
+    return std::move(err);
+  int64_t rope = ws.dim(1) - latentDim;
+  if (latentDim < 1 || rope < 1)
+    return makeInvalidArgumentError(
+        "latent_dim = " + Twine(latentDim) + " must be in [1, " +
+        Twine(ws.dim(1) - 1) + "]: workspace rows are L + R wide with R >= 1");
+  llvm::Expected<CheckedCache> cache =
+      checkCache(device, kvCache, format, latentDim, rope, ws,
+                 /*converts=*/device == Device::GPU);
+  if (!cache)
+    return cache.takeError();
+  if (llvm::Error err = checkGatherTableShapes(blockTable, starts, cuRows))
+    return std::move(err);
+  GatherCacheCall call;
+  call.dtype = workspaceT.dtype;
+  call.batch = blockTable.dim(0);
+  call.maxPages = blockTable.dim(1);
+  call.workspaceRows = ws.dim(0);
+  call.latentDim = latentDim;
+  call.ropeDim = rope;
+  call.cache = std::move(*cache);
+  int hostTables = (blockTableT.data != nullptr) + (startsT.data != nullptr) +
+                   (cuRowsT.data != nullptr);
+  if (hostTables == 0) {
+    call.gathersAnything = call.batch > 0 && call.workspaceRows > 0;
+    return call;
+  }
+  if (hostTables != 3)
+    return makeInvalidArgumentError("pass the host copies of block_table, "
+                                    "starts and cu_rows together, or none");
+  if (llvm::Error err = checkGatherValues(blockTable, starts, cuRows,
+                                          call.workspaceRows, call.cache))
+    return std::move(err);
+  call.gathersAnything =
+      call.batch > 0 &&
+      cuRowsT.getI32(0) <
+          std::min<int64_t>(cuRowsT.getI32(call.batch), call.workspaceRows);
+  return call;
+}
+
+llvm::Expected<UpProjKvCall>
+mla::checkUpProjKv(Device device, const HostTensor &latentT,
+                   const HostTensor &kvBProjT, int64_t numHeads,
+                   int64_t qkNopeHeadDim, int64_t vHeadDim) {
+  Arg latent{latentT, "latent"}, w{kvBProjT, "kv_b_proj"};
+  if (llvm::Error err = checkPositive(numHeads, "num_heads"))
+    return std::move(err);
+  if (llvm::Error err = checkPositive(qkNopeHeadDim, "qk_nope_head_dim"))
+    return std::move(err);
+  if (llvm::Error err = checkPositive(vHeadDim, "v_head_dim"))
+    return std::move(err);
+  if (llvm::Error err = checkRank(latent, 2, "[S, L]"))
+    return std::move(err);
+  if (llvm::Error err = checkRank(w, 2, "[N*(P+V), L]"))
+    return std::move(err);
+  // The GPU kernel runs on tensor cores: bf16 or f16.
+  if (llvm::Error err = checkFloat(latent, device == Device::CPU
+                                               ? llvm::ArrayRef(kCpuFloats)
+                                               : llvm::ArrayRef(kGpuDecodeFloats)))
+    return std::move(err);
+  if (llvm::Error err = checkSameDType(w, latent))
+    return std::move(err);
+  if (llvm::Error err = checkKvBProjRows(w, numHeads, qkNopeHeadDim, vHeadDim))
+    return std::move(err);
+  if (llvm::Error err = checkDim(w, 1, latent.dim(1), "latent's width L"))
+    return std::move(err);
+  if (llvm::Error err = checkPositive(latent.dim(1), "latent's width L"))
+    return std::move(err);
+  return UpProjKvCall{latentT.dtype, latent.dim(0), numHeads, latent.dim(1),
+                      qkNopeHeadDim, vHeadDim};
+}
+
+/// cu_seqlens values: from 0, non-decreasing, ending within `rows`.
+static llvm::Error checkSeqlenValues(const Arg &cu, int64_t rows,
+                                     const Twine &rowsWhat) {
+  int64_t batch = cu.dim(0) - 1;
+  if (cu.tensor.getI32(0) != 0)
+    return makeInvalidArgumentError(cu.name + "[0] = " +
+                                    Twine(cu.tensor.getI32(0)) +
+                                    " must be 0");
+  for (int64_t b = 1; b <= batch; ++b)
+    if (cu.tensor.getI32(b) < cu.tensor.getI32(b - 1))
+      return makeInvalidArgumentError(
+          cu.name + " must be non-decreasing, but entry " + Twine(b) + " is " +
+          Twine(cu.tensor.getI32(b)) + " after " +
+          Twine(cu.tensor.getI32(b - 1)));
+  if (cu.tensor.getI32(batch) > rows)
+    return makeInvalidArgumentError(cu.name + " ends at " +
+                                    Twine(cu.tensor.getI32(batch)) +
+                                    ", past the " + Twine(rows) + " " +
+                                    rowsWhat);
+  return llvm::Error::success();
+}
+
+/// q [T, N, D], k [S, N, D] and v [S, N, V] of one dtype, N, D, V > 0.
+static llvm::Error checkMhaActivations(Device device, const Arg &q,
+                                       const Arg &k, const Arg &v) {
+  if (llvm::Error err = checkRank(q, 3, "[T, N, D]"))
+    return err;
+  if (llvm::Error err = checkRank(k, 3, "[S, N, D]"))
+    return err;
+  if (llvm::Error err = checkRank(v, 3, "[S, N, V]"))
+    return err;
+  if (llvm::Error err = checkFloat(q, floatsOf(device)))
+    return err;
+  for (const Arg *a : {&k, &v})
+    if (llvm::Error err = checkSameDType(*a, q))
+      return err;
+  if (llvm::Error err = checkDim(k, 1, q.dim(1), "q's head count (dim 1)"))
+    return err;
+  if (llvm::Error err = checkDim(k, 2, q.dim(2), "q's width D (dim 2)"))
+    return err;
+  if (llvm::Error err = checkDim(v, 0, k.dim(0), "k's key count (dim 0)"))
+    return err;
+  if (llvm::Error err = checkDim(v, 1, q.dim(1), "q's head count (dim 1)"))
+    return err;
+  for (auto [value, what] : {std::pair<int64_t, const char *>{q.dim(1), "N"},
+                             {q.dim(2), "D"},
+                             {v.dim(2), "V"}})
+    if (llvm::Error err = checkPositive(value, what))
+      return err;
+  return llvm::Error::success();
+}
+
+llvm::Expected<MhaCall> mla::checkMha(Device device, const HostTensor &qT,
+                                      const HostTensor &kT,
+                                      const HostTensor &vT,
+                                      const HostTensor &cuQT,
+                                      const HostTensor &cuKT,
+                                      double softmaxScale, bool causal) {
+  Arg q{qT, "q"}, k{kT, "k"}, v{vT, "v"}, cuQ{cuQT, "cu_seqlens_q"},
+      cuK{cuKT, "cu_seqlens_k"};
+  if (llvm::Error err = checkMhaActivations(device, q, k, v))
+    return std::move(err);
+  llvm::Expected<float> scale = checkSoftmaxScale(softmaxScale);
+  if (!scale)
+    return scale.takeError();
+  for (const Arg *cu : {&cuQ, &cuK}) {
+    if (llvm::Error err = checkRank(*cu, 1, "[B+1]"))
+      return std::move(err);
+    if (llvm::Error err = checkInt32(*cu))
+      return std::move(err);
+  }
+  if (cuQ.dim(0) == 0)
+    return makeInvalidArgumentError("cu_seqlens_q must have B+1 >= 1 entries");
+  if (llvm::Error err =
+          checkDim(cuK, 0, cuQ.dim(0), "cu_seqlens_q's length"))
+    return std::move(err);
+  if (cuQT.data)
+    if (llvm::Error err = checkSeqlenValues(cuQ, q.dim(0), "rows of q"))
+      return std::move(err);
+  if (cuKT.data)
+    if (llvm::Error err = checkSeqlenValues(cuK, k.dim(0), "rows of k"))
+      return std::move(err);
+  MhaCall call;
+  call.dtype = qT.dtype;
+  call.tokens = q.dim(0);
+  call.keys = k.dim(0);
+  call.numHeads = q.dim(1);
+  call.qkDim = q.dim(2);
+  call.valueDim = v.dim(2);
+  call.batch = cuQ.dim(0) - 1;
+  call.softmaxScale = *scale;
+  call.causal = causal;
+  return call;
 }
 
 //===----------------------------------------------------------------------===//

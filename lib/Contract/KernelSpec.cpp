@@ -17,6 +17,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <initializer_list>
+#include <iterator>
 #include <map>
 #include <sstream>
 
@@ -204,6 +205,17 @@ std::string scaleText(float scale) {
   std::snprintf(text, sizeof(text), "0x%08x",
                 static_cast<unsigned>(floatBits(scale)));
   return text;
+}
+
+/// Parses `text` with `parse` into a `Spec` held by `spec`.
+template <typename Spec>
+bool parseInto(const std::string &text, KernelSpec &spec, std::string &error,
+               bool (*parse)(const std::string &, Spec &, std::string &)) {
+  Spec parsed;
+  if (!parse(text, parsed, error))
+    return false;
+  spec = parsed;
+  return true;
 }
 
 std::string mlaToNvvm(Chip chip) {
@@ -483,6 +495,197 @@ bool parseProjectionKernelSpec(const std::string &text,
   return true;
 }
 
+std::string toString(const GatherCacheKernelSpec &spec) {
+  // The same fields as a cache write of these rows: the text differs in its
+  // family word only.
+  CacheWriteKernelSpec rows{spec.chip, spec.shape.row, spec.shape.pageSize};
+  return "gather_cache" + toString(rows).substr(std::strlen("cache_write"));
+}
+
+bool parseGatherCacheKernelSpec(const std::string &text,
+                                GatherCacheKernelSpec &spec,
+                                std::string &error) {
+  std::istringstream words(text);
+  std::string family;
+  words >> family;
+  if (family != "gather_cache") {
+    error = "a gather kernel spec starts with 'gather_cache', got '" + family +
+            "'";
+    return false;
+  }
+  std::string rest((std::istreambuf_iterator<char>(words)),
+                   std::istreambuf_iterator<char>());
+  CacheWriteKernelSpec rows;
+  if (!parseCacheWriteKernelSpec("cache_write" + rest, rows, error))
+    return false;
+  GatherCacheKernelSpec result;
+  result.chip = rows.chip;
+  result.shape.row = rows.shape;
+  result.shape.pageSize = rows.pageSize;
+  if (const char *why = checkGatherCacheShape(result.shape); *why) {
+    error = std::string("no gather_cache kernel for this shape: ") + why;
+    return false;
+  }
+  spec = result;
+  return true;
+}
+
+std::string toString(const MergeStatesKernelSpec &spec) {
+  const MergeStatesShape &s = spec.shape;
+  std::ostringstream os;
+  os << "merge_states chip=" << chipName(spec.chip) << " N=" << s.numHeads
+     << " H=" << s.headDim << " dtype=" << actTypeName(s.elem);
+  return os.str();
+}
+
+bool parseMergeStatesKernelSpec(const std::string &text,
+                                MergeStatesKernelSpec &spec,
+                                std::string &error) {
+  Fields fields;
+  if (!splitFields(text, fields, error))
+    return false;
+  if (fields.family != "merge_states") {
+    error = "a merge kernel spec starts with 'merge_states', got '" +
+            fields.family + "'";
+    return false;
+  }
+  if (!checkRequired(fields, {"chip", "N", "H", "dtype"},
+                     "chip, N, H and dtype", error))
+    return false;
+  MergeStatesKernelSpec result;
+  MergeStatesShape &shape = result.shape;
+  for (const auto &[key, value] : fields.values) {
+    bool ok = true;
+    if (key == "chip")
+      ok = parseChipField(value, result.chip, error);
+    else if (key == "N")
+      ok = parseCountField(fields, "N", shape.numHeads, 1, error);
+    else if (key == "H")
+      ok = parseCountField(fields, "H", shape.headDim, 1, error);
+    else if (key == "dtype")
+      ok = parseActType(value, shape.elem, error);
+    else {
+      error = "unknown key '" + key + "' (expected chip, N, H or dtype)";
+      ok = false;
+    }
+    if (!ok)
+      return false;
+  }
+  spec = result;
+  return true;
+}
+
+std::string toString(const UpProjKvKernelSpec &spec) {
+  const UpProjKvShape &s = spec.shape;
+  std::ostringstream os;
+  os << "up_proj_kv chip=" << chipName(spec.chip) << " N=" << s.numHeads
+     << " L=" << s.latentDim << " P=" << s.nopeDim << " V=" << s.valueDim
+     << " dtype=" << actTypeName(s.elem);
+  return os.str();
+}
+
+bool parseUpProjKvKernelSpec(const std::string &text, UpProjKvKernelSpec &spec,
+                             std::string &error) {
+  Fields fields;
+  if (!splitFields(text, fields, error))
+    return false;
+  if (fields.family != "up_proj_kv") {
+    error = "an up-projection kernel spec starts with 'up_proj_kv', got '" +
+            fields.family + "'";
+    return false;
+  }
+  if (!checkRequired(fields, {"chip", "N", "L", "P", "V", "dtype"},
+                     "chip, N, L, P, V and dtype", error))
+    return false;
+  UpProjKvKernelSpec result;
+  UpProjKvShape &shape = result.shape;
+  for (const auto &[key, value] : fields.values) {
+    bool ok = true;
+    if (key == "chip")
+      ok = parseChipField(value, result.chip, error);
+    else if (key == "N")
+      ok = parseCountField(fields, "N", shape.numHeads, 1, error);
+    else if (key == "L")
+      ok = parseCountField(fields, "L", shape.latentDim, 1, error);
+    else if (key == "P")
+      ok = parseCountField(fields, "P", shape.nopeDim, 1, error);
+    else if (key == "V")
+      ok = parseCountField(fields, "V", shape.valueDim, 1, error);
+    else if (key == "dtype")
+      ok = parseActType(value, shape.elem, error);
+    else {
+      error = "unknown key '" + key + "' (expected chip, N, L, P, V or dtype)";
+      ok = false;
+    }
+    if (!ok)
+      return false;
+  }
+  if (const char *why = checkUpProjKvShape(shape); *why) {
+    error = std::string("no up_proj_kv kernel for this shape: ") + why;
+    return false;
+  }
+  spec = result;
+  return true;
+}
+
+std::string toString(const MhaKernelSpec &spec) {
+  const MhaShape &s = spec.shape;
+  std::ostringstream os;
+  os << "mha chip=" << chipName(spec.chip) << " N=" << s.numHeads
+     << " D=" << s.qkDim << " V=" << s.vDim << " dtype=" << actTypeName(s.elem)
+     << " causal=" << (s.causal ? 1 : 0) << " scale=" << scaleText(s.scale);
+  return os.str();
+}
+
+bool parseMhaKernelSpec(const std::string &text, MhaKernelSpec &spec,
+                        std::string &error) {
+  Fields fields;
+  if (!splitFields(text, fields, error))
+    return false;
+  if (fields.family != "mha") {
+    error = "an attention kernel spec starts with 'mha', got '" +
+            fields.family + "'";
+    return false;
+  }
+  if (!checkRequired(fields, {"chip", "N", "D", "V", "dtype", "causal", "scale"},
+                     "chip, N, D, V, dtype, causal and scale", error))
+    return false;
+  MhaKernelSpec result;
+  MhaShape &shape = result.shape;
+  for (const auto &[key, value] : fields.values) {
+    bool ok = true;
+    if (key == "chip") {
+      ok = parseChipField(value, result.chip, error);
+    } else if (key == "N") {
+      ok = parseCountField(fields, "N", shape.numHeads, 1, error);
+    } else if (key == "D") {
+      ok = parseCountField(fields, "D", shape.qkDim, 1, error);
+    } else if (key == "V") {
+      ok = parseCountField(fields, "V", shape.vDim, 1, error);
+    } else if (key == "dtype") {
+      ok = parseActType(value, shape.elem, error);
+    } else if (key == "causal") {
+      ok = value == "0" || value == "1";
+      if (!ok)
+        error = "causal must be 0 or 1, got '" + value + "'";
+      shape.causal = value == "1";
+    } else if (key == "scale") {
+      ok = parseScale(value, shape.scale) && std::isfinite(shape.scale) &&
+           shape.scale > 0;
+      if (!ok)
+        error = "scale must be a positive finite f32, got '" + value + "'";
+    } else {
+      error = "unknown key '" + key +
+              "' (expected chip, N, D, V, dtype, causal or scale)";
+      ok = false;
+    }
+    if (!ok)
+      return false;
+  }
+  spec = result;
+  return true;
+}
+
 bool parseKernelSpec(const std::string &text, KernelSpec &spec,
                      std::string &error) {
   std::istringstream words(text);
@@ -509,8 +712,20 @@ bool parseKernelSpec(const std::string &text, KernelSpec &spec,
     spec = projection;
     return true;
   }
+  if (family == "gather_cache")
+    return parseInto<GatherCacheKernelSpec>(text, spec, error,
+                                            parseGatherCacheKernelSpec);
+  if (family == "merge_states")
+    return parseInto<MergeStatesKernelSpec>(text, spec, error,
+                                            parseMergeStatesKernelSpec);
+  if (family == "up_proj_kv")
+    return parseInto<UpProjKvKernelSpec>(text, spec, error,
+                                         parseUpProjKvKernelSpec);
+  if (family == "mha")
+    return parseInto<MhaKernelSpec>(text, spec, error, parseMhaKernelSpec);
   error = "a kernel spec starts with its family (decode, cache_write, "
-          "absorb_q or up_proj_out), got '" +
+          "absorb_q, up_proj_out, gather_cache, merge_states, up_proj_kv "
+          "or mha), got '" +
           family + "'";
   return false;
 }
@@ -528,6 +743,18 @@ std::string pipelineFor(const CacheWriteKernelSpec &spec) {
 std::string pipelineFor(const ProjectionKernelSpec &spec) {
   return mlaToNvvm(spec.chip);
 }
+std::string pipelineFor(const GatherCacheKernelSpec &spec) {
+  return mlaToNvvm(spec.chip);
+}
+std::string pipelineFor(const MergeStatesKernelSpec &spec) {
+  return mlaToNvvm(spec.chip);
+}
+std::string pipelineFor(const UpProjKvKernelSpec &spec) {
+  return mlaToNvvm(spec.chip);
+}
+std::string pipelineFor(const MhaKernelSpec &spec) {
+  return mlaToNvvm(spec.chip);
+}
 std::string pipelineFor(const KernelSpec &spec) {
   return std::visit([](const auto &s) { return pipelineFor(s); }, spec);
 }
@@ -543,6 +770,22 @@ std::string cacheKeyFor(const CacheWriteKernelSpec &spec) {
                                toolchainVersion(), chipName(spec.chip));
 }
 std::string cacheKeyFor(const ProjectionKernelSpec &spec) {
+  return computeKernelCacheKey(toString(spec), pipelineFor(spec),
+                               toolchainVersion(), chipName(spec.chip));
+}
+std::string cacheKeyFor(const GatherCacheKernelSpec &spec) {
+  return computeKernelCacheKey(toString(spec), pipelineFor(spec),
+                               toolchainVersion(), chipName(spec.chip));
+}
+std::string cacheKeyFor(const MergeStatesKernelSpec &spec) {
+  return computeKernelCacheKey(toString(spec), pipelineFor(spec),
+                               toolchainVersion(), chipName(spec.chip));
+}
+std::string cacheKeyFor(const UpProjKvKernelSpec &spec) {
+  return computeKernelCacheKey(toString(spec), pipelineFor(spec),
+                               toolchainVersion(), chipName(spec.chip));
+}
+std::string cacheKeyFor(const MhaKernelSpec &spec) {
   return computeKernelCacheKey(toString(spec), pipelineFor(spec),
                                toolchainVersion(), chipName(spec.chip));
 }

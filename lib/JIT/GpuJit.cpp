@@ -2,9 +2,9 @@
 //
 // A spec becomes a small mla module, built with the ops' builders (its shape
 // baked into the types, the sizes the kernels read at run time dynamic:
-// decode's batch, page count and split count, the token count of cache_write
-// and the projections), which the `mla-to-nvvm` pipeline compiles into a
-// cubin. The
+// decode's batch, page count and split count, the token or row count of
+// cache_write, gather_cache, merge_states, up_proj_kv, mha and the
+// projections), which the `mla-to-nvvm` pipeline compiles into a cubin. The
 // pipeline's options are parsed from pipelineFor(spec), the very string the
 // cache key hashes, so the key cannot describe another compile than the one
 // that ran.
@@ -190,31 +190,108 @@ std::pair<RowFormat, Type> getCacheFormat(MLIRContext &ctx,
   llvm_unreachable("unknown CacheFormat");
 }
 
+/// The cache tensor type and `#mla.cache_layout` of rows in `s`'s format,
+/// `pageSize` rows a page. The per-tensor scale is baked into fp8_e4m3
+/// kernels only.
+std::pair<Type, CacheLayoutAttr> getCacheRowTypes(MLIRContext &ctx,
+                                                  const CacheWriteShape &s,
+                                                  int64_t pageSize) {
+  auto [format, cacheElem] = getCacheFormat(ctx, s.format);
+  int64_t elemBytes = cacheElem.getIntOrFloatBitWidth() / 8;
+  Type cache =
+      tensorType({-1, pageSize, cacheRowBytes(s) / elemBytes}, cacheElem);
+  FloatAttr scale;
+  if (s.format == CacheFormat::FP8E4M3)
+    scale = FloatAttr::get(Float32Type::get(&ctx), s.scale);
+  return {cache, CacheLayoutAttr::get(&ctx, format, pageSize, scale)};
+}
+
 /// One function with one `mla.cache_write` whose token count T and page
 /// count are dynamic (the kernel reads both at run time).
 OwningOpRef<ModuleOp> buildCacheWriteModule(MLIRContext &ctx,
                                             const CacheWriteKernelSpec &spec) {
   const CacheWriteShape &s = spec.shape;
   Type in = getActType(ctx, s.input);
-  auto [format, cacheElem] = getCacheFormat(ctx, s.format);
-  int64_t elemBytes = cacheElem.getIntOrFloatBitWidth() / 8;
+  auto [cache, layout] = getCacheRowTypes(ctx, s, spec.pageSize);
   Type kvC = tensorType({-1, s.latentDim}, in);
   Type kPe = tensorType({-1, s.ropeDim}, in);
   Type slots = tensorType({-1}, IntegerType::get(&ctx, 32));
-  Type cache =
-      tensorType({-1, spec.pageSize, cacheRowBytes(s) / elemBytes}, cacheElem);
   KernelModuleBuilder kb(ctx, spec.chip, "mla_cache_write",
                          {kvC, kPe, slots, cache}, {cache});
-  OpBuilder &b = kb.getBuilder();
-  // The per-tensor scale is baked into the fp8_e4m3 kernel only.
-  FloatAttr scale;
-  if (s.format == CacheFormat::FP8E4M3)
-    scale = b.getF32FloatAttr(s.scale);
-  auto layout = CacheLayoutAttr::get(&ctx, format, spec.pageSize, scale);
-  auto write =
-      CacheWriteOp::create(b, kb.getLoc(), cache, kb.getArg(0), kb.getArg(1),
-                           kb.getArg(2), kb.getArg(3), layout);
+  auto write = CacheWriteOp::create(kb.getBuilder(), kb.getLoc(), cache,
+                                    kb.getArg(0), kb.getArg(1), kb.getArg(2),
+                                    kb.getArg(3), layout);
   return kb.finish(write->getResults());
+}
+
+/// One function with one `mla.gather_cache` whose page count, request count
+/// and workspace rows are dynamic. `latent_dim` is always set: the
+/// fp8_e4m3_token format needs it and the others check it.
+OwningOpRef<ModuleOp>
+buildGatherCacheModule(MLIRContext &ctx, const GatherCacheKernelSpec &spec) {
+  const CacheWriteShape &s = spec.shape.row;
+  auto [cache, layout] = getCacheRowTypes(ctx, s, spec.shape.pageSize);
+  Type i32 = IntegerType::get(&ctx, 32);
+  Type table = tensorType({-1, -1}, i32), vec = tensorType({-1}, i32);
+  Type workspace =
+      tensorType({-1, s.latentDim + s.ropeDim}, getActType(ctx, s.input));
+  KernelModuleBuilder kb(ctx, spec.chip, "mla_gather_cache",
+                         {cache, table, vec, vec, workspace}, {workspace});
+  OpBuilder &b = kb.getBuilder();
+  auto gather = GatherCacheOp::create(
+      b, kb.getLoc(), workspace, kb.getArg(0), kb.getArg(1), kb.getArg(2),
+      kb.getArg(3), kb.getArg(4), layout, b.getI64IntegerAttr(s.latentDim));
+  return kb.finish(gather->getResults());
+}
+
+/// One function with one `mla.merge_states` over a dynamic token count T.
+OwningOpRef<ModuleOp>
+buildMergeStatesModule(MLIRContext &ctx, const MergeStatesKernelSpec &spec) {
+  const MergeStatesShape &s = spec.shape;
+  Type out = tensorType({-1, s.numHeads, s.headDim}, getActType(ctx, s.elem));
+  Type lse = tensorType({s.numHeads, -1}, Float32Type::get(&ctx));
+  KernelModuleBuilder kb(ctx, spec.chip, "mla_merge_states",
+                         {out, lse, out, lse}, {out, lse});
+  auto merge = MergeStatesOp::create(kb.getBuilder(), kb.getLoc(), out, lse,
+                                     kb.getArg(0), kb.getArg(1), kb.getArg(2),
+                                     kb.getArg(3));
+  return kb.finish(merge->getResults());
+}
+
+/// One function with one `mla.up_proj_kv` over a dynamic token count S.
+OwningOpRef<ModuleOp> buildUpProjKvModule(MLIRContext &ctx,
+                                          const UpProjKvKernelSpec &spec) {
+  const UpProjKvShape &s = spec.shape;
+  Type elem = getActType(ctx, s.elem);
+  Type latent = tensorType({-1, s.latentDim}, elem);
+  Type weight = tensorType({s.columns(), s.latentDim}, elem);
+  Type kNope = tensorType({-1, s.numHeads, s.nopeDim}, elem);
+  Type v = tensorType({-1, s.numHeads, s.valueDim}, elem);
+  KernelModuleBuilder kb(ctx, spec.chip, "mla_up_proj_kv", {latent, weight},
+                         {kNope, v});
+  auto upKv = UpProjKvOp::create(kb.getBuilder(), kb.getLoc(), kNope, v,
+                                 kb.getArg(0), kb.getArg(1));
+  return kb.finish(upKv->getResults());
+}
+
+/// One function with one `mla.mha` over dynamic query and key row counts
+/// and request count; the scale and causality are baked in.
+OwningOpRef<ModuleOp> buildMhaModule(MLIRContext &ctx,
+                                     const MhaKernelSpec &spec) {
+  const MhaShape &s = spec.shape;
+  Type elem = getActType(ctx, s.elem);
+  Type qk = tensorType({-1, s.numHeads, s.qkDim}, elem);
+  Type v = tensorType({-1, s.numHeads, s.vDim}, elem);
+  Type cu = tensorType({-1}, IntegerType::get(&ctx, 32));
+  Type lse = tensorType({s.numHeads, -1}, Float32Type::get(&ctx));
+  KernelModuleBuilder kb(ctx, spec.chip, "mla_mha", {qk, qk, v, cu, cu},
+                         {v, lse});
+  OpBuilder &b = kb.getBuilder();
+  auto mha = MhaOp::create(b, kb.getLoc(), v, lse, kb.getArg(0), kb.getArg(1),
+                           kb.getArg(2), kb.getArg(3), kb.getArg(4),
+                           b.getF32FloatAttr(s.scale),
+                           s.causal ? b.getUnitAttr() : UnitAttr());
+  return kb.finish(mha->getResults());
 }
 
 /// One function with one `mla.absorb_q` or `mla.up_proj_out` over a dynamic
@@ -250,6 +327,14 @@ OwningOpRef<ModuleOp> buildKernelModule(MLIRContext &ctx,
     return buildDecodeModule(ctx, *decode);
   if (const auto *cacheWrite = std::get_if<CacheWriteKernelSpec>(&spec))
     return buildCacheWriteModule(ctx, *cacheWrite);
+  if (const auto *gather = std::get_if<GatherCacheKernelSpec>(&spec))
+    return buildGatherCacheModule(ctx, *gather);
+  if (const auto *merge = std::get_if<MergeStatesKernelSpec>(&spec))
+    return buildMergeStatesModule(ctx, *merge);
+  if (const auto *upKv = std::get_if<UpProjKvKernelSpec>(&spec))
+    return buildUpProjKvModule(ctx, *upKv);
+  if (const auto *mha = std::get_if<MhaKernelSpec>(&spec))
+    return buildMhaModule(ctx, *mha);
   return buildProjectionModule(ctx, std::get<ProjectionKernelSpec>(spec));
 }
 

@@ -221,8 +221,10 @@ llvm::Expected<Kernel> mla::buildMergeStates(MLIRContext &ctx,
                                              const HostTensor &lseA,
                                              const HostTensor &outB,
                                              const HostTensor &lseB) {
-  if (llvm::Error err = checkMergeStates(outA, lseA, outB, lseB))
-    return std::move(err);
+  llvm::Expected<MergeStatesCall> call =
+      checkMergeStates(Device::CPU, outA, lseA, outB, lseB);
+  if (!call)
+    return call.takeError();
   Type outTy = tensorType(ctx, outA), lseTy = tensorType(ctx, lseA);
   EntryBuilder eb(ctx, "merge_states",
                   {outTy, lseTy, tensorType(ctx, outB), tensorType(ctx, lseB)},
@@ -232,6 +234,95 @@ llvm::Expected<Kernel> mla::buildMergeStates(MLIRContext &ctx,
                                   eb.getArg(3));
   return eb.finish(op.getResults(),
                    {{outA.dtype, outA.shape}, {DType::f32, lseA.shape}});
+}
+
+//===----------------------------------------------------------------------===//
+// Chunked-prefill pieces: gather_cache, up_proj_kv and mha
+//===----------------------------------------------------------------------===//
+
+llvm::Expected<Kernel> mla::buildGatherCache(
+    MLIRContext &ctx, const HostTensor &kvCache, const HostTensor &blockTable,
+    const HostTensor &starts, const HostTensor &cuRows,
+    const HostTensor &workspace, int64_t latentDim,
+    const CacheFormat &format) {
+  llvm::Expected<GatherCacheCall> call =
+      checkGatherCache(Device::CPU, kvCache, blockTable, starts, cuRows,
+                       workspace, latentDim, format);
+  if (!call)
+    return call.takeError();
+  // The workspace is written in place, as cache_write writes its cache.
+  RankedTensorType wsTy = tensorType(ctx, workspace);
+  auto wsMemrefTy = MemRefType::get(wsTy.getShape(), wsTy.getElementType());
+  EntryBuilder eb(ctx, "gather_cache",
+                  {tensorType(ctx, kvCache), tensorType(ctx, blockTable),
+                   tensorType(ctx, starts), tensorType(ctx, cuRows),
+                   wsMemrefTy},
+                  {});
+  OpBuilder &b = eb.getBuilder();
+  Location loc = eb.getLoc();
+  auto ws = bufferization::ToTensorOp::create(
+      b, loc, wsTy, eb.getArg(4), /*restrict=*/true, /*writable=*/true);
+  auto gathered = GatherCacheOp::create(
+      b, loc, wsTy, eb.getArg(0), eb.getArg(1), eb.getArg(2), eb.getArg(3),
+      ws, getLayout(ctx, call->cache), b.getI64IntegerAttr(call->latentDim));
+  bufferization::MaterializeInDestinationOp::create(
+      b, loc, /*result=*/Type(), gathered, eb.getArg(4), /*restrict=*/true,
+      /*writable=*/true);
+  Kernel kernel = eb.finish({}, {});
+  kernel.isEmpty = !call->gathersAnything;
+  return kernel;
+}
+
+llvm::Expected<Kernel> mla::buildUpProjKv(MLIRContext &ctx,
+                                          const HostTensor &latent,
+                                          const HostTensor &kvBProj,
+                                          int64_t numHeads,
+                                          int64_t qkNopeHeadDim,
+                                          int64_t vHeadDim) {
+  llvm::Expected<UpProjKvCall> call = checkUpProjKv(
+      Device::CPU, latent, kvBProj, numHeads, qkNopeHeadDim, vHeadDim);
+  if (!call)
+    return call.takeError();
+  llvm::SmallVector<int64_t, 4> kShape{call->rows, call->numHeads,
+                                       call->nopeDim};
+  llvm::SmallVector<int64_t, 4> vShape{call->rows, call->numHeads,
+                                       call->valueDim};
+  Type kTy = tensorType(ctx, kShape, call->dtype);
+  Type vTy = tensorType(ctx, vShape, call->dtype);
+  EntryBuilder eb(ctx, "up_proj_kv",
+                  {tensorType(ctx, latent), tensorType(ctx, kvBProj)},
+                  {kTy, vTy});
+  auto op = UpProjKvOp::create(eb.getBuilder(), eb.getLoc(), kTy, vTy,
+                               eb.getArg(0), eb.getArg(1));
+  return eb.finish(op.getResults(),
+                   {{call->dtype, kShape}, {call->dtype, vShape}});
+}
+
+llvm::Expected<Kernel> mla::buildMha(MLIRContext &ctx, const HostTensor &q,
+                                     const HostTensor &k, const HostTensor &v,
+                                     const HostTensor &cuSeqlensQ,
+                                     const HostTensor &cuSeqlensK,
+                                     double softmaxScale, bool causal) {
+  llvm::Expected<MhaCall> call = checkMha(Device::CPU, q, k, v, cuSeqlensQ,
+                                          cuSeqlensK, softmaxScale, causal);
+  if (!call)
+    return call.takeError();
+  llvm::SmallVector<int64_t, 4> outShape{call->tokens, call->numHeads,
+                                         call->valueDim};
+  llvm::SmallVector<int64_t, 4> lseShape{call->numHeads, call->tokens};
+  Type outTy = tensorType(ctx, outShape, call->dtype);
+  Type lseTy = tensorType(ctx, lseShape, DType::f32);
+  EntryBuilder eb(ctx, "mha",
+                  {tensorType(ctx, q), tensorType(ctx, k), tensorType(ctx, v),
+                   tensorType(ctx, cuSeqlensQ), tensorType(ctx, cuSeqlensK)},
+                  {outTy, lseTy});
+  OpBuilder &b = eb.getBuilder();
+  auto op = MhaOp::create(b, eb.getLoc(), outTy, lseTy, eb.getArg(0),
+                          eb.getArg(1), eb.getArg(2), eb.getArg(3),
+                          eb.getArg(4), getF32Attr(ctx, call->softmaxScale),
+                          call->causal ? b.getUnitAttr() : UnitAttr());
+  return eb.finish(op.getResults(),
+                   {{call->dtype, outShape}, {DType::f32, lseShape}});
 }
 
 //===----------------------------------------------------------------------===//

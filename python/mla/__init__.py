@@ -9,7 +9,10 @@ semantics follow FlashMLA's `flash_mla_with_kvcache` and vLLM's MLA backends:
   split_kv_b_proj(kv_b_proj, num_heads, qk_nope_head_dim, v_head_dim) -> (w_uk_t, w_uv)
   absorb_q(q, w_uk_t) -> q_absorbed
   up_proj_out(o, w_uv) -> out
+  gather_cache(kv_cache, block_table, starts, cu_rows, workspace, latent_dim=...)  in place
+  up_proj_kv(latent, kv_b_proj, num_heads, qk_nope_head_dim, v_head_dim) -> (k_nope, v)
   merge_states(out_a, lse_a, out_b, lse_b) -> (out, lse)
+  mha(q, k, v, cu_seqlens_q, cu_seqlens_k, softmax_scale=..., causal=...) -> (out, lse)
   prefill(q, kv_c, k_pe, kv_b_proj, kv_cache, block_table, query_start_loc, seq_lens, ...) -> out
 
 Float arrays are float32 or float16 (results take the activations' dtype; log-sum-exp values are always
@@ -20,8 +23,9 @@ cache of the activations' dtype), "fp8_e4m3" (uint8 e4m3 codes with a per-tensor
 Invalid arguments raise ValueError before anything runs (a cache is never partly written); compiler
 failures raise RuntimeError.
 
-`decode`, `absorb_q` and `up_proj_out` also run on the GPU when their first argument is a PyTorch CUDA
-tensor, and `cache_write` when kv_c or kv_cache is (see `mla.gpu`): that path needs neither numpy nor the
+`decode`, `absorb_q`, `up_proj_out`, `gather_cache`, `up_proj_kv`, `merge_states` and `mha` also run on
+the GPU when one of their arrays is a PyTorch CUDA tensor, and `cache_write` when kv_c or kv_cache is (see
+`mla.gpu`): that path needs neither numpy nor the
 MLIR-built CPU library, so a GPU-only installation (scripts/build-gpu-carry.sh) imports this package
 without them and raises ImportError only when a CPU function is called.
 """
@@ -47,10 +51,13 @@ __all__ = [
     "cache_write",
     "clear_kernel_cache",
     "decode",
+    "gather_cache",
     "merge_states",
+    "mha",
     "prefill",
     "runtime_stats",
     "split_kv_b_proj",
+    "up_proj_kv",
     "up_proj_out",
 ]
 
@@ -107,15 +114,16 @@ def _indices(name, value):
     return _array(name, a.astype(np.int32, copy=False))
 
 
-def _cache_to_write(value):
-    """kv_cache for cache_write: written in place, so it cannot be a converted copy."""
+def _cache_to_write(value, name="kv_cache"):
+    """An array written in place (cache_write's kv_cache, gather_cache's workspace), so it cannot be a
+    converted copy."""
     if not isinstance(value, np.ndarray):
-        raise ValueError(f"kv_cache must be a numpy array to be written in place, got {type(value).__name__}")
+        raise ValueError(f"{name} must be a numpy array to be written in place, got {type(value).__name__}")
     if not value.flags.c_contiguous:
-        raise ValueError("kv_cache must be C-contiguous to be written in place")
+        raise ValueError(f"{name} must be C-contiguous to be written in place")
     if not value.flags.writeable:
-        raise ValueError("kv_cache is read-only")
-    return _array("kv_cache", value)
+        raise ValueError(f"{name} is read-only")
+    return _array(name, value)
 
 
 def _int(name, value):
@@ -303,15 +311,102 @@ def _up_proj_out_cpu(o, w_uv):
     return out
 
 
-@_cpu
 def merge_states(out_a, lse_a, out_b, lse_b):
     """Merge two attention states over disjoint keys by their LSE (vLLM's merge_attn_states).
 
-    out_* [T, N, H], lse_* float32 [N, T]; an LSE of +inf or -inf means "no contribution".
-    Returns (out [T, N, H], lse [N, T]).
+    out_* [T, N, H], lse_* float32 [N, T]; an LSE that is not finite (+inf, -inf, NaN) means "no
+    contribution", and a side that does not contribute is never read into the result.
+    Returns (out [T, N, H], lse [N, T]). When any array is a torch CUDA tensor, every array must be one
+    and the call runs `mla.gpu.merge_states`.
     """
+    if any(_is_torch_cuda(a) for a in (out_a, lse_a, out_b, lse_b)):
+        from . import gpu
+
+        return gpu.merge_states(out_a, lse_a, out_b, lse_b)
+    return _merge_states_cpu(out_a, lse_a, out_b, lse_b)
+
+
+@_cpu
+def _merge_states_cpu(out_a, lse_a, out_b, lse_b):
     arrays = [_array("out_a", out_a), _array("lse_a", lse_a), _array("out_b", out_b), _array("lse_b", lse_b)]
     out, lse = _run(_capi.mlaMergeStates, [_tensor(a) for a in arrays], 2)
+    return out, lse
+
+
+def gather_cache(kv_cache, block_table, starts, cu_rows, workspace, *, latent_dim, kv_format="auto",
+                 kv_scale=None):
+    """Gather paged cache rows into a contiguous workspace, dequantising fp8 rows (chunked prefill).
+
+    Workspace row r in [cu_rows[b], cu_rows[b+1]) receives cache position starts[b] + r - cu_rows[b] of
+    request b (found through block_table [B, max_pages]); starts [B], cu_rows [B+1] (non-decreasing);
+    workspace [W, L+R] float (C-contiguous, writeable), written in place; rows outside
+    [cu_rows[0], cu_rows[B]) keep their values. kv_format as in `cache_write` ("auto": the cache holds
+    the workspace's dtype); `latent_dim` is L. Returns workspace. When any array is a torch CUDA tensor,
+    every array must be a torch tensor and the call runs `mla.gpu.gather_cache`.
+    """
+    if any(_is_torch_cuda(a) for a in (kv_cache, block_table, starts, cu_rows, workspace)):
+        from . import gpu
+
+        return gpu.gather_cache(kv_cache, block_table, starts, cu_rows, workspace, latent_dim=latent_dim,
+                                kv_format=kv_format, kv_scale=kv_scale)
+    return _gather_cache_cpu(kv_cache, block_table, starts, cu_rows, workspace, latent_dim, kv_format,
+                             kv_scale)
+
+
+@_cpu
+def _gather_cache_cpu(kv_cache, block_table, starts, cu_rows, workspace, latent_dim, kv_format, kv_scale):
+    ws = _cache_to_write(workspace, "workspace")
+    arrays = [_array("kv_cache", kv_cache), _indices("block_table", block_table), _indices("starts", starts),
+              _indices("cu_rows", cu_rows), ws]
+    fmt = _cache_format(kv_format, kv_scale)
+    _run(_capi.mlaGatherCache,
+         [_tensor(a) for a in arrays] + [_int("latent_dim", latent_dim), ctypes.byref(fmt)], 0)
+    return workspace
+
+
+def up_proj_kv(latent, kv_b_proj, num_heads, qk_nope_head_dim, v_head_dim):
+    """Up-project latent rows: latent [S, L] x kv_b_proj [N*(P+V), L]^T viewed as [S, N, P+V] and split
+    into (k_nope [S, N, P], v [S, N, V]). When latent or kv_b_proj is a torch CUDA tensor, both must be
+    and the call runs `mla.gpu.up_proj_kv` (bfloat16/float16 tensor cores)."""
+    if _is_torch_cuda(latent) or _is_torch_cuda(kv_b_proj):
+        from . import gpu
+
+        return gpu.up_proj_kv(latent, kv_b_proj, num_heads, qk_nope_head_dim, v_head_dim)
+    return _up_proj_kv_cpu(latent, kv_b_proj, num_heads, qk_nope_head_dim, v_head_dim)
+
+
+@_cpu
+def _up_proj_kv_cpu(latent, kv_b_proj, num_heads, qk_nope_head_dim, v_head_dim):
+    arrays = [_array("latent", latent), _array("kv_b_proj", kv_b_proj)]
+    args = [_tensor(a) for a in arrays] + [_int("num_heads", num_heads),
+                                           _int("qk_nope_head_dim", qk_nope_head_dim),
+                                           _int("v_head_dim", v_head_dim)]
+    k_nope, v = _run(_capi.mlaUpProjKv, args, 2)
+    return k_nope, v
+
+
+def mha(q, k, v, cu_seqlens_q, cu_seqlens_k, *, softmax_scale, causal=False):
+    """Variable-length multi-head attention with LSE (the prefill kernel of primer section 7).
+
+    q [T, N, D], k [S, N, D], v [S, N, V]; request b owns q rows cu_seqlens_q[b]:cu_seqlens_q[b+1] and
+    keys cu_seqlens_k[b]:cu_seqlens_k[b+1] (both [B+1], from 0, non-decreasing). With `causal` query i of
+    q_len sees keys [0, k_len - q_len + i]. Returns (out [T, N, V], lse float32 [N, T]); rows that see
+    no key get out 0 and lse -inf. When any array is a torch CUDA tensor the call runs `mla.gpu.mha` (the first
+    GPU kernel, on CUDA cores).
+    """
+    if any(_is_torch_cuda(a) for a in (q, k, v, cu_seqlens_q, cu_seqlens_k)):
+        from . import gpu
+
+        return gpu.mha(q, k, v, cu_seqlens_q, cu_seqlens_k, softmax_scale=softmax_scale, causal=causal)
+    return _mha_cpu(q, k, v, cu_seqlens_q, cu_seqlens_k, softmax_scale, causal)
+
+
+@_cpu
+def _mha_cpu(q, k, v, cu_seqlens_q, cu_seqlens_k, softmax_scale, causal):
+    arrays = [_array("q", q), _array("k", k), _array("v", v), _indices("cu_seqlens_q", cu_seqlens_q),
+              _indices("cu_seqlens_k", cu_seqlens_k)]
+    args = [_tensor(a) for a in arrays] + [_float("softmax_scale", softmax_scale), 1 if causal else 0]
+    out, lse = _run(_capi.mlaMha, args, 2)
     return out, lse
 
 

@@ -96,6 +96,11 @@ mlaSplitKvBProj = _declare("mlaSplitKvBProj",
 mlaAbsorbQ = _declare("mlaAbsorbQ", [_T, _T, _T] + _ERR)
 mlaUpProjOut = _declare("mlaUpProjOut", [_T, _T, _T] + _ERR)
 mlaMergeStates = _declare("mlaMergeStates", [_T, _T, _T, _T, _T, _T] + _ERR)
+mlaGatherCache = _declare("mlaGatherCache",
+                          [_T] * 5 + [ctypes.c_int64, ctypes.POINTER(CacheFormat)] + _ERR)
+mlaUpProjKv = _declare("mlaUpProjKv",
+                       [_T, _T, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, _T, _T] + _ERR)
+mlaMha = _declare("mlaMha", [_T] * 5 + [ctypes.c_double, ctypes.c_int32, _T, _T] + _ERR)
 mlaPrefill = _declare("mlaPrefill", [_T] * 8 + [ctypes.POINTER(PrefillOptions), _T] + _ERR)
 
 lib.mlaGetRuntimeStats.argtypes = [ctypes.POINTER(RuntimeStats)]

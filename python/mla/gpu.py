@@ -28,8 +28,9 @@ import struct
 from . import _c_string  # the one NUL-byte rule for string options, shared with the CPU path
 
 __all__ = ["KernelNotFoundError", "SPLIT_POLICIES", "absorb_q", "cache_write", "cache_write_spec",
-           "clear_decoders", "decode", "decode_spec", "kernel_spec", "projection_spec", "runtime_stats",
-           "up_proj_out"]
+           "clear_decoders", "decode", "decode_spec", "gather_cache", "gather_cache_spec", "kernel_spec",
+           "merge_states", "merge_states_spec", "mha", "mha_spec", "projection_spec", "runtime_stats",
+           "up_proj_kv", "up_proj_kv_spec", "up_proj_out"]
 
 SUCCESS = 0
 ERROR_INVALID_ARGUMENT = 1
@@ -98,6 +99,14 @@ def _library():
         "mlaGpuCheckUpProjOut": [t, t] + err,
         "mlaGpuAbsorbQ": [p, i32, t, t, u64, ctypes.c_void_p] + err,
         "mlaGpuUpProjOut": [p, i32, t, t, u64, ctypes.c_void_p] + err,
+        "mlaGpuCheckGatherCache": [t, t, t, t, lens, lens, lens, t, i64, ctypes.POINTER(_CacheFormat)] + err,
+        "mlaGpuGatherCache": [p, i32, t, t, t, t, lens, lens, lens, t, ctypes.c_void_p] + err,
+        "mlaGpuCheckMergeStates": [t, t, t, t] + err,
+        "mlaGpuMergeStates": [p, i32, t, t, t, t, u64, u64, ctypes.c_void_p] + err,
+        "mlaGpuCheckUpProjKv": [t, t, i64, i64, i64] + err,
+        "mlaGpuUpProjKv": [p, i32, t, t, u64, u64, ctypes.c_void_p] + err,
+        "mlaGpuCheckMha": [t, t, t, t, t, lens, lens, ctypes.c_double, i32] + err,
+        "mlaGpuMha": [p, i32, t, t, t, t, t, lens, lens, u64, u64, ctypes.c_void_p] + err,
     }
     for name, argtypes in signatures.items():
         fn = getattr(lib, name)
@@ -477,3 +486,155 @@ def up_proj_out(o, w_uv):
     if tokens:
         _launch(torch, o.device, "mlaGpuUpProjOut", spec, ctypes.byref(od), ctypes.byref(wd), out.data_ptr())
     return out
+
+
+# ---------------------------------------------------------------------------------------------------
+# Chunked prefill: gather_cache, merge_states, up_proj_kv, mha
+# ---------------------------------------------------------------------------------------------------
+
+def gather_cache_spec(latent_dim, rope_dim, page_size, dtype, cache_format, chip, kv_scale=None):
+    """The spec of a gather_cache kernel: rows of `cache_format` (as in `cache_write_spec`, fp8_e4m3 with
+    its `kv_scale`) dequantised into a workspace of `dtype` ("bf16", "f16", "f32")."""
+    text = (f"gather_cache chip={chip} L={latent_dim} R={rope_dim} page={page_size} dtype={dtype} "
+            f"format={cache_format}")
+    if kv_scale is not None:
+        text += f" scale={_f32_bits('kv_scale', kv_scale)}"
+    return kernel_spec(text)
+
+
+def merge_states_spec(num_heads, head_dim, dtype, chip):
+    """The spec of a merge_states kernel over outputs [T, num_heads, head_dim] of `dtype`."""
+    return kernel_spec(f"merge_states chip={chip} N={num_heads} H={head_dim} dtype={dtype}")
+
+
+def up_proj_kv_spec(num_heads, latent_dim, nope_dim, v_dim, dtype, chip):
+    """The spec of an up_proj_kv kernel (bf16 or f16)."""
+    return kernel_spec(f"up_proj_kv chip={chip} N={num_heads} L={latent_dim} P={nope_dim} V={v_dim} "
+                       f"dtype={dtype}")
+
+
+def mha_spec(num_heads, qk_dim, v_dim, dtype, causal, softmax_scale, chip):
+    """The spec of an mha kernel (D = qk_dim = P+R, V = v_dim)."""
+    return kernel_spec(f"mha chip={chip} N={num_heads} D={qk_dim} V={v_dim} dtype={dtype} "
+                       f"causal={1 if causal else 0} scale={_f32_bits('softmax_scale', softmax_scale)}")
+
+
+def _int32_table(torch, name, value):
+    """An int32 host copy of the integer torch tensor `value` (a synchronisation for a CUDA tensor), with
+    a pointer to it."""
+    if not isinstance(value, torch.Tensor):
+        raise ValueError(f"{name} must be a torch tensor, got {type(value).__name__}")
+    if value.dtype.is_floating_point or value.dtype.is_complex or value.dtype == torch.bool:
+        raise ValueError(f"{name} must hold integers, got dtype {value.dtype}")
+    host = value.to("cpu")
+    if host.numel() and (int(host.min()) < -2**31 or int(host.max()) > _INT32_MAX):
+        raise ValueError(f"{name} holds values that do not fit in int32")
+    return _host_i32(host.to(torch.int32))
+
+
+def _on_device(value, host, device):
+    """`value` itself when it is a contiguous int32 tensor on `device`, else `host` copied there."""
+    if value.is_cuda and value.device == device and value.dtype == host.dtype and value.is_contiguous():
+        return value
+    return host.to(device)
+
+
+def gather_cache(kv_cache, block_table, starts, cu_rows, workspace, *, latent_dim, kv_format="auto",
+                 kv_scale=None):
+    """`mla.gather_cache` on the GPU: workspace row r in [cu_rows[b], cu_rows[b+1]) receives cache position
+    starts[b] + r - cu_rows[b] of request b (through block_table), dequantised to workspace's dtype, in
+    place; rows outside [cu_rows[0], cu_rows[B]) are left as they were. Returns workspace.
+
+    kv_cache [pages, page_size, row] (kv_format as in `cache_write`: "auto" for a float cache, or a uint8
+    cache of an fp8 format; fp8_e4m3 with its kv_scale); block_table [B, max_pages], starts [B] and
+    cu_rows [B+1] integers (CUDA or CPU; copied to the host and checked by the C rules: cu_rows
+    non-decreasing, every gathered page in the block table and the cache); workspace [W, L+R] bfloat16,
+    float16 or float32, contiguous, on kv_cache's device. `latent_dim` is L.
+    """
+    torch = _torch()
+    tables = [_int32_table(torch, n, v) for n, v in
+              (("block_table", block_table), ("starts", starts), ("cu_rows", cu_rows))]
+    hosts, ptrs = [t[0] for t in tables], [t[1] for t in tables]
+    fmt = _cache_format(kv_format, kv_scale)
+    names = ("kv_cache", "block_table", "starts", "cu_rows", "workspace")
+    cache_d, table_d, starts_d, cu_d, ws_d = [
+        _describe(torch, n, v, data=False) for n, v in zip(names, (kv_cache, *hosts, workspace))]
+    latent = _int("latent_dim", latent_dim)
+    _call("mlaGpuCheckGatherCache", ctypes.byref(cache_d), ctypes.byref(table_d), ctypes.byref(starts_d),
+          ctypes.byref(cu_d), *ptrs, ctypes.byref(ws_d), latent, ctypes.byref(fmt))
+    _same_device({"kv_cache": kv_cache, "workspace": workspace}, "kv_cache")
+
+    cache_format = _SPEC_DTYPES[cache_d.dtype] if kv_format == "auto" else kv_format
+    spec = gather_cache_spec(latent, workspace.shape[1] - latent, kv_cache.shape[1], _SPEC_DTYPES[ws_d.dtype],
+                             cache_format, _chip(torch, kv_cache.device), kv_scale).encode()
+    device_tables = [_on_device(v, h, kv_cache.device) for v, h in zip((block_table, starts, cu_rows), hosts)]
+    described = [_describe(torch, n, v) for n, v in zip(names, (kv_cache, *device_tables, workspace))]
+    cache_d, table_d, starts_d, cu_d, ws_d = [ctypes.byref(t) for t in described]
+    _launch(torch, kv_cache.device, "mlaGpuGatherCache", spec, cache_d, table_d, starts_d, cu_d, *ptrs, ws_d)
+    return workspace
+
+
+def merge_states(out_a, lse_a, out_b, lse_b):
+    """`mla.merge_states` on the GPU (vLLM's merge_attn_states): out_a/out_b [T, N, H] bfloat16, float16 or
+    float32, lse_a/lse_b float32 [N, T], contiguous CUDA tensors on one device; a side whose LSE is not
+    finite does not contribute. Returns (out [T, N, H], lse float32 [N, T])."""
+    torch = _torch()
+    names = ("out_a", "lse_a", "out_b", "lse_b")
+    values = (out_a, lse_a, out_b, lse_b)
+    checked = [_describe(torch, n, v, data=False) for n, v in zip(names, values)]
+    _call("mlaGpuCheckMergeStates", *[ctypes.byref(t) for t in checked])
+    _same_device(dict(zip(names, values)), "out_a")
+    tokens, heads, dim = out_a.shape
+    spec = merge_states_spec(heads, dim, _SPEC_DTYPES[checked[0].dtype], _chip(torch, out_a.device)).encode()
+    out = torch.empty_like(out_a)
+    lse = torch.empty_like(lse_a)
+    described = [_describe(torch, n, v) for n, v in zip(names, values)]
+    _launch(torch, out_a.device, "mlaGpuMergeStates", spec, *[ctypes.byref(t) for t in described],
+            out.data_ptr(), lse.data_ptr())
+    return out, lse
+
+
+def up_proj_kv(latent, kv_b_proj, num_heads, qk_nope_head_dim, v_head_dim):
+    """`mla.up_proj_kv` on the GPU: latent [S, L] x kv_b_proj [N*(P+V), L]^T viewed as [S, N, P+V] and
+    split into (k_nope [S, N, P], v [S, N, V]), bfloat16 or float16 with float32 accumulation (tensor
+    cores). Needs L % 64 == 0 and P, V multiples of 8."""
+    torch = _torch()
+    heads, p, v = (_int("num_heads", num_heads), _int("qk_nope_head_dim", qk_nope_head_dim),
+                   _int("v_head_dim", v_head_dim))
+    ld, wd = _describe(torch, "latent", latent, data=False), _describe(torch, "kv_b_proj", kv_b_proj, data=False)
+    _call("mlaGpuCheckUpProjKv", ctypes.byref(ld), ctypes.byref(wd), heads, p, v)
+    _same_device({"latent": latent, "kv_b_proj": kv_b_proj}, "latent")
+    rows, width = latent.shape
+    spec = up_proj_kv_spec(heads, width, p, v, _SPEC_DTYPES[ld.dtype], _chip(torch, latent.device)).encode()
+    k_nope = torch.empty((rows, heads, p), dtype=latent.dtype, device=latent.device)
+    v_out = torch.empty((rows, heads, v), dtype=latent.dtype, device=latent.device)
+    ld, wd = _describe(torch, "latent", latent), _describe(torch, "kv_b_proj", kv_b_proj)
+    _launch(torch, latent.device, "mlaGpuUpProjKv", spec, ctypes.byref(ld), ctypes.byref(wd), k_nope.data_ptr(),
+            v_out.data_ptr())
+    return k_nope, v_out
+
+
+def mha(q, k, v, cu_seqlens_q, cu_seqlens_k, *, softmax_scale, causal=False):
+    """Varlen multi-head attention with LSE on the GPU (`mla.mha`'s semantics; the first kernel, on CUDA
+    cores, correct but not FlashAttention-fast): q [T, N, D], k [S, N, D], v [S, N, V] bfloat16, float16 or
+    float32; cu_seqlens_q/k [B+1] integers (copied to the host and checked by the C rules). With `causal`
+    query i of a request of q_len rows sees keys [0, k_len - q_len + i]. Returns (out [T, N, V],
+    lse float32 [N, T]); rows that see no key get out 0 and lse -inf."""
+    torch = _torch()
+    tables = [_int32_table(torch, n, t) for n, t in (("cu_seqlens_q", cu_seqlens_q), ("cu_seqlens_k", cu_seqlens_k))]
+    hosts, ptrs = [t[0] for t in tables], [t[1] for t in tables]
+    names = ("q", "k", "v", "cu_seqlens_q", "cu_seqlens_k")
+    checked = [_describe(torch, n, t, data=False) for n, t in zip(names, (q, k, v, *hosts))]
+    scale = _float("softmax_scale", softmax_scale)
+    _call("mlaGpuCheckMha", *[ctypes.byref(t) for t in checked], *ptrs, scale, 1 if causal else 0)
+    _same_device({"q": q, "k": k, "v": v}, "q")
+    tokens, heads, dim = q.shape
+    spec = mha_spec(heads, dim, v.shape[2], _SPEC_DTYPES[checked[0].dtype], causal, scale,
+                    _chip(torch, q.device)).encode()
+    out = torch.empty((tokens, heads, v.shape[2]), dtype=q.dtype, device=q.device)
+    lse = torch.empty((heads, tokens), dtype=torch.float32, device=q.device)
+    device_tables = [_on_device(t, h, q.device) for t, h in zip((cu_seqlens_q, cu_seqlens_k), hosts)]
+    described = [_describe(torch, n, t) for n, t in zip(names, (q, k, v, *device_tables))]
+    _launch(torch, q.device, "mlaGpuMha", spec, *[ctypes.byref(t) for t in described], *ptrs, out.data_ptr(),
+            lse.data_ptr())
+    return out, lse

@@ -60,7 +60,10 @@ cl::list<std::string>
                     "L=512 R=64: decode for N in {16,32,64,128} x (Sq=1, "
                     "Sq=2 causal), cache_write into every row format "
                     "(fp8_e4m3 with scale 1.0), absorb_q (P=128) and "
-                    "up_proj_out (V=128) for N in {16,128}"),
+                    "up_proj_out (V=128) for N in {16,128}, then prefill's "
+                    "gather_cache from every row format into bf16, "
+                    "up_proj_kv (P=V=128), merge_states (H=128) and mha "
+                    "(D=192, V=128, causal and not) for N in {16,128}"),
            cl::value_desc("name"), cl::cat(category));
 cl::opt<bool> printKey("print-key",
                        cl::desc("Print each spec's key and entry path; "
@@ -147,6 +150,33 @@ std::vector<KernelSpec> getDeepSeekSpecs() {
     up.shape = {heads, /*inDim=L*/ 512, /*outDim=V*/ 128, /*ropeDim=*/0,
                 ActType::BF16};
     result.push_back(up);
+  }
+  // Chunked prefill: gathers of every row format into a bf16 workspace, the
+  // up-projection, the LSE merge of V = 128 outputs and the attention.
+  for (CacheFormat format :
+       {CacheFormat::BF16, CacheFormat::F16, CacheFormat::F32,
+        CacheFormat::FP8E4M3, CacheFormat::FP8E4M3Token,
+        CacheFormat::FP8DsMla}) {
+    GatherCacheKernelSpec spec;
+    spec.shape.row = {/*latentDim=*/512, /*ropeDim=*/64, ActType::BF16, format,
+                      /*scale=*/1.0f};
+    spec.shape.pageSize = 64;
+    result.push_back(spec);
+  }
+  for (int64_t heads : {16, 128}) {
+    UpProjKvKernelSpec up;
+    up.shape = {heads, /*latentDim=*/512, /*nopeDim=*/128, /*valueDim=*/128,
+                ActType::BF16};
+    result.push_back(up);
+    MergeStatesKernelSpec merge;
+    merge.shape = {heads, /*headDim=V*/ 128, ActType::BF16};
+    result.push_back(merge);
+    for (bool causal : {false, true}) {
+      MhaKernelSpec mha;
+      mha.shape = {heads, /*qkDim=P+R*/ 192, /*vDim=*/128, ActType::BF16,
+                   causal, static_cast<float>(1.0 / std::sqrt(192.0))};
+      result.push_back(mha);
+    }
   }
   return result;
 }

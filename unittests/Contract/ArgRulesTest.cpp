@@ -206,9 +206,98 @@ TEST(ArgRules, MergeStatesLseLayout) {
   HostTensor out = tensor(DType::f32, {4, 2, 8});
   HostTensor lse = tensor(DType::f32, {2, 4});
   HostTensor lseT = tensor(DType::f32, {4, 2});
-  EXPECT_EQ(messageOf(checkMergeStates(out, lse, out, lse)), "");
-  EXPECT_EQ(messageOf(checkMergeStates(out, lseT, out, lse)),
+  EXPECT_EQ(messageOf(checkMergeStates(Device::CPU, out, lse, out, lse)), "");
+  EXPECT_EQ(messageOf(checkMergeStates(Device::CPU, out, lseT, out, lse)),
             "lse_a must be [N, T] = [2, 4] for out_a [4, 2, 8], got [4, 2]");
+  HostTensor outBf16 = tensor(DType::bf16, {4, 2, 8});
+  EXPECT_EQ(
+      messageOf(checkMergeStates(Device::CPU, outBf16, lse, outBf16, lse)),
+      "out_a must be float32 or float16, got bfloat16");
+  EXPECT_EQ(
+      messageOf(checkMergeStates(Device::GPU, outBf16, lse, outBf16, lse)),
+      "");
+}
+
+TEST(ArgRules, GatherCacheTables) {
+  // Two requests over 4 pages of 16: request 0 gathers positions 10..25
+  // (pages 0 and 1 of its table), request 1 nothing.
+  std::vector<int32_t> table = {2, 3, -1, 0, 1, -1}, starts = {10, 0},
+                       cuRows = {0, 16, 16};
+  HostTensor cache = tensor(DType::f32, {4, 16, 80});
+  HostTensor ws = tensor(DType::f32, {20, 80});
+  auto check = [&](Device device, bool host) {
+    return checkGatherCache(
+        device, cache,
+        tensor(DType::i32, {2, 3}, host ? table.data() : nullptr),
+        tensor(DType::i32, {2}, host ? starts.data() : nullptr),
+        tensor(DType::i32, {3}, host ? cuRows.data() : nullptr), ws, 64,
+        CacheFormat());
+  };
+  llvm::Expected<GatherCacheCall> call = check(Device::CPU, true);
+  ASSERT_TRUE(!!call) << messageOf(call.takeError());
+  EXPECT_EQ(call->ropeDim, 16);
+  EXPECT_TRUE(call->gathersAnything);
+  table[1] = 4;
+  EXPECT_EQ(messageOf(check(Device::CPU, true)),
+            "block_table[0, 1] = 4 is not a page of kv_cache's 4");
+  // Without host tables nothing is read: the GPU kernel skips bad rows.
+  EXPECT_EQ(messageOf(check(Device::GPU, false)), "");
+  table[1] = 3;
+  starts[0] = 40;
+  EXPECT_EQ(messageOf(check(Device::CPU, true)),
+            "request 0 gathers position 55, past its 3 block_table pages of "
+            "16");
+  starts[0] = 10;
+  cuRows[2] = 15;
+  EXPECT_EQ(messageOf(check(Device::CPU, true)),
+            "cu_rows must be non-decreasing, but cu_rows[2] = 15 < "
+            "cu_rows[1] = 16");
+  EXPECT_EQ(messageOf(checkGatherCache(Device::CPU, cache,
+                                       tensor(DType::i32, {2, 3}),
+                                       tensor(DType::i32, {2}),
+                                       tensor(DType::i32, {3}), ws, 80,
+                                       CacheFormat())),
+            "latent_dim = 80 must be in [1, 79]: workspace rows are L + R "
+            "wide with R >= 1");
+}
+
+TEST(ArgRules, UpProjKvWeights) {
+  HostTensor latent = tensor(DType::f32, {5, 64});
+  llvm::Expected<UpProjKvCall> call = checkUpProjKv(
+      Device::CPU, latent, tensor(DType::f32, {39, 64}), 3, 8, 5);
+  ASSERT_TRUE(!!call) << messageOf(call.takeError());
+  EXPECT_EQ(call->rows, 5);
+  EXPECT_EQ(messageOf(checkUpProjKv(Device::CPU, latent,
+                                    tensor(DType::f32, {39, 32}), 3, 8, 5)),
+            "kv_b_proj dim 1 is 32 but latent's width L is 64");
+  EXPECT_EQ(messageOf(checkUpProjKv(Device::CPU, latent,
+                                    tensor(DType::f16, {39, 64}), 3, 8, 5)),
+            "kv_b_proj is float16 but latent is float32; they must have the "
+            "same dtype");
+}
+
+TEST(ArgRules, MhaSeqlens) {
+  std::vector<int32_t> cuQ = {0, 3, 5}, cuK = {0, 4, 9};
+  HostTensor q = tensor(DType::f32, {5, 2, 24});
+  HostTensor k = tensor(DType::f32, {10, 2, 24});
+  HostTensor v = tensor(DType::f32, {10, 2, 16});
+  auto check = [&] {
+    return checkMha(Device::CPU, q, k, v, tensor(DType::i32, {3}, cuQ.data()),
+                    tensor(DType::i32, {3}, cuK.data()), 0.2, true);
+  };
+  llvm::Expected<MhaCall> call = check();
+  ASSERT_TRUE(!!call) << messageOf(call.takeError());
+  EXPECT_EQ(call->batch, 2);
+  EXPECT_EQ(call->valueDim, 16);
+  cuK[2] = 11;
+  EXPECT_EQ(messageOf(check()), "cu_seqlens_k ends at 11, past the 10 rows of k");
+  cuK[2] = 9;
+  cuQ[0] = 1;
+  EXPECT_EQ(messageOf(check()), "cu_seqlens_q[0] = 1 must be 0");
+  cuQ[0] = 0;
+  cuQ[1] = 6;
+  EXPECT_EQ(messageOf(check()),
+            "cu_seqlens_q must be non-decreasing, but entry 2 is 5 after 6");
 }
 
 TEST(ArgRules, PrefillTablesAgree) {

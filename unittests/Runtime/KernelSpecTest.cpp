@@ -372,8 +372,9 @@ TEST(KernelSpecTest, MalformedCacheWriteAndProjectionTextIsRejected) {
         << text << " -> " << parseAnyError(text);
   };
   rejects("prefill chip=sm_90a",
-          "starts with its family (decode, cache_write, absorb_q or "
-          "up_proj_out), got 'prefill'");
+          "starts with its family (decode, cache_write, absorb_q, "
+          "up_proj_out, gather_cache, merge_states, up_proj_kv or mha), got "
+          "'prefill'");
   rejects("", "got ''");
   const std::string cw = "cache_write chip=sm_90a L=512 R=64 page=64 ";
   rejects(cw + "dtype=bf16", "missing format");
@@ -411,6 +412,148 @@ TEST(KernelSpecTest, MalformedCacheWriteAndProjectionTextIsRejected) {
   ProjectionKernelSpec projection;
   EXPECT_FALSE(parseProjectionKernelSpec(kCacheWriteBf16, projection, error));
   EXPECT_NE(error.find("'absorb_q' or 'up_proj_out'"), std::string::npos);
+}
+
+TEST(KernelSpecTest, PrefillFamiliesPrintParseAndRoundTrip) {
+  GatherCacheKernelSpec gather;
+  EXPECT_EQ(toString(gather), "gather_cache chip=sm_90a L=512 R=64 page=64 "
+                              "dtype=bf16 format=bf16");
+  MergeStatesKernelSpec merge;
+  EXPECT_EQ(toString(merge), "merge_states chip=sm_90a N=128 H=128 dtype=bf16");
+  UpProjKvKernelSpec upKv;
+  EXPECT_EQ(toString(upKv),
+            "up_proj_kv chip=sm_90a N=128 L=512 P=128 V=128 dtype=bf16");
+  for (const char *text :
+       {"gather_cache chip=sm_90a L=512 R=64 page=64 dtype=bf16 "
+        "format=fp8_ds_mla",
+        "gather_cache chip=sm_100a L=256 R=32 page=16 dtype=f32 "
+        "format=fp8_e4m3 scale=0x3ca3d70a",
+        "gather_cache chip=sm_90a L=512 R=64 page=64 dtype=f16 "
+        "format=fp8_e4m3_token",
+        "merge_states chip=sm_100a N=16 H=512 dtype=f32",
+        "up_proj_kv chip=sm_90a N=16 L=256 P=64 V=128 dtype=f16",
+        "mha chip=sm_90a N=128 D=192 V=128 dtype=bf16 causal=1 "
+        "scale=0x3d93cd3a",
+        "mha chip=sm_100a N=3 D=40 V=20 dtype=f32 causal=0 scale=0x3e000000"}) {
+    KernelSpec spec = parseAnyOrDie(text);
+    EXPECT_EQ(toString(spec), text);
+    EXPECT_EQ(cacheKeyFor(parseAnyOrDie(toString(spec))), cacheKeyFor(spec));
+    EXPECT_EQ(pipelineFor(spec), std::string("mla-to-nvvm{chip=") +
+                                     (std::strstr(text, "sm_100a") ? "sm_100a"
+                                                                   : "sm_90a") +
+                                     " format=bin}");
+  }
+  KernelSpec g = parseAnyOrDie("gather_cache format=fp8_e4m3 scale=0.5 "
+                               "dtype=f32 page=32 R=64 L=512 chip=sm90");
+  ASSERT_TRUE(std::holds_alternative<GatherCacheKernelSpec>(g));
+  const auto &gs = std::get<GatherCacheKernelSpec>(g).shape;
+  EXPECT_EQ(gs.row.format, CacheFormat::FP8E4M3);
+  EXPECT_EQ(gs.row.input, ActType::F32);
+  EXPECT_EQ(gs.row.scale, 0.5f);
+  EXPECT_EQ(gs.pageSize, 32);
+  KernelSpec u = parseAnyOrDie("up_proj_kv V=64 P=32 L=128 N=4 dtype=bf16 "
+                               "chip=sm_90a");
+  ASSERT_TRUE(std::holds_alternative<UpProjKvKernelSpec>(u));
+  EXPECT_EQ(std::get<UpProjKvKernelSpec>(u).shape.columns(), 4 * (32 + 64));
+}
+
+TEST(KernelSpecTest, PrefillKeysChangeWithEveryField) {
+  std::set<std::string> keys;
+  auto add = [&](const KernelSpec &spec) {
+    EXPECT_TRUE(keys.insert(cacheKeyFor(spec)).second) << toString(spec);
+  };
+  GatherCacheKernelSpec gather;
+  add(gather);
+  auto varyGather = [&](auto change) {
+    GatherCacheKernelSpec spec;
+    change(spec);
+    add(spec);
+  };
+  varyGather([](GatherCacheKernelSpec &s) { s.chip = Chip::SM100a; });
+  varyGather([](GatherCacheKernelSpec &s) { s.shape.row.latentDim = 256; });
+  varyGather([](GatherCacheKernelSpec &s) { s.shape.row.ropeDim = 32; });
+  varyGather([](GatherCacheKernelSpec &s) { s.shape.pageSize = 16; });
+  varyGather([](GatherCacheKernelSpec &s) { s.shape.row.input = ActType::F32; });
+  for (CacheFormat format :
+       {CacheFormat::F16, CacheFormat::F32, CacheFormat::FP8E4M3Token,
+        CacheFormat::FP8DsMla})
+    varyGather([&](GatherCacheKernelSpec &s) { s.shape.row.format = format; });
+  // A gather is another kernel than the cache write of the same rows.
+  add(CacheWriteKernelSpec());
+
+  MergeStatesKernelSpec merge;
+  add(merge);
+  for (auto change : std::vector<void (*)(MergeStatesKernelSpec &)>{
+           [](MergeStatesKernelSpec &s) { s.chip = Chip::SM100a; },
+           [](MergeStatesKernelSpec &s) { s.shape.numHeads = 16; },
+           [](MergeStatesKernelSpec &s) { s.shape.headDim = 512; },
+           [](MergeStatesKernelSpec &s) { s.shape.elem = ActType::F16; }}) {
+    MergeStatesKernelSpec spec;
+    change(spec);
+    add(spec);
+  }
+  MhaKernelSpec mha;
+  add(mha);
+  for (auto change : std::vector<void (*)(MhaKernelSpec &)>{
+           [](MhaKernelSpec &s) { s.chip = Chip::SM100a; },
+           [](MhaKernelSpec &s) { s.shape.numHeads = 16; },
+           [](MhaKernelSpec &s) { s.shape.qkDim = 128; },
+           [](MhaKernelSpec &s) { s.shape.vDim = 64; },
+           [](MhaKernelSpec &s) { s.shape.elem = ActType::F16; },
+           [](MhaKernelSpec &s) { s.shape.causal = false; },
+           [](MhaKernelSpec &s) { s.shape.scale = 0.125f; }}) {
+    MhaKernelSpec spec;
+    change(spec);
+    add(spec);
+  }
+  UpProjKvKernelSpec upKv;
+  add(upKv);
+  for (auto change : std::vector<void (*)(UpProjKvKernelSpec &)>{
+           [](UpProjKvKernelSpec &s) { s.chip = Chip::SM100a; },
+           [](UpProjKvKernelSpec &s) { s.shape.numHeads = 16; },
+           [](UpProjKvKernelSpec &s) { s.shape.latentDim = 256; },
+           [](UpProjKvKernelSpec &s) { s.shape.nopeDim = 64; },
+           [](UpProjKvKernelSpec &s) { s.shape.valueDim = 64; },
+           [](UpProjKvKernelSpec &s) { s.shape.elem = ActType::F16; }}) {
+    UpProjKvKernelSpec spec;
+    change(spec);
+    add(spec);
+  }
+}
+
+TEST(KernelSpecTest, MalformedPrefillTextIsRejected) {
+  auto rejects = [](const std::string &text, const std::string &message) {
+    EXPECT_NE(parseAnyError(text).find(message), std::string::npos)
+        << text << " -> " << parseAnyError(text);
+  };
+  const std::string g = "gather_cache chip=sm_90a L=512 R=64 page=64 ";
+  rejects(g + "dtype=bf16", "missing format");
+  rejects(g + "dtype=bf16 format=fp8_e4m3", "format fp8_e4m3 needs scale");
+  rejects("gather_cache chip=sm_90a L=500 R=64 page=64 dtype=bf16 "
+          "format=fp8_ds_mla",
+          "fp8_ds_mla needs L % 128 == 0");
+  rejects("merge_states chip=sm_90a N=16 dtype=bf16", "missing H");
+  rejects("merge_states chip=sm_90a N=16 H=128 V=2 dtype=bf16",
+          "unknown key 'V'");
+  rejects("merge_states chip=sm_90a N=0 H=128 dtype=bf16",
+          "N must be an integer >= 1");
+  rejects("up_proj_kv chip=sm_90a N=16 L=512 P=128 dtype=bf16", "missing V");
+  rejects("up_proj_kv chip=sm_90a N=16 L=500 P=128 V=128 dtype=bf16",
+          "no up_proj_kv kernel for this shape: L must be a multiple of 64");
+  rejects("up_proj_kv chip=sm_90a N=16 L=512 P=100 V=128 dtype=bf16",
+          "P and V must be multiples of 8");
+  rejects("up_proj_kv chip=sm_90a N=16 L=512 P=128 V=128 dtype=f32",
+          "reads bf16 or f16, not f32");
+  rejects("mha chip=sm_90a N=16 D=192 V=128 dtype=bf16 causal=1",
+          "missing scale");
+  rejects("mha chip=sm_90a N=16 D=192 V=128 dtype=bf16 causal=2 scale=1",
+          "causal must be 0 or 1");
+  rejects("mha chip=sm_90a N=16 D=192 V=128 dtype=bf16 causal=0 scale=-1",
+          "scale must be a positive finite f32");
+  GatherCacheKernelSpec gather;
+  std::string error;
+  EXPECT_FALSE(parseGatherCacheKernelSpec(kCacheWriteBf16, gather, error));
+  EXPECT_NE(error.find("starts with 'gather_cache'"), std::string::npos);
 }
 
 } // namespace

@@ -1,7 +1,8 @@
 //===- ArgRules.h - the argument rules of every API operation ---*- C++ -*-===//
 //
 // One implementation of what a call of decode, cache_write, split_kv_b_proj,
-// absorb_q, up_proj_out, merge_states or prefill must satisfy, shared by the
+// absorb_q, up_proj_out, merge_states, gather_cache, up_proj_kv, mha or
+// prefill must satisfy, shared by the
 // kernel builder (CPU), the C APIs and the MLIR-free GPU runtime. A rule
 // takes the arguments as host tensor descriptions (the integer tables that
 // are read on the host with their data) and either returns the checked call
@@ -134,8 +135,70 @@ llvm::Expected<ProjectionCall>
 checkUpProjOut(Device device, const HostTensor &o, const HostTensor &wUv);
 
 /// merge_states(out_a [T, N, H], lse_a [N, T], out_b, lse_b).
-llvm::Error checkMergeStates(const HostTensor &outA, const HostTensor &lseA,
-                             const HostTensor &outB, const HostTensor &lseB);
+struct MergeStatesCall {
+  DType dtype = DType::f32;
+  int64_t tokens = 0, numHeads = 0, headDim = 0;
+};
+llvm::Expected<MergeStatesCall>
+checkMergeStates(Device device, const HostTensor &outA, const HostTensor &lseA,
+                 const HostTensor &outB, const HostTensor &lseB);
+
+/// gather_cache(kv_cache, block_table [B, max_pages], starts [B],
+/// cu_rows [B+1], workspace [W, L+R]) with L = `latentDim`; `dtype` is the
+/// workspace's.
+struct GatherCacheCall {
+  DType dtype = DType::f32;
+  int64_t batch = 0, maxPages = 0, workspaceRows = 0, latentDim = 0,
+          ropeDim = 0;
+  CheckedCache cache;
+  /// False when no workspace row is gathered; true when the tables are not
+  /// on the host (the kernel decides).
+  bool gathersAnything = false;
+};
+
+/// The gather_cache rules. The three tables are checked by value when they
+/// all carry host data (always on the CPU; on the GPU when the caller gives
+/// host copies): cu_rows non-decreasing from >= 0, starts >= 0, and every
+/// position a workspace row gathers in a block_table page that is a page of
+/// the cache. On the GPU the tables' host data must be given for all three
+/// or none.
+llvm::Expected<GatherCacheCall>
+checkGatherCache(Device device, const HostTensor &kvCache,
+                 const HostTensor &blockTable, const HostTensor &starts,
+                 const HostTensor &cuRows, const HostTensor &workspace,
+                 int64_t latentDim, const CacheFormat &format);
+
+/// up_proj_kv(latent [S, L], kv_b_proj [N*(P+V), L]) -> k_nope [S, N, P],
+/// v [S, N, V].
+struct UpProjKvCall {
+  DType dtype = DType::f32;
+  int64_t rows = 0, numHeads = 0, latentDim = 0, nopeDim = 0, valueDim = 0;
+};
+llvm::Expected<UpProjKvCall> checkUpProjKv(Device device,
+                                           const HostTensor &latent,
+                                           const HostTensor &kvBProj,
+                                           int64_t numHeads,
+                                           int64_t qkNopeHeadDim,
+                                           int64_t vHeadDim);
+
+/// mha(q [T, N, D], k [S, N, D], v [S, N, V], cu_seqlens_q [B+1],
+/// cu_seqlens_k [B+1]) -> out [T, N, V], lse [N, T].
+struct MhaCall {
+  DType dtype = DType::f32;
+  int64_t tokens = 0, keys = 0, numHeads = 0, qkDim = 0, valueDim = 0,
+          batch = 0;
+  float softmaxScale = 0.0f;
+  bool causal = false;
+};
+
+/// The mha rules; cu_seqlens_q/k are checked by value (from 0,
+/// non-decreasing, ending within q's and k's rows) when they carry host
+/// data (always on the CPU; on the GPU when the caller gives host copies).
+llvm::Expected<MhaCall> checkMha(Device device, const HostTensor &q,
+                                 const HostTensor &k, const HostTensor &v,
+                                 const HostTensor &cuSeqlensQ,
+                                 const HostTensor &cuSeqlensK,
+                                 double softmaxScale, bool causal);
 
 /// prefill(q [T, N, P+R], kv_c [T, L], k_pe [T, R] or [T, 1, R],
 /// kv_b_proj [N*(P+V), L], kv_cache, block_table [B, max_pages],

@@ -1,7 +1,8 @@
 //===- KernelSpec.h - What identifies one compiled GPU kernel image -------===//
 //
 // A kernel spec names everything a compiled image depends on besides the
-// toolchain: the op family (decode, cache_write, absorb_q, up_proj_out), the
+// toolchain: the op family (decode, cache_write, absorb_q, up_proj_out,
+// gather_cache, merge_states, up_proj_kv, mha), the
 // baked dimensions, dtypes, page size, tiling and chip. Its canonical text is hashed (with the pipeline name and the
 // toolchain version) into the kernel-cache key, so the JIT (which links
 // MLIR) and a serving process without MLIR find the same entry.
@@ -15,6 +16,7 @@
 
 #include "mla/Contract/CacheProjectionABI.h"
 #include "mla/Contract/KernelABI.h"
+#include "mla/Contract/PrefillABI.h"
 
 #include <string>
 #include <variant>
@@ -85,12 +87,66 @@ std::string toString(const ProjectionKernelSpec &spec);
 bool parseProjectionKernelSpec(const std::string &text,
                                ProjectionKernelSpec &spec, std::string &error);
 
+/// An `mla.gather_cache` image (kernel mla_gather_cache, PrefillABI.h).
+/// `shape.row.input` is the workspace's element type.
+struct GatherCacheKernelSpec {
+  Chip chip = Chip::SM90a;
+  GatherCacheShape shape;
+};
+
+/// Canonical text, e.g. "gather_cache chip=sm_90a L=512 R=64 page=64
+/// dtype=bf16 format=fp8_ds_mla" (`scale` as in cache_write: its f32 bit
+/// pattern, for format fp8_e4m3 only).
+std::string toString(const GatherCacheKernelSpec &spec);
+bool parseGatherCacheKernelSpec(const std::string &text,
+                                GatherCacheKernelSpec &spec,
+                                std::string &error);
+
+/// An `mla.merge_states` image (kernel mla_merge_states).
+struct MergeStatesKernelSpec {
+  Chip chip = Chip::SM90a;
+  MergeStatesShape shape;
+};
+
+/// Canonical text, e.g. "merge_states chip=sm_90a N=128 H=128 dtype=bf16".
+std::string toString(const MergeStatesKernelSpec &spec);
+bool parseMergeStatesKernelSpec(const std::string &text,
+                                MergeStatesKernelSpec &spec,
+                                std::string &error);
+
+/// An `mla.up_proj_kv` image (kernel mla_up_proj_kv).
+struct UpProjKvKernelSpec {
+  Chip chip = Chip::SM90a;
+  UpProjKvShape shape;
+};
+
+/// Canonical text, e.g. "up_proj_kv chip=sm_90a N=128 L=512 P=128 V=128
+/// dtype=bf16". Rejects shapes checkUpProjKvShape refuses.
+std::string toString(const UpProjKvKernelSpec &spec);
+bool parseUpProjKvKernelSpec(const std::string &text, UpProjKvKernelSpec &spec,
+                             std::string &error);
+
+/// An `mla.mha` image (kernel mla_mha, the first CUDA-core version).
+struct MhaKernelSpec {
+  Chip chip = Chip::SM90a;
+  MhaShape shape;
+};
+
+/// Canonical text, e.g. "mha chip=sm_90a N=128 D=192 V=128 dtype=bf16
+/// causal=1 scale=0x3d93cd3a" (D = P+R, the scale as its f32 bit pattern).
+std::string toString(const MhaKernelSpec &spec);
+bool parseMhaKernelSpec(const std::string &text, MhaKernelSpec &spec,
+                        std::string &error);
+
 /// A spec of any family.
 using KernelSpec =
-    std::variant<DecodeKernelSpec, CacheWriteKernelSpec, ProjectionKernelSpec>;
+    std::variant<DecodeKernelSpec, CacheWriteKernelSpec, ProjectionKernelSpec,
+                 GatherCacheKernelSpec, MergeStatesKernelSpec,
+                 UpProjKvKernelSpec, MhaKernelSpec>;
 
 /// Parses a spec of any family, dispatching on its first word ("decode",
-/// "cache_write", "absorb_q" or "up_proj_out").
+/// "cache_write", "absorb_q", "up_proj_out", "gather_cache",
+/// "merge_states", "up_proj_kv" or "mha").
 bool parseKernelSpec(const std::string &text, KernelSpec &spec,
                      std::string &error);
 std::string toString(const KernelSpec &spec);
@@ -100,6 +156,10 @@ std::string toString(const KernelSpec &spec);
 std::string pipelineFor(const DecodeKernelSpec &spec);
 std::string pipelineFor(const CacheWriteKernelSpec &spec);
 std::string pipelineFor(const ProjectionKernelSpec &spec);
+std::string pipelineFor(const GatherCacheKernelSpec &spec);
+std::string pipelineFor(const MergeStatesKernelSpec &spec);
+std::string pipelineFor(const UpProjKvKernelSpec &spec);
+std::string pipelineFor(const MhaKernelSpec &spec);
 std::string pipelineFor(const KernelSpec &spec);
 
 /// The toolchain identity baked in at build time (MLIR/LLVM version and
@@ -113,6 +173,10 @@ const char *toolchainVersion();
 std::string cacheKeyFor(const DecodeKernelSpec &spec);
 std::string cacheKeyFor(const CacheWriteKernelSpec &spec);
 std::string cacheKeyFor(const ProjectionKernelSpec &spec);
+std::string cacheKeyFor(const GatherCacheKernelSpec &spec);
+std::string cacheKeyFor(const MergeStatesKernelSpec &spec);
+std::string cacheKeyFor(const UpProjKvKernelSpec &spec);
+std::string cacheKeyFor(const MhaKernelSpec &spec);
 std::string cacheKeyFor(const KernelSpec &spec);
 
 } // namespace mla::gpu

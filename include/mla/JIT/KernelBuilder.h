@@ -73,6 +73,33 @@ llvm::Expected<Kernel> buildMergeStates(mlir::MLIRContext &context,
                                         const HostTensor &outB,
                                         const HostTensor &lseB);
 
+/// gather_cache(kv_cache, block_table [B, max_pages], starts [B],
+/// cu_rows [B+1], workspace [W, L+R]): the workspace is written in place
+/// (no results); `latentDim` is L. The entry takes the workspace as a
+/// memref, as cache_write takes its cache.
+llvm::Expected<Kernel>
+buildGatherCache(mlir::MLIRContext &context, const HostTensor &kvCache,
+                 const HostTensor &blockTable, const HostTensor &starts,
+                 const HostTensor &cuRows, const HostTensor &workspace,
+                 int64_t latentDim, const CacheFormat &format);
+
+/// up_proj_kv(latent [S, L], kv_b_proj [N*(P+V), L]) -> k_nope [S, N, P],
+/// v [S, N, V].
+llvm::Expected<Kernel> buildUpProjKv(mlir::MLIRContext &context,
+                                     const HostTensor &latent,
+                                     const HostTensor &kvBProj,
+                                     int64_t numHeads, int64_t qkNopeHeadDim,
+                                     int64_t vHeadDim);
+
+/// mha(q [T, N, D], k [S, N, D], v [S, N, V], cu_seqlens_q [B+1],
+/// cu_seqlens_k [B+1]) -> out [T, N, V], lse [N, T] (f32).
+llvm::Expected<Kernel> buildMha(mlir::MLIRContext &context,
+                                const HostTensor &q, const HostTensor &k,
+                                const HostTensor &v,
+                                const HostTensor &cuSeqlensQ,
+                                const HostTensor &cuSeqlensK,
+                                double softmaxScale, bool causal);
+
 /// prefill(q [T, N, P+R], kv_c [T, L], k_pe [T, R] or [T, 1, R],
 /// kv_b_proj [N*(P+V), L], kv_cache, block_table [B, max_pages],
 /// query_start_loc [B+1], seq_lens [B]) -> out [T, N, V].

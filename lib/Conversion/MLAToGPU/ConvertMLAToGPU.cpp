@@ -188,6 +188,13 @@ struct KernelEmitter {
             [&](auto) { return emitAbsorbQKernels(builder, op, chip); })
         .Case<UpProjOutOp>(
             [&](auto) { return emitUpProjOutKernels(builder, op, chip); })
+        .Case<GatherCacheOp>(
+            [&](auto) { return emitGatherCacheKernels(builder, op, chip); })
+        .Case<MergeStatesOp>(
+            [&](auto) { return emitMergeStatesKernels(builder, op, chip); })
+        .Case<UpProjKvOp>(
+            [&](auto) { return emitUpProjKvKernels(builder, op, chip); })
+        .Case<MhaOp>([&](auto) { return emitMhaKernels(builder, op, chip); })
         .Case<PlanSplitsOp>([](auto) { return success(); })
         .Default([](Operation *other) {
           return other->emitError()

@@ -39,11 +39,9 @@ module {
 // -----
 
 module attributes {mla.target = #mla.target<chip = sm90>} {
-  func.func @mha(%q: tensor<4x16x192xbf16>, %k: tensor<8x16x192xbf16>, %v: tensor<8x16x128xbf16>, %cq: tensor<2xi32>, %ck: tensor<2xi32>)
-      -> (tensor<4x16x128xbf16>, tensor<16x4xf32>) {
-    // expected-error @+1 {{'mla.mha' has no GPU lowering yet; run it on the CPU path (mla-to-llvm-cpu)}}
-    %o, %l = mla.mha %q, %k, %v, %cq, %ck scale 0.0721687824
-        : (tensor<4x16x192xbf16>, tensor<8x16x192xbf16>, tensor<8x16x128xbf16>, tensor<2xi32>, tensor<2xi32>) -> (tensor<4x16x128xbf16>, tensor<16x4xf32>)
-    return %o, %l : tensor<4x16x128xbf16>, tensor<16x4xf32>
+  func.func @split(%w: tensor<768x64xf32>) -> (tensor<3x128x64xf32>, tensor<3x64x128xf32>) {
+    // expected-error @+1 {{'mla.split_kv_b_proj' has no GPU lowering yet; run it on the CPU path (mla-to-llvm-cpu)}}
+    %uk, %uv = mla.split_kv_b_proj %w : tensor<768x64xf32> -> tensor<3x128x64xf32>, tensor<3x64x128xf32>
+    return %uk, %uv : tensor<3x128x64xf32>, tensor<3x64x128xf32>
   }
 }

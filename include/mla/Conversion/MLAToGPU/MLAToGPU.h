@@ -46,6 +46,21 @@ mlir::LogicalResult emitUpProjOutKernels(mlir::OpBuilder &builder,
                                          mlir::Operation *upProjOutOp,
                                          gpu::Chip chip);
 
+/// Kernels of the chunked-prefill ops (GatherCacheGPU.cpp,
+/// MergeStatesGPU.cpp, UpProjKvGPU.cpp, MhaGPU.cpp); their contracts are in
+/// mla/Contract/PrefillABI.h.
+mlir::LogicalResult emitGatherCacheKernels(mlir::OpBuilder &builder,
+                                           mlir::Operation *gatherCacheOp,
+                                           gpu::Chip chip);
+mlir::LogicalResult emitMergeStatesKernels(mlir::OpBuilder &builder,
+                                           mlir::Operation *mergeStatesOp,
+                                           gpu::Chip chip);
+mlir::LogicalResult emitUpProjKvKernels(mlir::OpBuilder &builder,
+                                        mlir::Operation *upProjKvOp,
+                                        gpu::Chip chip);
+mlir::LogicalResult emitMhaKernels(mlir::OpBuilder &builder,
+                                   mlir::Operation *mhaOp, gpu::Chip chip);
+
 } // namespace mla::gpu_codegen
 
 #endif // MLA_CONVERSION_MLATOGPU_MLATOGPU_H
