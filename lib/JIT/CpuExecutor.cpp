@@ -231,11 +231,11 @@ CpuExecutor::CpuExecutor() {
   registerBuiltinDialectTranslation(registry);
   registerLLVMDialectTranslation(registry);
   context = std::make_unique<MLIRContext>(registry);
-  // What KernelBuilder creates, loaded up front: callers build modules in
-  // this context from several threads, and loading a dialect is not
-  // thread-safe.
-  context->loadDialect<MLADialect, func::FuncDialect,
-                       bufferization::BufferizationDialect>();
+  // Every dialect loaded up front: callers build modules in this context
+  // from several threads while another thread's compile runs the pipeline,
+  // and loading a dialect (which the pipeline would do on its first use of
+  // arith, scf, vector, LLVM, ...) is not thread-safe.
+  context->loadAllAvailableDialects();
 }
 
 CpuExecutor::~CpuExecutor() = default;
