@@ -761,34 +761,19 @@ std::string pipelineFor(const KernelSpec &spec) {
 
 const char *toolchainVersion() { return MLA_TOOLCHAIN_VERSION; }
 
-std::string cacheKeyFor(const DecodeKernelSpec &spec) {
+/// Every family's key hashes the same four inputs.
+template <typename Spec> static std::string keyOf(const Spec &spec) {
   return computeKernelCacheKey(toString(spec), pipelineFor(spec),
                                toolchainVersion(), chipName(spec.chip));
 }
-std::string cacheKeyFor(const CacheWriteKernelSpec &spec) {
-  return computeKernelCacheKey(toString(spec), pipelineFor(spec),
-                               toolchainVersion(), chipName(spec.chip));
-}
-std::string cacheKeyFor(const ProjectionKernelSpec &spec) {
-  return computeKernelCacheKey(toString(spec), pipelineFor(spec),
-                               toolchainVersion(), chipName(spec.chip));
-}
-std::string cacheKeyFor(const GatherCacheKernelSpec &spec) {
-  return computeKernelCacheKey(toString(spec), pipelineFor(spec),
-                               toolchainVersion(), chipName(spec.chip));
-}
-std::string cacheKeyFor(const MergeStatesKernelSpec &spec) {
-  return computeKernelCacheKey(toString(spec), pipelineFor(spec),
-                               toolchainVersion(), chipName(spec.chip));
-}
-std::string cacheKeyFor(const UpProjKvKernelSpec &spec) {
-  return computeKernelCacheKey(toString(spec), pipelineFor(spec),
-                               toolchainVersion(), chipName(spec.chip));
-}
-std::string cacheKeyFor(const MhaKernelSpec &spec) {
-  return computeKernelCacheKey(toString(spec), pipelineFor(spec),
-                               toolchainVersion(), chipName(spec.chip));
-}
+
+std::string cacheKeyFor(const DecodeKernelSpec &spec) { return keyOf(spec); }
+std::string cacheKeyFor(const CacheWriteKernelSpec &spec) { return keyOf(spec); }
+std::string cacheKeyFor(const ProjectionKernelSpec &spec) { return keyOf(spec); }
+std::string cacheKeyFor(const GatherCacheKernelSpec &spec) { return keyOf(spec); }
+std::string cacheKeyFor(const MergeStatesKernelSpec &spec) { return keyOf(spec); }
+std::string cacheKeyFor(const UpProjKvKernelSpec &spec) { return keyOf(spec); }
+std::string cacheKeyFor(const MhaKernelSpec &spec) { return keyOf(spec); }
 std::string cacheKeyFor(const KernelSpec &spec) {
   return std::visit([](const auto &s) { return cacheKeyFor(s); }, spec);
 }
