@@ -1014,8 +1014,10 @@ llvm::Error mha(const char *specText, int32_t device, const MhaCall &call,
   args.cuSeqlensK = call.cuSeqlensK->data;
   args.out = out;
   args.lse = lse;
+  args.chip = spec->chip;
   args.batch = checked->batch;
   args.tokens = checked->tokens;
+  args.keys = checked->keys;
   if (llvm::Error error = checkMhaArgs(args))
     return error;
   if (args.tokens == 0)

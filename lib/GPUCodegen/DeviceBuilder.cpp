@@ -29,6 +29,36 @@ mlir::gpu::GPUFuncOp mla::gpu_codegen::createKernel(ImplicitLocOpBuilder &b,
   return fn;
 }
 
+LLVM::LLVMFuncOp mla::gpu_codegen::createGridConstantKernel(
+    ImplicitLocOpBuilder &b, StringRef name, ArrayRef<Type> argTypes,
+    ArrayRef<bool> gridConstant, int64_t threads) {
+  assert(argTypes.size() == gridConstant.size() && "one flag per argument");
+  MLIRContext *ctx = b.getContext();
+  auto fn = LLVM::LLVMFuncOp::create(
+      b, name,
+      LLVM::LLVMFunctionType::get(LLVM::LLVMVoidType::get(ctx), argTypes));
+  fn->setAttr(NVVM::NVVMDialect::getKernelFuncAttrName(), b.getUnitAttr());
+  int32_t t = static_cast<int32_t>(threads);
+  fn->setAttr("nvvm.maxntid", b.getDenseI32ArrayAttr({t, 1, 1}));
+  fn->setAttr("nvvm.minctasm", b.getI32IntegerAttr(1));
+  auto descriptor = LLVM::LLVMArrayType::get(b.getI64Type(), 16);
+  for (auto [i, isConstant] : llvm::enumerate(gridConstant)) {
+    if (!isConstant)
+      continue;
+    assert(isa<LLVM::LLVMPointerType>(argTypes[i]) &&
+           "a grid constant is passed as a pointer to its bytes");
+    fn.setArgAttr(i, LLVM::LLVMDialect::getByValAttrName(),
+                  TypeAttr::get(descriptor));
+    fn.setArgAttr(i, LLVM::LLVMDialect::getAlignAttrName(),
+                  b.getI64IntegerAttr(64));
+    fn.setArgAttr(i, NVVM::NVVMDialect::getGridConstantAttrName(),
+                  b.getUnitAttr());
+  }
+  Block *entry = fn.addEntryBlock(b);
+  b.setInsertionPointToStart(entry);
+  return fn;
+}
+
 std::string mla::gpu_codegen::uniqueSymbolName(Operation *module,
                                                StringRef base) {
   if (!SymbolTable::lookupSymbolIn(module, base))

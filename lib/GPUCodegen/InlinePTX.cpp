@@ -24,39 +24,49 @@ Value mla::gpu_codegen::ptx::lg2ApproxFtz(ImplicitLocOpBuilder &b, Value x) {
   return unaryF32Asm(b, "lg2.approx.ftz.f32 $0, $1;", x);
 }
 
-/// The asm text and constraints of wgmmaMmaAsyncSS: operands $0..$(c-1) are
-/// the accumulators (outputs tied to inputs $c..$(2c-1) through "0".."c-1"
-/// constraints), then the two descriptors and the scale-d register.
-static std::pair<std::string, std::string> wgmmaSSText(int64_t n, bool bf16,
-                                                       bool transB) {
+/// The asm text and constraints of a wgmma: operands $0..$(c-1) are the
+/// accumulators (outputs tied to inputs $c..$(2c-1) through "0".."c-1"
+/// constraints), then A (a descriptor, or `aRegs` = 4 i32 fragments), the B
+/// descriptor and the scale-d register. Only the shared-memory form has a
+/// transpose-A immediate.
+static std::pair<std::string, std::string>
+wgmmaText(int64_t n, bool bf16, bool transB, int64_t aRegs) {
   int64_t c = n / 2;
-  std::string text = "{\n.reg .pred p;\nsetp.ne.b32 p, $" +
-                     std::to_string(2 * c + 2) + ", 0;\n" +
-                     "wgmma.mma_async.sync.aligned.m64n" + std::to_string(n) +
-                     "k16.f32." + (bf16 ? "bf16.bf16" : "f16.f16") + " {";
+  int64_t aFirst = 2 * c, bDesc = aFirst + (aRegs ? aRegs : 1);
+  auto arg = [](int64_t i) { return "$" + std::to_string(i); };
+  std::string text = "{\n.reg .pred p;\nsetp.ne.b32 p, " + arg(bDesc + 1) +
+                     ", 0;\n" + "wgmma.mma_async.sync.aligned.m64n" +
+                     std::to_string(n) + "k16.f32." +
+                     (bf16 ? "bf16.bf16" : "f16.f16") + " {";
   std::string cons;
   for (int64_t i = 0; i < c; ++i) {
-    text += (i ? ", $" : "$") + std::to_string(i);
+    text += (i ? ", " : "") + arg(i);
     cons += "=f,";
   }
-  text += "}, $" + std::to_string(2 * c) + ", $" + std::to_string(2 * c + 1) +
-          ", p, 1, 1, 0, " + (transB ? "1" : "0") + ";\n}";
+  text += "}, ";
+  if (aRegs) {
+    text += "{";
+    for (int64_t i = 0; i < aRegs; ++i)
+      text += (i ? ", " : "") + arg(aFirst + i);
+    text += "}";
+  } else {
+    text += arg(aFirst);
+  }
+  text += ", " + arg(bDesc) + ", p, 1, 1, " + (aRegs ? "" : "0, ") +
+          (transB ? "1" : "0") + ";\n}";
   for (int64_t i = 0; i < c; ++i)
     cons += std::to_string(i) + ",";
-  cons += "l,l,r";
+  cons += aRegs ? "r,r,r,r,l,r" : "l,l,r";
   return {text, cons};
 }
 
-SmallVector<Value> mla::gpu_codegen::ptx::wgmmaMmaAsyncSS(
-    ImplicitLocOpBuilder &b, int64_t n, bool bf16, ArrayRef<Value> acc,
-    Value descA, Value descB, Value scaleD, bool transB) {
-  auto [text, cons] = wgmmaSSText(n, bf16, transB);
-  SmallVector<Value> operands(acc.begin(), acc.end());
-  operands.append({descA, descB, scaleD});
+static SmallVector<Value> wgmmaAsm(ImplicitLocOpBuilder &b, int64_t n,
+                                   const std::pair<std::string, std::string> &asmText,
+                                   SmallVector<Value> operands) {
   SmallVector<Type> fields(n / 2, b.getF32Type());
   auto structType = LLVM::LLVMStructType::getLiteral(b.getContext(), fields);
   Value r = LLVM::InlineAsmOp::create(
-                b, structType, operands, text, cons,
+                b, structType, operands, asmText.first, asmText.second,
                 /*has_side_effects=*/true, /*is_align_stack=*/false,
                 LLVM::tailcallkind::TailCallKind::None,
                 LLVM::AsmDialectAttr(), ArrayAttr())
@@ -65,4 +75,22 @@ SmallVector<Value> mla::gpu_codegen::ptx::wgmmaMmaAsyncSS(
   for (int64_t i = 0; i < n / 2; ++i)
     out.push_back(LLVM::ExtractValueOp::create(b, r, i));
   return out;
+}
+
+SmallVector<Value> mla::gpu_codegen::ptx::wgmmaMmaAsyncSS(
+    ImplicitLocOpBuilder &b, int64_t n, bool bf16, ArrayRef<Value> acc,
+    Value descA, Value descB, Value scaleD, bool transB) {
+  SmallVector<Value> operands(acc.begin(), acc.end());
+  operands.append({descA, descB, scaleD});
+  return wgmmaAsm(b, n, wgmmaText(n, bf16, transB, /*aRegs=*/0), operands);
+}
+
+SmallVector<Value> mla::gpu_codegen::ptx::wgmmaMmaAsyncRS(
+    ImplicitLocOpBuilder &b, int64_t n, bool bf16, ArrayRef<Value> acc,
+    ArrayRef<Value> a, Value descB, Value scaleD, bool transB) {
+  assert(a.size() == 4 && "four i32 A fragments per thread");
+  SmallVector<Value> operands(acc.begin(), acc.end());
+  operands.append(a.begin(), a.end());
+  operands.append({descB, scaleD});
+  return wgmmaAsm(b, n, wgmmaText(n, bf16, transB, /*aRegs=*/4), operands);
 }

@@ -6,11 +6,14 @@
 //===----------------------------------------------------------------------===//
 
 #include "mla/GpuRuntime/PrefillLaunch.h"
+#include "mla/GpuRuntime/TensorMap.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <limits>
 #include <optional>
 #include <system_error>
+#include <tuple>
 
 using namespace mla::gpu;
 using llvm::Error;
@@ -111,6 +114,8 @@ Error mla::gpu::checkMergeStatesArgs(const MergeStatesArgs &a) {
     return fail(Twine(name) + ": " + why);
   if (Error err = checkCount(name, "tokens", a.tokens))
     return err;
+  if (Error err = checkCount(name, "keys", a.keys))
+    return err;
   if (a.tokens * a.shape.numHeads > kMaxI32)
     return fail(Twine(name) + ": tokens * N = " +
                 Twine(a.tokens * a.shape.numHeads) + " is past 2^31 - 1");
@@ -183,17 +188,24 @@ Error mla::gpu::checkMhaArgs(const MhaArgs &a) {
     return err;
   if (Error err = checkCount(name, "tokens", a.tokens))
     return err;
+  if (Error err = checkCount(name, "keys", a.keys))
+    return err;
   if (a.tokens * a.shape.numHeads > kMaxI32)
     return fail(Twine(name) + ": tokens * N = " +
                 Twine(a.tokens * a.shape.numHeads) + " is past 2^31 - 1");
   if (a.tokens == 0)
     return Error::success();
-  for (auto [arg, p] : {std::pair<const char *, CUdeviceptr>{"q", a.q},
-                        {"k", a.k},
-                        {"v", a.v},
-                        {"out", a.out}})
-    if (Error err = checkPointer(name, arg, p, 4))
-      return err;
+  // With no keys k and v are never read (an empty tensor may be null).
+  // TMA reads q, k and v from 16-byte aligned rows.
+  unsigned align = mhaUsesWgmma(a.chip, a.shape) ? 16 : 4;
+  for (auto [arg, p, used] :
+       {std::tuple<const char *, CUdeviceptr, bool>{"q", a.q, true},
+        {"k", a.k, a.keys > 0},
+        {"v", a.v, a.keys > 0},
+        {"out", a.out, true}})
+    if (used)
+      if (Error err = checkPointer(name, arg, p, arg[0] == 'o' ? 4 : align))
+        return err;
   for (auto [arg, p] :
        {std::pair<const char *, CUdeviceptr>{"cu_seqlens_q", a.cuSeqlensQ},
         {"cu_seqlens_k", a.cuSeqlensK},
@@ -203,18 +215,54 @@ Error mla::gpu::checkMhaArgs(const MhaArgs &a) {
   return Error::success();
 }
 
+/// The tensor-core build: q, k and v go by value as TMA descriptors.
+static Error launchMhaWgmma(const CudaKernel &kernel, CUstream stream,
+                            const MhaArgs &a) {
+  llvm::Expected<const CudaDriver &> driver = CudaRuntime::get();
+  if (!driver)
+    return driver.takeError();
+  const MhaShape &s = a.shape;
+  // With no keys at all no K/V tile is ever loaded; the maps still need a
+  // valid tensor, so they cover one row of q's memory.
+  int64_t keyRows = std::max<int64_t>(a.keys, 1);
+  CUdeviceptr k = a.keys ? a.k : a.q, v = a.keys ? a.v : a.q;
+  llvm::Expected<CUtensorMap> qMap = encodeHeadRowsMap(
+      *driver, a.q, s.elem, a.tokens, s.numHeads, s.qkDim, kMhaTileM);
+  if (!qMap)
+    return qMap.takeError();
+  llvm::Expected<CUtensorMap> kMap = encodeHeadRowsMap(
+      *driver, k, s.elem, keyRows, s.numHeads, s.qkDim, kMhaTileN);
+  if (!kMap)
+    return kMap.takeError();
+  llvm::Expected<CUtensorMap> vMap = encodeHeadRowsMap(
+      *driver, v, s.elem, keyRows, s.numHeads, s.vDim, kMhaTileN);
+  if (!vMap)
+    return vMap.takeError();
+  CUdeviceptr cuQ = a.cuSeqlensQ, cuK = a.cuSeqlensK, out = a.out,
+              lse = a.lse;
+  int32_t batch = int32_t(a.batch), tokens = int32_t(a.tokens);
+  void *params[kMhaNumParams] = {&*qMap, &*kMap,  &*vMap,  &cuQ,   &cuK,
+                                 &out,   &lse,    &batch, &tokens};
+  return launch(kernel, stream,
+                mhaLaunchDims(a.chip, s, a.tokens, a.batch),
+                unsigned(mhaSharedBytes(a.chip, s)), params);
+}
+
 Error mla::gpu::launchMha(const CudaKernel &kernel, CUstream stream,
                           const MhaArgs &a) {
   if (Error err = checkMhaArgs(a))
     return err;
   if (a.tokens == 0)
     return Error::success();
+  if (mhaUsesWgmma(a.chip, a.shape))
+    return launchMhaWgmma(kernel, stream, a);
   CUdeviceptr q = a.q, k = a.k, v = a.v, cuQ = a.cuSeqlensQ,
               cuK = a.cuSeqlensK, out = a.out, lse = a.lse;
   int32_t batch = int32_t(a.batch), tokens = int32_t(a.tokens);
   void *params[kMhaNumParams] = {&q,   &k,   &v,     &cuQ,   &cuK,
                                  &out, &lse, &batch, &tokens};
-  return launch(kernel, stream, mhaLaunchDims(a.shape, a.tokens), 0, params);
+  return launch(kernel, stream, mhaLaunchDims(a.chip, a.shape, a.tokens, a.batch),
+                0, params);
 }
 
 llvm::Expected<CudaKernel>
@@ -237,5 +285,11 @@ mla::gpu::loadUpProjKvKernel(const UpProjKvKernelSpec &spec,
 
 llvm::Expected<CudaKernel> mla::gpu::loadMhaKernel(const MhaKernelSpec &spec,
                                                    const KernelCache &cache) {
-  return loadFor(spec, cache, kMhaKernel);
+  llvm::Expected<CudaKernel> kernel = loadFor(spec, cache, kMhaKernel);
+  if (!kernel)
+    return kernel;
+  if (int64_t bytes = mhaSharedBytes(spec.chip, spec.shape))
+    if (Error err = kernel->setMaxDynamicSharedBytes(int(bytes)))
+      return std::move(err);
+  return kernel;
 }

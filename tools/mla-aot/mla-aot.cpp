@@ -63,7 +63,8 @@ cl::list<std::string>
                     "up_proj_out (V=128) for N in {16,128}, then prefill's "
                     "gather_cache from every row format into bf16, "
                     "up_proj_kv (P=V=128), merge_states (H=128) and mha "
-                    "(D=192, V=128, causal and not) for N in {16,128}"),
+                    "(D=192, V=128, causal and not) for N in {16,128}, "
+                    "and mha with D=V in {64,128} for N=16"),
            cl::value_desc("name"), cl::cat(category));
 cl::opt<bool> printKey("print-key",
                        cl::desc("Print each spec's key and entry path; "
@@ -178,6 +179,14 @@ std::vector<KernelSpec> getDeepSeekSpecs() {
       result.push_back(mha);
     }
   }
+  // Equal qk and v widths, the generality check of the tensor-core mha.
+  for (int64_t width : {64, 128})
+    for (bool causal : {false, true}) {
+      MhaKernelSpec mha;
+      mha.shape = {16, width, width, ActType::BF16, causal,
+                   static_cast<float>(1.0 / std::sqrt(double(width)))};
+      result.push_back(mha);
+    }
   return result;
 }
 

@@ -15,6 +15,7 @@
 #define MLA_CONTRACT_PREFILLABI_H
 
 #include "mla/Contract/CacheProjectionABI.h"
+#include "mla/Contract/KernelABI.h"
 
 #include <cstdint>
 
@@ -199,11 +200,22 @@ struct MhaShape {
   float scale = 0.0721687824f; // (P+R)^-0.5
 };
 
-/// Kernel `mla_mha`: a first, correct version, not FlashAttention: one warp
-/// per (query token, head) row, kMhaRowsPerCta rows per CTA (row
-/// r = t * N + n), each lane holding every 32nd q entry and V column, one
-/// key at a time with a base-2 online softmax on CUDA cores. Parameters:
-///   q [T, N, qkDim], k [S, N, qkDim], v [S, N, vDim]   elem
+/// Kernel `mla_mha`, in one of two builds that share the launch contract
+/// below except for how q, k and v are passed (mhaUsesWgmma picks):
+///  * sm_90a with bf16/f16 and head widths the tiles hold: FlashAttention-3
+///    structure. A CTA is one head (blockIdx.x) and a 128-row tile of one
+///    request's queries (blockIdx.y, mhaTileOf), three warpgroups: the first
+///    issues TMA loads of 128-key K and V blocks into a kMhaStages-deep
+///    mbarrier ring and gives its registers away (setmaxnreg); the other two
+///    own 64 query rows each, compute S = Q K^T with wgmma from shared
+///    memory, a base-2 online softmax in registers, and O += P V with P fed
+///    to wgmma from registers. q, k and v come as CUtensorMap descriptors
+///    (by value) over [rows, N, width] with 64-column, 128B-swizzled boxes.
+///  * otherwise (f32, sm_100a, other widths): a first, correct version on
+///    CUDA cores, one warp per (query token, head) row, kMhaRowsPerCta rows
+///    per CTA (row r = t * N + n), one key at a time; q, k, v as pointers.
+/// Parameters:
+///   q [T, N, qkDim], k [S, N, qkDim], v [S, N, vDim]   elem (maps or ptrs)
 ///   cu_seqlens_q [B+1], cu_seqlens_k [B+1]              i32, non-decreasing
 ///   out [T, N, vDim] elem, lse [N, T] f32
 ///   B, T                                                i32
@@ -216,8 +228,68 @@ inline constexpr int kMhaNumParams = 9;
 inline constexpr int64_t kMhaRowsPerCta = 4;
 inline constexpr int64_t kMhaThreadsPerCta = 32 * kMhaRowsPerCta;
 
-inline LaunchDims mhaLaunchDims(const MhaShape &s, int64_t tokens) {
+/// The tensor-core build: query rows per CTA, keys per block, ring depth,
+/// threads (one producer and two consumer warpgroups), and the TMA box
+/// (64 two-byte columns = one 128-byte swizzle row).
+inline constexpr int64_t kMhaTileM = 128;
+inline constexpr int64_t kMhaTileN = 128;
+inline constexpr int64_t kMhaStages = 2;
+inline constexpr int64_t kMhaWgmmaThreads = 384;
+inline constexpr int64_t kMhaBoxColumns = 64;
+
+/// Shared-memory byte offsets of the tensor-core build: the Q tile, the K
+/// and V rings (each box of kMhaBoxColumns columns x rows is 128 * rows
+/// bytes, 1024-aligned for the 128B swizzle), then the mbarriers: Q full,
+/// K full and V full per stage, and one "empty" per stage.
+struct MhaSmemLayout {
+  int64_t q, k, v, barriers, total;
+  int64_t kStageBytes, vStageBytes;
+};
+
+inline MhaSmemLayout mhaSmemLayout(const MhaShape &s) {
+  MhaSmemLayout l;
+  l.kStageBytes = kMhaTileN * s.qkDim * 2;
+  l.vStageBytes = kMhaTileN * s.vDim * 2;
+  l.q = 0;
+  l.k = kMhaTileM * s.qkDim * 2;
+  l.v = l.k + kMhaStages * l.kStageBytes;
+  l.barriers = l.v + kMhaStages * l.vStageBytes;
+  l.total = l.barriers + 8 * (1 + 3 * kMhaStages);
+  return l;
+}
+
+/// The H100/H200 per-CTA shared-memory limit (227 KiB).
+inline constexpr int64_t kSm90MaxSharedBytes = 232448;
+
+/// Whether `chip` runs the tensor-core (wgmma, TMA) build for `s`.
+inline bool mhaUsesWgmma(Chip chip, const MhaShape &s) {
+  return chip == Chip::SM90a && s.elem != ActType::F32 &&
+         s.qkDim % kMhaBoxColumns == 0 && s.qkDim <= 256 &&
+         s.vDim % kMhaBoxColumns == 0 && s.vDim <= 128 &&
+         mhaSmemLayout(s).total <= kSm90MaxSharedBytes;
+}
+
+/// Dynamic shared memory of a launch (0 for the CUDA-core build).
+inline int64_t mhaSharedBytes(Chip chip, const MhaShape &s) {
+  return mhaUsesWgmma(chip, s) ? mhaSmemLayout(s).total : 0;
+}
+
+inline LaunchDims mhaLaunchDims(Chip chip, const MhaShape &s, int64_t tokens,
+                                int64_t batch) {
   LaunchDims dims;
+  if (mhaUsesWgmma(chip, s)) {
+    // Request b needs ceil(q_len_b / 128) tiles, and so do the rows before
+    // the first and after the last request (which only store out 0 and
+    // lse -inf); their sum is at most ceil(T / 128) + B + 2, and CTAs past
+    // the last tile exit at once. Heads
+    // vary fastest so that the first wave holds the longest causal tiles
+    // (mhaTileOf hands out each request's tiles last-first).
+    dims.gridX = static_cast<uint32_t>(s.numHeads);
+    dims.gridY = static_cast<uint32_t>((tokens + kMhaTileM - 1) / kMhaTileM +
+                                       batch + 2);
+    dims.blockX = static_cast<uint32_t>(kMhaWgmmaThreads);
+    return dims;
+  }
   int64_t rows = tokens * s.numHeads;
   dims.gridX =
       static_cast<uint32_t>((rows + kMhaRowsPerCta - 1) / kMhaRowsPerCta);

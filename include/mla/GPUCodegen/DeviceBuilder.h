@@ -30,6 +30,18 @@ mlir::gpu::GPUFuncOp createKernel(mlir::ImplicitLocOpBuilder &b,
                                   llvm::ArrayRef<mlir::Type> argTypes,
                                   int64_t threads, bool setMaxNTid = true);
 
+/// Creates `llvm.func @name(types)` as an NVVM kernel (maxntid = `threads`,
+/// minctasm = 1, so setmaxnreg applies) and moves the builder into its
+/// entry block; end it with llvm.return. Arguments whose `gridConstant`
+/// flag is set are 128-byte by-value `__grid_constant__` parameters
+/// (CUtensorMap descriptors for TMA) seen as generic pointers: MLIR 22's
+/// gpu.func rejects the nvvm.grid_constant argument attribute, so kernels
+/// that take TMA descriptors by value are llvm.func kernels.
+mlir::LLVM::LLVMFuncOp
+createGridConstantKernel(mlir::ImplicitLocOpBuilder &b, llvm::StringRef name,
+                         llvm::ArrayRef<mlir::Type> argTypes,
+                         llvm::ArrayRef<bool> gridConstant, int64_t threads);
+
 /// `base`, or `base_<i>` for the first i >= 1 that is free in `module`.
 std::string uniqueSymbolName(mlir::Operation *module, llvm::StringRef base);
 

@@ -31,6 +31,14 @@ wgmmaMmaAsyncSS(mlir::ImplicitLocOpBuilder &b, int64_t n, bool bf16,
                 llvm::ArrayRef<mlir::Value> acc, mlir::Value descA,
                 mlir::Value descB, mlir::Value scaleD, bool transB);
 
+/// The same with A from registers: `a` holds the thread's four i32 (bf16x2 or
+/// f16x2) fragments of the 64 x 16 A slice, in the accumulator layout of
+/// WgmmaAccum (WgmmaAccum::aFragments). B comes from its descriptor.
+llvm::SmallVector<mlir::Value>
+wgmmaMmaAsyncRS(mlir::ImplicitLocOpBuilder &b, int64_t n, bool bf16,
+                llvm::ArrayRef<mlir::Value> acc, llvm::ArrayRef<mlir::Value> a,
+                mlir::Value descB, mlir::Value scaleD, bool transB);
+
 } // namespace mla::gpu_codegen::ptx
 
 #endif // MLA_GPUCODEGEN_INLINEPTX_H

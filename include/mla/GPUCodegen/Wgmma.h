@@ -25,6 +25,13 @@ struct WgmmaAccum {
   llvm::SmallVector<mlir::Value> regs;
   /// n/2 copies of `v`.
   static WgmmaAccum splat(int64_t n, mlir::Value v);
+
+  /// The A operand of a register-A wgmma whose 16-wide k slice `kk` is
+  /// columns 16kk..16kk+15 of this 64 x n tile (FA's P = softmax(S) fed
+  /// straight into P V): four i32, each two columns rounded to `halfType`.
+  /// The accumulator and A-fragment layouts agree, so no shuffle is needed.
+  llvm::SmallVector<mlir::Value, 4> aFragments(DeviceBuilder &d, int64_t kk,
+                                               mlir::Type halfType) const;
 };
 
 class WarpgroupMma {
@@ -40,6 +47,10 @@ public:
   /// reads B MN-major.
   WgmmaAccum step(const WgmmaAccum &acc, mlir::Value descA, mlir::Value descB,
                   bool accumulate, bool transB);
+  /// The same with A from registers (four i32 fragments of one k slice,
+  /// WgmmaAccum::aFragments).
+  WgmmaAccum stepRegA(const WgmmaAccum &acc, llvm::ArrayRef<mlir::Value> a,
+                      mlir::Value descB, bool accumulate, bool transB);
   /// wgmma.commit_group, then wgmma.wait_group 0: the results are in the
   /// registers.
   void commitAndWait();

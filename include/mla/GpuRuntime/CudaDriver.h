@@ -40,6 +40,8 @@ struct CudaDriverApi {
   decltype(&::cuLaunchKernel) launchKernel;
   decltype(&::cuStreamSynchronize) streamSynchronize;
   decltype(&::cuCtxGetDevice) ctxGetDevice;
+  /// TMA descriptors of the kernels that take them (TensorMap.h).
+  decltype(&::cuTensorMapEncodeTiled) tensorMapEncodeTiled;
   /// Uploads split bounds ahead of a decode (GpuDecoder::uploadBounds).
   decltype(&::cuMemcpyHtoDAsync) memcpyHtoDAsync;
   /// Memory management, streams and events, for tests and tools only: the

@@ -67,14 +67,19 @@ llvm::Error checkUpProjKvArgs(const UpProjKvArgs &args);
 llvm::Error launchUpProjKv(const CudaKernel &kernel, CUstream stream,
                            const UpProjKvArgs &args);
 
-/// Arguments of `mla_mha`: q/k [tokens|keys, N, qkDim], v [keys, N, vDim],
-/// cuSeqlensQ/K [batch + 1] i32, out [tokens, N, vDim], lse [N, tokens].
+/// Arguments of `mla_mha`: q [tokens, N, qkDim], k [keys, N, qkDim],
+/// v [keys, N, vDim], cuSeqlensQ/K [batch + 1] i32, out [tokens, N, vDim],
+/// lse [N, tokens]. `chip` is the spec's: on sm_90a with bf16/f16 the
+/// launch builds TMA descriptors over q, k and v (16-byte aligned), whose
+/// row counts `tokens` and `keys` bound what the kernel can read.
 struct MhaArgs {
   MhaShape shape;
+  Chip chip = Chip::SM90a;
   CUdeviceptr q = 0, k = 0, v = 0, cuSeqlensQ = 0, cuSeqlensK = 0, out = 0,
               lse = 0;
   int64_t batch = 0;
   int64_t tokens = 0;
+  int64_t keys = 0;
 };
 
 llvm::Error checkMhaArgs(const MhaArgs &args);

@@ -7,10 +7,12 @@
 // softmax_scale * log2 e) in registers, every lane holding entries
 // lane, lane + 32, ..., and walks the visible keys one at a time: the score
 // is a warp sum, the state an OnlineSoftmax rescale, the output row a
-// per-lane accumulator of V columns. A tensor-core kernel (wgmma tiles of
-// 64 queries, a TMA ring of K/V blocks) replaces it later.
+// per-lane accumulator of V columns. It serves what the tensor-core build
+// (MhaSM90.cpp) does not: f32, sm_100a and head widths its tiles do not hold.
 //
 //===----------------------------------------------------------------------===//
+
+#include "MhaSM90.h"
 
 #include "mla/Contract/PrefillABI.h"
 #include "mla/Conversion/MLAToGPU/MLAToGPU.h"
@@ -189,7 +191,7 @@ void MhaKernel::storeRow(Value t, ValueRange state) {
 namespace mla::gpu_codegen {
 
 LogicalResult emitMhaKernels(OpBuilder &builder, Operation *mhaOp,
-                             gpu::Chip) {
+                             gpu::Chip chip) {
   auto op = cast<MhaOp>(mhaOp);
   auto qTy = cast<RankedTensorType>(op.getQ().getType());
   auto kTy = cast<RankedTensorType>(op.getK().getType());
@@ -215,7 +217,11 @@ LogicalResult emitMhaKernels(OpBuilder &builder, Operation *mhaOp,
     return op.emitOpError() << "GPU mha: " << why;
   Operation *module = builder.getInsertionBlock()->getParentOp();
   ImplicitLocOpBuilder b(op.getLoc(), builder);
-  MhaKernel(b, shape, elem).emit(uniqueSymbolName(module, abi::kMhaKernel));
+  std::string name = uniqueSymbolName(module, abi::kMhaKernel);
+  if (abi::mhaUsesWgmma(chip, shape))
+    sm90::emitMhaSM90(b, name, shape, elem);
+  else
+    MhaKernel(b, shape, elem).emit(name);
   return success();
 }
 

@@ -1,8 +1,9 @@
-// RUN: mla-opt %s --convert-mla-to-gpu=chip=sm_90a | FileCheck %s
+// RUN: mla-opt %s --convert-mla-to-gpu=chip=sm_100a | FileCheck %s
 // RUN: %if ptxas %{ env CUDA_ROOT=/usr/local/cuda mla-opt %s --mla-to-nvvm="chip=sm_90a format=bin" -o /dev/null %}
 // RUN: %if ptxas %{ env CUDA_ROOT=/usr/local/cuda mla-opt %s --mla-to-nvvm="chip=sm_100a format=bin" -o /dev/null %}
 
-// `mla_mha`, the first CUDA-core version: one warp per (token, head) row.
+// `mla_mha`, the CUDA-core build (sm_100a, f32, odd widths; the sm_90a
+// bf16/f16 build is mha-sm90.mlir): one warp per (token, head) row.
 // The row's request comes from a binary search of cu_seqlens_q; causal rows
 // see min(max(k_len - q_len + i + 1, 0), k_len) keys. The q row is scaled by
 // scale * log2 e = 0.0721687824 * 1.44269504 once; per key, 6 products per

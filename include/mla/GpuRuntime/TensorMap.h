@@ -1,0 +1,30 @@
+//===- TensorMap.h - TMA descriptors of the runtime's kernels ---*- C++ -*-===//
+//
+// The host half of the kernels that load tiles by TMA: a CUtensorMap
+// (cuTensorMapEncodeTiled) over a row-major [rows, heads, width] tensor of
+// two-byte elements, read in boxes of 64 columns (one 128-byte row, the
+// 128B swizzle) x `boxRows` rows of one head. The kernel receives it by value
+// as a __grid_constant__ parameter, so a launch needs no device copy and can
+// be captured in a CUDA graph. Rows past `rows` read as zeros.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MLA_GPURUNTIME_TENSORMAP_H
+#define MLA_GPURUNTIME_TENSORMAP_H
+
+#include "mla/Contract/CacheProjectionABI.h"
+#include "mla/GpuRuntime/CudaDriver.h"
+#include "llvm/Support/Error.h"
+
+namespace mla::gpu {
+
+/// Fails (std::errc::invalid_argument) when `base` is not 16-byte aligned,
+/// the element is not two bytes wide, `width` is not a multiple of 64 or a
+/// count is not positive.
+llvm::Expected<CUtensorMap> encodeHeadRowsMap(const CudaDriver &driver,
+                                              CUdeviceptr base, ActType elem,
+                                              int64_t rows, int64_t heads,
+                                              int64_t width, int64_t boxRows);
+
+} // namespace mla::gpu
+
+#endif // MLA_GPURUNTIME_TENSORMAP_H
