@@ -114,8 +114,6 @@ Error mla::gpu::checkMergeStatesArgs(const MergeStatesArgs &a) {
     return fail(Twine(name) + ": " + why);
   if (Error err = checkCount(name, "tokens", a.tokens))
     return err;
-  if (Error err = checkCount(name, "keys", a.keys))
-    return err;
   if (a.tokens * a.shape.numHeads > kMaxI32)
     return fail(Twine(name) + ": tokens * N = " +
                 Twine(a.tokens * a.shape.numHeads) + " is past 2^31 - 1");
