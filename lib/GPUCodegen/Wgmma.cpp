@@ -45,6 +45,12 @@ WgmmaAccum WarpgroupMma::stepRegA(const WgmmaAccum &acc, ArrayRef<Value> a,
 }
 
 void WarpgroupMma::commitAndWait() {
-  NVVM::WgmmaGroupSyncAlignedOp::create(d.b);
-  NVVM::WgmmaWaitGroupSyncOp::create(d.b, d.b.getI64IntegerAttr(0));
+  commit();
+  wait(0);
+}
+
+void WarpgroupMma::commit() { NVVM::WgmmaGroupSyncAlignedOp::create(d.b); }
+
+void WarpgroupMma::wait(int64_t pending) {
+  NVVM::WgmmaWaitGroupSyncOp::create(d.b, d.b.getI64IntegerAttr(pending));
 }

@@ -204,13 +204,15 @@ struct MhaShape {
 /// below except for how q, k and v are passed (mhaUsesWgmma picks):
 ///  * sm_90a with bf16/f16 and head widths the tiles hold: FlashAttention-3
 ///    structure. A CTA is one head (blockIdx.x) and a 128-row tile of one
-///    request's queries (blockIdx.y, mhaTileOf), three warpgroups: the first
-///    issues TMA loads of 128-key K and V blocks into a kMhaStages-deep
-///    mbarrier ring and gives its registers away (setmaxnreg); the other two
-///    own 64 query rows each, compute S = Q K^T with wgmma from shared
-///    memory, a base-2 online softmax in registers, and O += P V with P fed
-///    to wgmma from registers. q, k and v come as CUtensorMap descriptors
-///    (by value) over [rows, N, width] with 64-column, 128B-swizzled boxes.
+///    request's queries (blockIdx.y), three warpgroups: the first issues
+///    TMA loads of 128-key K and V blocks into kMhaStages-deep mbarrier
+///    rings and gives its registers away (setmaxnreg); the other two own 64
+///    query rows each, compute S = Q K^T with wgmma from shared memory, a
+///    base-2 online softmax in registers, and O += P V with P fed to wgmma
+///    from registers, overlapping one block's softmax with the previous
+///    block's P V and taking turns (ping-pong) on the tensor cores. q, k and
+///    v come as CUtensorMap descriptors (by value) over [rows, N, width]
+///    with 64-column, 128B-swizzled boxes.
 ///  * otherwise (f32, sm_100a, other widths): a first, correct version on
 ///    CUDA cores, one warp per (query token, head) row, kMhaRowsPerCta rows
 ///    per CTA (row r = t * N + n), one key at a time; q, k, v as pointers.
@@ -240,7 +242,7 @@ inline constexpr int64_t kMhaBoxColumns = 64;
 /// Shared-memory byte offsets of the tensor-core build: the Q tile, the K
 /// and V rings (each box of kMhaBoxColumns columns x rows is 128 * rows
 /// bytes, 1024-aligned for the 128B swizzle), then the mbarriers: Q full,
-/// K full and V full per stage, and one "empty" per stage.
+/// then per stage K full, V full, K empty and V empty.
 struct MhaSmemLayout {
   int64_t q, k, v, barriers, total;
   int64_t kStageBytes, vStageBytes;
@@ -254,7 +256,7 @@ inline MhaSmemLayout mhaSmemLayout(const MhaShape &s) {
   l.k = kMhaTileM * s.qkDim * 2;
   l.v = l.k + kMhaStages * l.kStageBytes;
   l.barriers = l.v + kMhaStages * l.vStageBytes;
-  l.total = l.barriers + 8 * (1 + 3 * kMhaStages);
+  l.total = l.barriers + 8 * (1 + 4 * kMhaStages);
   return l;
 }
 

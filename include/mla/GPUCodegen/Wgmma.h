@@ -54,6 +54,12 @@ public:
   /// wgmma.commit_group, then wgmma.wait_group 0: the results are in the
   /// registers.
   void commitAndWait();
+  /// wgmma.commit_group alone: the MMAs issued since the last commit form a
+  /// group that runs while the warpgroup does other work.
+  void commit();
+  /// wgmma.wait_group `pending`: all but the newest `pending` groups have
+  /// completed (their accumulators may be read).
+  void wait(int64_t pending);
 
 private:
   DeviceBuilder &d;

@@ -5,14 +5,21 @@
 //
 //  * warpgroup 0 (the producer) shrinks to 24 registers; one thread loads
 //    the Q tile and then, block by block, the K and V blocks of 128 keys by
-//    TMA into a ring of kMhaStages slots. Each slot has a "K full", a "V
-//    full" and an "empty" mbarrier, so QK^T starts before V has landed and
-//    a slot is refilled as soon as both consumers are done with it.
+//    TMA into rings of kMhaStages slots. K and V slots each have a "full"
+//    and an "empty" mbarrier, so QK^T starts before V has landed and a K
+//    slot is refilled as soon as both consumers' QK^T has read it.
 //  * warpgroups 1 and 2 (the consumers) grow to 240 registers and own 64
 //    query rows each: S = Q K^T by wgmma from the swizzled tiles, the masks
 //    (bottom-right causal, key count) only on the blocks that need them, a
 //    base-2 online softmax in registers, and O += P V with P converted in
 //    registers to the A operand of a register-A wgmma.
+//
+// The consumers overlap as FlashAttention-3 does. Within a warpgroup, block
+// n's QK^T and block n-1's P V are issued together and the softmax of block
+// n runs while P V is still in flight (o is rescaled after it lands).
+// Between the two warpgroups, a ping-pong of named barrier turns
+// (WarpgroupPingPong) has one issue its GEMMs while the other computes its
+// softmax.
 //
 // Rows that see no key keep m = -inf and l = 0 and store out 0, lse -inf.
 //
@@ -26,8 +33,10 @@
 #include "mla/GPUCodegen/RegisterBudget.h"
 #include "mla/GPUCodegen/SmemTile.h"
 #include "mla/GPUCodegen/Tma.h"
+#include "mla/GPUCodegen/WarpgroupPingPong.h"
 #include "mla/GPUCodegen/Wgmma.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
+#include <optional>
 
 using namespace mlir;
 using namespace mla::gpu_codegen;
@@ -50,24 +59,29 @@ struct Work {
   mlir::Value numBlocks, unmaskedKeys;
 };
 
-/// The running state of a consumer thread: its n/2 output accumulators and,
-/// for its two rows (l/4 and l/4 + 8 of its warp's 16), the base-2 max and
-/// the thread's partial sum.
+/// The running state of a consumer thread: its n/2 output accumulators;
+/// for its two rows (l/4 and l/4 + 8 of its warp's 16) the base-2 max and
+/// the thread's partial sum; and the previous block's P as register-A
+/// fragments (its P V is issued one iteration later).
 struct RowState {
   WgmmaAccum o;
   std::array<mlir::Value, 2> m, l;
+  SmallVector<Value> p;
 
   SmallVector<Value> flatten() const {
     SmallVector<Value> v(o.regs);
     v.append({m[0], m[1], l[0], l[1]});
+    v.append(p);
     return v;
   }
-  static RowState unflatten(ValueRange v) {
+  static RowState unflatten(ValueRange v, int64_t numO) {
     RowState s;
-    ValueRange regs = v.drop_back(4);
+    ValueRange regs = v.take_front(numO);
     s.o.regs.assign(regs.begin(), regs.end());
-    s.m = {v[v.size() - 4], v[v.size() - 3]};
-    s.l = {v[v.size() - 2], v[v.size() - 1]};
+    s.m = {v[numO], v[numO + 1]};
+    s.l = {v[numO + 2], v[numO + 3]};
+    ValueRange p = v.drop_front(numO + 4);
+    s.p.assign(p.begin(), p.end());
     return s;
   }
 };
@@ -85,15 +99,16 @@ public:
 private:
   void declare(StringRef name);
   Work locate();
-  /// Barrier `index` (0 = Q full, then K full, V full and empty per stage).
+  /// Barrier `index` (0 = Q full, then per stage K full, V full, K empty,
+  /// V empty).
   MBarrier barrier(Value index);
   MBarrier qFull() { return barrier(d.c32(0)); }
-  MBarrier kFull(Value stage) { return barrier(d.add(stage, d.c32(1))); }
-  MBarrier vFull(Value stage) {
-    return barrier(d.add(stage, d.c32(1 + kStages)));
-  }
-  MBarrier empty(Value stage) {
-    return barrier(d.add(stage, d.c32(1 + 2 * kStages)));
+  MBarrier kFull(Value stage) { return ring(0, stage); }
+  MBarrier vFull(Value stage) { return ring(1, stage); }
+  MBarrier kEmpty(Value stage) { return ring(2, stage); }
+  MBarrier vEmpty(Value stage) { return ring(3, stage); }
+  MBarrier ring(int64_t kind, Value stage) {
+    return barrier(d.add(stage, d.c32(1 + kind * kStages)));
   }
   void initBarriers();
 
@@ -104,14 +119,28 @@ private:
                  int64_t rows);
 
   void consume(const Work &w);
-  RowState step(const Work &w, Value block, const RowState &state);
-  WgmmaAccum scores(Value stage);
+  /// Block 0: S, then its softmax (nothing to rescale yet).
+  RowState firstBlock(const Work &w, const RowState &init);
+  /// Block n >= 1: S_n and P_{n-1} V_{n-1} issued together, S_n's softmax
+  /// while P V runs, then o rescaled.
+  RowState nextBlock(const Work &w, Value n, const RowState &state);
+  /// The last block's P V.
+  WgmmaAccum lastPV(const Work &w, const RowState &state);
+  /// Issues S = Q K^T for the block in K slot `stage` (no commit).
+  WgmmaAccum issueScores(WarpgroupMma &mma, Value stage);
+  /// Issues o += P V for the block in V slot `stage` (no commit).
+  WgmmaAccum issuePV(WarpgroupMma &mma, const WgmmaAccum &o,
+                     ArrayRef<Value> p, Value stage);
   WgmmaAccum mask(const Work &w, Value block, const WgmmaAccum &scores);
-  /// Folds the block's scores into the state; returns P (unnormalised
-  /// probabilities, in the accumulator layout) and rescales o in place.
-  WgmmaAccum softmaxStep(const WgmmaAccum &scores, RowState &state);
-  void accumulatePV(RowState &state, const WgmmaAccum &p, Value stage);
+  /// Folds the block's scores into (m, l) and replaces p with the block's
+  /// probabilities; returns each row's factor for o.
+  std::array<Value, 2> softmaxFold(const WgmmaAccum &scores, RowState &state);
+  void rescale(WgmmaAccum &o, std::array<Value, 2> alpha);
   void store(const Work &w, const RowState &state);
+  Value phase(Value n) {
+    return d.bitAnd(d.divu(n, d.c32(kStages)), d.c32(1));
+  }
+  Value slot(Value n) { return d.remu(n, d.c32(kStages)); }
 
   /// Row (within the request) of this thread's half `h`, i32.
   Value row(const Work &w, int64_t h) {
@@ -129,9 +158,10 @@ private:
 
   Value qMap, kMap, vMap, cuQ, cuK, out, lse, batch, tokens;
   Value smem, tid, head;
-  // Consumers only: warpgroup (0/1), lane, and row l/4 of the warp's 16 in
-  // the 128-row tile.
+  // Consumers only: warpgroup (0/1), lane, row l/4 of the warp's 16 in the
+  // 128-row tile, and the turns of the two warpgroups.
   Value wg, lane, rowInTile;
+  std::optional<WarpgroupPingPong> turns;
 };
 
 } // namespace
@@ -207,7 +237,12 @@ Work MhaSM90Kernel::locate() {
     w.unmaskedKeys = d.minsi(
         d.maxsi(d.add(shift, d.add(w.m0, d.c32(1))), d.c32(0)), w.kLen);
   }
-  w.numBlocks = d.divu(d.add(keys, d.c32(kN - 1)), d.c32(kN));
+  // At least one block, fully masked when the tile sees no key: the
+  // consumers' pipeline then has no branch around its wgmmas (ptxas
+  // serialises every wgmma of a kernel that issues some on a divergent
+  // path, C7520).
+  w.numBlocks = d.maxsi(d.divu(d.add(keys, d.c32(kN - 1)), d.c32(kN)),
+                        d.c32(1));
   return w;
 }
 
@@ -222,7 +257,8 @@ void MhaSM90Kernel::initBarriers() {
     for (int64_t st = 0; st < kStages; ++st) {
       kFull(d.c32(st)).init(1);
       vFull(d.c32(st)).init(1);
-      empty(d.c32(st)).init(kConsumerThreads);
+      kEmpty(d.c32(st)).init(kConsumerThreads);
+      vEmpty(d.c32(st)).init(kConsumerThreads);
     }
   });
   d.barrier();
@@ -249,15 +285,16 @@ void MhaSM90Kernel::produce(const Work &w) {
                 Value round = d.divu(n, d.c32(kStages));
                 // A fresh barrier's "previous phase" (parity 1) counts as
                 // complete, so the first round does not wait.
-                empty(stage).waitParity(
-                    d.bitXor(d.bitAnd(round, d.c32(1)), d.c32(1)));
+                Value free = d.bitXor(d.bitAnd(round, d.c32(1)), d.c32(1));
                 Value key = d.add(w.kStart, d.mul(n, d.c32(kN)));
                 MBarrier kb = kFull(stage), vb = vFull(stage);
+                kEmpty(stage).waitParity(free);
                 kb.arriveExpectTx(d.c32(lay.kStageBytes));
                 loadBoxes(kMap,
                           d.add(d.c32(lay.k),
                                 d.mul(stage, d.c32(lay.kStageBytes))),
                           kb, key, s.qkDim, kN);
+                vEmpty(stage).waitParity(free);
                 vb.arriveExpectTx(d.c32(lay.vStageBytes));
                 loadBoxes(vMap,
                           d.add(d.c32(lay.v),
@@ -268,20 +305,31 @@ void MhaSM90Kernel::produce(const Work &w) {
   });
 }
 
-WgmmaAccum MhaSM90Kernel::scores(Value stage) {
+WgmmaAccum MhaSM90Kernel::issueScores(WarpgroupMma &mma, Value stage) {
   WgmmaDescriptors descs(d, smem);
-  WarpgroupMma mma(d, kN, elem.isBF16());
   WgmmaAccum acc = WgmmaAccum::splat(kN, d.f(0.0f));
   Value qRows = d.mul(wg, d.c32(64 * kBoxBytes));
   Value kSlot = d.mul(stage, d.c32(lay.kStageBytes));
-  mma.fence();
   for (int64_t kk = 0; kk < s.qkDim / 16; ++kk) {
     Value a = d.add(qRows, d.c32(qTile.base + qTile.kSliceOffset(kk)));
     Value bk = d.add(kSlot, d.c32(kTile.base + kTile.kSliceOffset(kk)));
     acc = mma.step(acc, descs.kMajor(a), descs.kMajor(bk), kk > 0,
                    /*transB=*/false);
   }
-  mma.commitAndWait();
+  return acc;
+}
+
+WgmmaAccum MhaSM90Kernel::issuePV(WarpgroupMma &mma, const WgmmaAccum &o,
+                                  ArrayRef<Value> p, Value stage) {
+  WgmmaDescriptors descs(d, smem);
+  Value vSlot = d.add(d.mul(stage, d.c32(lay.vStageBytes)), d.c32(vTile.base));
+  WgmmaAccum acc = o;
+  for (int64_t kk = 0; kk < kN / 16; ++kk) {
+    // Keys 16kk.. are rows 16kk.. of every box: V read MN-major.
+    Value bv = d.add(vSlot, d.c32(kk * 16 * kBoxBytes));
+    acc = mma.stepRegA(acc, p.slice(4 * kk, 4), descs.mnMajor(vTile, bv),
+                       /*accumulate=*/true, /*transB=*/true);
+  }
   return acc;
 }
 
@@ -318,68 +366,94 @@ WgmmaAccum MhaSM90Kernel::mask(const Work &w, Value block,
   return {SmallVector<Value>(ifOp.getResults())};
 }
 
-WgmmaAccum MhaSM90Kernel::softmaxStep(const WgmmaAccum &sc, RowState &st) {
+std::array<Value, 2> MhaSM90Kernel::softmaxFold(const WgmmaAccum &sc,
+                                                RowState &st) {
   float scaleLog2 = s.scale * softmax::kLog2e;
   WgmmaAccum p;
   p.regs.resize(sc.regs.size());
+  std::array<Value, 2> alpha;
   for (int64_t h = 0; h < 2; ++h) {
+    auto inRow = [&](size_t i) { return int64_t((i % 4) >> 1) == h; };
     Value rowMax = d.negInf();
     for (size_t i = 0; i < sc.regs.size(); ++i)
-      if (((i % 4) >> 1) == static_cast<size_t>(h))
+      if (inRow(i))
         rowMax = softmax::max(d, rowMax, sc.regs[i]);
     rowMax = softmax::quadMax(d, rowMax);
     softmax::Rescale r = softmax::rescale(
         d, st.m[h], st.l[h], d.fmul(rowMax, d.f(scaleLog2)));
     Value sum = r.l;
     for (size_t i = 0; i < sc.regs.size(); ++i) {
-      if (((i % 4) >> 1) != static_cast<size_t>(h))
+      if (!inRow(i))
         continue;
       p.regs[i] = softmax::probability(
           d, d.fmul(sc.regs[i], d.f(scaleLog2)), r.mUse);
       sum = d.fadd(sum, p.regs[i]);
     }
-    for (size_t i = 0; i < st.o.regs.size(); ++i)
-      if (((i % 4) >> 1) == static_cast<size_t>(h))
-        st.o.regs[i] = d.fmul(st.o.regs[i], r.alpha);
     st.m[h] = r.mNew;
     st.l[h] = sum;
+    alpha[h] = r.alpha;
   }
-  return p;
-}
-
-void MhaSM90Kernel::accumulatePV(RowState &st, const WgmmaAccum &p,
-                                 Value stage) {
-  WgmmaDescriptors descs(d, smem);
-  WarpgroupMma mma(d, s.vDim, elem.isBF16());
-  Value vSlot = d.add(d.mul(stage, d.c32(lay.vStageBytes)), d.c32(vTile.base));
-  // Every fragment is converted before the fence: a register write between
-  // two wgmmas makes ptxas serialise them (C7519).
-  SmallVector<SmallVector<Value, 4>> a;
-  SmallVector<Value> descB;
-  for (int64_t kk = 0; kk < kN / 16; ++kk) {
-    a.push_back(p.aFragments(d, kk, elem));
-    // Keys 16kk.. are rows 16kk.. of every box: V read MN-major.
-    descB.push_back(
-        descs.mnMajor(vTile, d.add(vSlot, d.c32(kk * 16 * kBoxBytes))));
-  }
-  mma.fence();
+  st.p.clear();
   for (int64_t kk = 0; kk < kN / 16; ++kk)
-    st.o = mma.stepRegA(st.o, a[kk], descB[kk], /*accumulate=*/true,
-                        /*transB=*/true);
-  mma.commitAndWait();
+    llvm::append_range(st.p, p.aFragments(d, kk, elem));
+  return alpha;
 }
 
-RowState MhaSM90Kernel::step(const Work &w, Value n, const RowState &state) {
-  Value stage = d.remu(n, d.c32(kStages));
-  Value parity = d.bitAnd(d.divu(n, d.c32(kStages)), d.c32(1));
-  kFull(stage).waitParity(parity);
-  WgmmaAccum sc = mask(w, n, scores(stage));
-  RowState next = state;
-  WgmmaAccum p = softmaxStep(sc, next);
-  vFull(stage).waitParity(parity);
-  accumulatePV(next, p, stage);
-  empty(stage).arrive();
-  return next;
+void MhaSM90Kernel::rescale(WgmmaAccum &o, std::array<Value, 2> alpha) {
+  for (size_t i = 0; i < o.regs.size(); ++i)
+    o.regs[i] = d.fmul(o.regs[i], alpha[(i % 4) >> 1]);
+}
+
+RowState MhaSM90Kernel::firstBlock(const Work &w, const RowState &init) {
+  Value zero = d.c32(0);
+  kFull(zero).waitParity(zero);
+  turns->waitTurn();
+  WarpgroupMma mma(d, kN, elem.isBF16());
+  mma.fence();
+  WgmmaAccum sc = issueScores(mma, zero);
+  mma.commit();
+  turns->passTurn();
+  mma.wait(0);
+  kEmpty(zero).arrive();
+  RowState st = init;
+  softmaxFold(mask(w, zero, sc), st);
+  return st;
+}
+
+RowState MhaSM90Kernel::nextBlock(const Work &w, Value n,
+                                  const RowState &state) {
+  Value prev = d.sub(n, d.c32(1));
+  kFull(slot(n)).waitParity(phase(n));
+  turns->waitTurn();
+  WarpgroupMma sMma(d, kN, elem.isBF16()), oMma(d, s.vDim, elem.isBF16());
+  sMma.fence();
+  WgmmaAccum sc = issueScores(sMma, slot(n));
+  sMma.commit();
+  vFull(slot(prev)).waitParity(phase(prev));
+  RowState st = state;
+  // The descriptor arithmetic since the last fence wrote registers.
+  oMma.fence();
+  st.o = issuePV(oMma, state.o, state.p, slot(prev));
+  oMma.commit();
+  turns->passTurn();
+  sMma.wait(1);
+  kEmpty(slot(n)).arrive();
+  std::array<Value, 2> alpha = softmaxFold(mask(w, n, sc), st);
+  oMma.wait(0);
+  vEmpty(slot(prev)).arrive();
+  rescale(st.o, alpha);
+  return st;
+}
+
+WgmmaAccum MhaSM90Kernel::lastPV(const Work &w, const RowState &st) {
+  Value last = d.sub(w.numBlocks, d.c32(1));
+  vFull(slot(last)).waitParity(phase(last));
+  WarpgroupMma mma(d, s.vDim, elem.isBF16());
+  mma.fence();
+  WgmmaAccum o = issuePV(mma, st.o, st.p, slot(last));
+  mma.commitAndWait();
+  vEmpty(slot(last)).arrive();
+  return o;
 }
 
 void MhaSM90Kernel::store(const Work &w, const RowState &st) {
@@ -416,17 +490,27 @@ void MhaSM90Kernel::consume(const Work &w) {
   Value warp = d.bitAnd(d.divu(ctid, d.c32(32)), d.c32(3));
   rowInTile = d.add(d.mul(wg, d.c32(64)),
                     d.add(d.mul(warp, d.c32(16)), d.divu(lane, d.c32(4))));
+  turns.emplace(d, wg, /*firstId=*/1);
   qFull().waitParity(d.c32(0));
   RowState init;
   init.o = WgmmaAccum::splat(s.vDim, d.f(0.0f));
   init.m = {d.negInf(), d.negInf()};
   init.l = {d.f(0.0f), d.f(0.0f)};
-  SmallVector<Value> fin = d.forLoop(
-      d.c32(0), w.numBlocks, d.c32(1), init.flatten(),
-      [&](Value n, ValueRange carried) {
-        return step(w, n, RowState::unflatten(carried)).flatten();
-      });
-  store(w, RowState::unflatten(fin));
+  init.p.assign(kN / 16 * 4, d.c32(0));
+  int64_t numO = s.vDim / 2;
+  turns->start();
+  RowState st = firstBlock(w, init);
+  st = RowState::unflatten(
+      d.forLoop(d.c32(1), w.numBlocks, d.c32(1), st.flatten(),
+                [&](Value n, ValueRange carried) {
+                  return nextBlock(w, n, RowState::unflatten(carried, numO))
+                      .flatten();
+                }),
+      numO);
+  st.o = lastPV(w, st);
+  // Warpgroup 1 passed one turn more than warpgroup 0 waited for.
+  d.ifThen(d.eq(wg, d.c32(0)), [&] { turns->waitTurn(); });
+  store(w, st);
 }
 
 void MhaSM90Kernel::emit(StringRef name) {
