@@ -22,8 +22,8 @@ cache of the activations' dtype), "fp8_e4m3" (uint8 e4m3 codes with a per-tensor
 
 Every function that returns arrays (but decode, for now) also writes them into preallocated ones
 (`out=`, and `lse=` where it returns a log-sum-exp; a pair for the two-result projections), which must
-have the result's shape and dtype, be C-contiguous and writeable: engines own their buffers. `mla.compat` has FlashMLA's and vLLM's
-entry points with their names and conventions.
+have the result's shape and dtype, be C-contiguous and writeable: engines own their buffers.
+`mla.compat` has FlashMLA's and vLLM's entry points with their names and conventions.
 
 Invalid arguments raise ValueError before anything runs (a cache is never partly written); compiler
 failures raise RuntimeError.

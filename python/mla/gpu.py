@@ -16,7 +16,8 @@ Arguments are checked by the C library's argument rules (mla/Contract/ArgRules.h
 path's, with the GPU kernels' limits); this module checks only what C cannot see: that arguments are torch
 tensors, contiguous, of a dtype the C API has a code for, and on one CUDA device. Invalid arguments raise
 ValueError before anything is enqueued; a kernel missing from the cache raises KernelNotFoundError, naming
-the `mla-aot` command that builds it; driver failures raise RuntimeError.
+the `mla-aot` command that builds it, unless this package was built with MLIR: then the kernel is compiled
+into the cache on first use (`mla.gpu_jit`). Driver failures raise RuntimeError.
 """
 
 import ctypes
@@ -197,9 +198,20 @@ def _host_i32(value):
 
 
 def _call(fn, *args):
-    """Calls C API function `fn(*args, err, errLen)` and raises its error."""
+    """Calls C API function `fn(*args, err, errLen)` and raises its error. When a launch (whose first
+    argument is its kernel's spec) finds no kernel in the cache and this package can compile one
+    (`mla.gpu_jit`), the kernel is compiled into the cache and the call made again: a miss is reported
+    before anything is enqueued."""
     err = ctypes.create_string_buffer(_ERROR_BYTES)
-    _check(getattr(_library(), fn)(*args, err, len(err)), err)
+    function = getattr(_library(), fn)
+    code = function(*args, err, len(err))
+    if code == ERROR_KERNEL_NOT_FOUND:
+        from . import gpu_jit
+
+        if gpu_jit.available():
+            gpu_jit.compile_kernel(args[0].decode())
+            code = function(*args, err, len(err))
+    _check(code, err)
 
 
 def decode_spec(num_heads, query_rows, latent_dim, rope_dim, page_size, dtype, causal, softmax_scale, chip,
