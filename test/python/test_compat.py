@@ -157,7 +157,7 @@ def test_flash_mla_metadata_is_bound_to_one_problem():
 def test_flash_mla_with_kvcache_gpu(s_q, causal):
     rng = np.random.default_rng(4)
     b, h_q, h_kv, d, dv, block_size = 4, 16, 1, 576, 512, 64
-    q, blocked_k, block_table, cache_seqlens = flash_mla_problem(b, s_q, h_q, d, dv, [1, 64, 300, 1025],
+    q, blocked_k, block_table, cache_seqlens = flash_mla_problem(b, s_q, h_q, d, dv, [2, 64, 300, 1025],
                                                                  block_size, rng)
     q_bf, k_bf = torch.from_numpy(q).bfloat16(), torch.from_numpy(blocked_k).bfloat16()
     scale = 192 ** -0.5  # the AOT set's scale (DeepSeek-V3's (P+R)^-0.5); FlashMLA callers pass theirs
