@@ -13,7 +13,6 @@ GPU (torch CUDA, an sm_90a/sm_100a device): the same call sites in the shapes of
 """
 
 import importlib.util
-import math
 import os
 import random
 import struct
