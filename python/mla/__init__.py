@@ -20,6 +20,11 @@ float32); index arrays may be any integer dtype holding int32 values. `kv_format
 cache of the activations' dtype), "fp8_e4m3" (uint8 e4m3 codes with a per-tensor `kv_scale`),
 "fp8_e4m3_token" (D + 8 bytes per row) or "fp8_ds_mla" (L + 4*L/128 + 2*R bytes per row).
 
+Every function that returns arrays (but decode, for now) also writes them into preallocated ones
+(`out=`, and `lse=` where it returns a log-sum-exp; a pair for the two-result projections), which must
+have the result's shape and dtype, be C-contiguous and writeable: engines own their buffers.
+`mla.compat` has FlashMLA's and vLLM's entry points with their names and conventions.
+
 Invalid arguments raise ValueError before anything runs (a cache is never partly written); compiler
 failures raise RuntimeError.
 
@@ -182,20 +187,61 @@ def _check(code, err):
     raise RuntimeError(message)
 
 
-def _run(fn, args, num_outputs):
+def _given_output(name, given, shape, dtype):
+    """Checks a caller's preallocated output against the shape and dtype the call writes."""
+    if not isinstance(given, np.ndarray):
+        raise ValueError(f"{name} must be a numpy array to be written in place, got {type(given).__name__}")
+    if given.shape != shape:
+        raise ValueError(f"{name} has shape {given.shape}; this call writes {shape}")
+    if given.dtype != dtype:
+        raise ValueError(f"{name} has dtype {given.dtype}; this call writes {dtype}")
+    if not given.flags.c_contiguous:
+        raise ValueError(f"{name} must be C-contiguous to be written in place")
+    if not given.flags.writeable:
+        raise ValueError(f"{name} is read-only")
+    return given
+
+
+def _pair(name, value, names):
+    """`_run`'s `given` for an entry point whose `out` is a pair of arrays (or None)."""
+    if value is None:
+        return []
+    if not isinstance(value, (tuple, list)) or len(value) != 2:
+        raise ValueError(f"{name} must be a pair ({names[0]}, {names[1]}) of arrays, got {type(value).__name__}")
+    return [(f"{name}[0] ({names[0]})", value[0]), (f"{name}[1] ({names[1]})", value[1])]
+
+
+def _run(fn, args, num_outputs, given=(), inputs=()):
     """Calls `fn(*args, *outputs, err, len)`: first with empty outputs, which validates the arguments and
-    reports the outputs' shapes, then with numpy arrays of those shapes. Returns the arrays."""
+    reports the outputs' shapes, then with numpy arrays of those shapes. Returns the arrays.
+
+    `given` holds (name, array or None) per output: a caller's array is checked and written instead of a
+    new one. The compiled code assumes outputs and `inputs` (the argument arrays) do not overlap, so an
+    output that shares memory with an input is computed into a new array and copied over."""
     outputs = [_capi.Tensor() for _ in range(num_outputs)]
     err = ctypes.create_string_buffer(_ERROR_BYTES)
     out_refs = [ctypes.byref(o) for o in outputs]
     _check(fn(*args, *out_refs, err, len(err)), err)
     if not num_outputs:
         return []
-    arrays = [np.empty(tuple(o.shape[: o.rank]), dtype=_FROM_CAPI[o.dtype]) for o in outputs]
-    for o, a in zip(outputs, arrays):
+    given = list(given) + [(None, None)] * (num_outputs - len(given))
+    supplied = [(n, g) for n, g in given if g is not None]
+    for i, (name, g) in enumerate(supplied):
+        for other, h in supplied[i + 1:]:
+            if np.may_share_memory(g, h):
+                raise ValueError(f"{name} and {other} overlap; each output needs its own memory")
+    results = []
+    for o, (name, g) in zip(outputs, given):
+        shape, dtype = tuple(o.shape[: o.rank]), np.dtype(_FROM_CAPI[o.dtype])
+        results.append(_given_output(name, g, shape, dtype) if g is not None else np.empty(shape, dtype))
+    written = [np.empty_like(r) if any(np.may_share_memory(r, i) for i in inputs) else r for r in results]
+    for o, a in zip(outputs, written):
         o.data = a.ctypes.data
     _check(fn(*args, *out_refs, err, len(err)), err)
-    return arrays
+    for r, w in zip(results, written):
+        if w is not r:
+            np.copyto(r, w)
+    return results
 
 
 def decode(q, kv_cache, block_table, seq_lens, *, head_dim_v, softmax_scale, causal=False, num_splits=None,
@@ -264,73 +310,78 @@ def _cache_write_cpu(kv_c, k_pe, kv_cache, slot_mapping, kv_format, kv_scale):
 
 
 @_cpu
-def split_kv_b_proj(kv_b_proj, num_heads, qk_nope_head_dim, v_head_dim):
-    """kv_b_proj [N*(P+V), L] (out x in) -> (w_uk_t [N, P, L], w_uv [N, L, V])."""
+def split_kv_b_proj(kv_b_proj, num_heads, qk_nope_head_dim, v_head_dim, *, out=None):
+    """kv_b_proj [N*(P+V), L] (out x in) -> (w_uk_t [N, P, L], w_uv [N, L, V]). `out`, a pair of
+    preallocated arrays (w_uk_t, w_uv), receives the results instead of new arrays."""
     w = _array("kv_b_proj", kv_b_proj)
     args = [_tensor(w), _int("num_heads", num_heads), _int("qk_nope_head_dim", qk_nope_head_dim),
             _int("v_head_dim", v_head_dim)]
-    w_uk_t, w_uv = _run(_capi.mlaSplitKvBProj, args, 2)
+    w_uk_t, w_uv = _run(_capi.mlaSplitKvBProj, args, 2, _pair("out", out, ("w_uk_t", "w_uv")), [w])
     return w_uk_t, w_uv
 
 
-def absorb_q(q, w_uk_t):
+def absorb_q(q, w_uk_t, *, out=None):
     """q [T, N, P+R] -> [T, N, L+R]: the nope part multiplied by W_UK_T per head, the RoPE part kept.
+    `out`, a preallocated [T, N, L+R] array of q's dtype, receives the result and is returned.
 
     When q is a torch CUDA tensor, w_uk_t must be one too and the call runs `mla.gpu.absorb_q`.
     """
     if _is_torch_cuda(q) or _is_torch_cuda(w_uk_t):
         from . import gpu
 
-        return gpu.absorb_q(q, w_uk_t)
-    return _absorb_q_cpu(q, w_uk_t)
+        return gpu.absorb_q(q, w_uk_t, out=out)
+    return _absorb_q_cpu(q, w_uk_t, out)
 
 
 @_cpu
-def _absorb_q_cpu(q, w_uk_t):
+def _absorb_q_cpu(q, w_uk_t, out):
     arrays = [_array("q", q), _array("w_uk_t", w_uk_t)]
-    (out,) = _run(_capi.mlaAbsorbQ, [_tensor(a) for a in arrays], 1)
-    return out
+    (result,) = _run(_capi.mlaAbsorbQ, [_tensor(a) for a in arrays], 1, [("out", out)], arrays)
+    return result
 
 
-def up_proj_out(o, w_uv):
-    """Latent attention output o [T, N, L] -> [T, N*V] through W_UV [N, L, V].
+def up_proj_out(o, w_uv, *, out=None):
+    """Latent attention output o [T, N, L] -> [T, N*V] through W_UV [N, L, V]. `out`, a preallocated
+    [T, N*V] array of o's dtype, receives the result and is returned.
 
     When o is a torch CUDA tensor, w_uv must be one too and the call runs `mla.gpu.up_proj_out`.
     """
     if _is_torch_cuda(o) or _is_torch_cuda(w_uv):
         from . import gpu
 
-        return gpu.up_proj_out(o, w_uv)
-    return _up_proj_out_cpu(o, w_uv)
+        return gpu.up_proj_out(o, w_uv, out=out)
+    return _up_proj_out_cpu(o, w_uv, out)
 
 
 @_cpu
-def _up_proj_out_cpu(o, w_uv):
+def _up_proj_out_cpu(o, w_uv, out):
     arrays = [_array("o", o), _array("w_uv", w_uv)]
-    (out,) = _run(_capi.mlaUpProjOut, [_tensor(a) for a in arrays], 1)
-    return out
+    (result,) = _run(_capi.mlaUpProjOut, [_tensor(a) for a in arrays], 1, [("out", out)], arrays)
+    return result
 
 
-def merge_states(out_a, lse_a, out_b, lse_b):
+def merge_states(out_a, lse_a, out_b, lse_b, *, out=None, lse=None):
     """Merge two attention states over disjoint keys by their LSE (vLLM's merge_attn_states).
 
     out_* [T, N, H], lse_* float32 [N, T]; an LSE that is not finite (+inf, -inf, NaN) means "no
     contribution", and a side that does not contribute is never read into the result.
-    Returns (out [T, N, H], lse [N, T]). When any array is a torch CUDA tensor, every array must be one
-    and the call runs `mla.gpu.merge_states`.
+    Returns (out [T, N, H], lse [N, T]). `out` and `lse`, preallocated arrays of those shapes (out of
+    out_a's dtype, lse float32), receive the results; `out=out_a, lse=lse_a` merges in place. When any
+    array is a torch CUDA tensor, every array must be one and the call runs `mla.gpu.merge_states`.
     """
-    if any(_is_torch_cuda(a) for a in (out_a, lse_a, out_b, lse_b)):
+    if any(_is_torch_cuda(a) for a in (out_a, lse_a, out_b, lse_b, out, lse)):
         from . import gpu
 
-        return gpu.merge_states(out_a, lse_a, out_b, lse_b)
-    return _merge_states_cpu(out_a, lse_a, out_b, lse_b)
+        return gpu.merge_states(out_a, lse_a, out_b, lse_b, out=out, lse=lse)
+    return _merge_states_cpu(out_a, lse_a, out_b, lse_b, out, lse)
 
 
 @_cpu
-def _merge_states_cpu(out_a, lse_a, out_b, lse_b):
+def _merge_states_cpu(out_a, lse_a, out_b, lse_b, out, lse):
     arrays = [_array("out_a", out_a), _array("lse_a", lse_a), _array("out_b", out_b), _array("lse_b", lse_b)]
-    out, lse = _run(_capi.mlaMergeStates, [_tensor(a) for a in arrays], 2)
-    return out, lse
+    merged, merged_lse = _run(_capi.mlaMergeStates, [_tensor(a) for a in arrays], 2,
+                              [("out", out), ("lse", lse)], arrays)
+    return merged, merged_lse
 
 
 def gather_cache(kv_cache, block_table, starts, cu_rows, workspace, *, latent_dim, kv_format="auto",
@@ -364,61 +415,65 @@ def _gather_cache_cpu(kv_cache, block_table, starts, cu_rows, workspace, latent_
     return workspace
 
 
-def up_proj_kv(latent, kv_b_proj, num_heads, qk_nope_head_dim, v_head_dim):
+def up_proj_kv(latent, kv_b_proj, num_heads, qk_nope_head_dim, v_head_dim, *, out=None):
     """Up-project latent rows: latent [S, L] x kv_b_proj [N*(P+V), L]^T viewed as [S, N, P+V] and split
-    into (k_nope [S, N, P], v [S, N, V]). When latent or kv_b_proj is a torch CUDA tensor, both must be
-    and the call runs `mla.gpu.up_proj_kv` (bfloat16/float16 tensor cores)."""
+    into (k_nope [S, N, P], v [S, N, V]). `out`, a pair of preallocated arrays (k_nope, v) of latent's
+    dtype, receives them. When latent or kv_b_proj is a torch CUDA tensor, both must be and the call
+    runs `mla.gpu.up_proj_kv` (bfloat16/float16 tensor cores)."""
     if _is_torch_cuda(latent) or _is_torch_cuda(kv_b_proj):
         from . import gpu
 
-        return gpu.up_proj_kv(latent, kv_b_proj, num_heads, qk_nope_head_dim, v_head_dim)
-    return _up_proj_kv_cpu(latent, kv_b_proj, num_heads, qk_nope_head_dim, v_head_dim)
+        return gpu.up_proj_kv(latent, kv_b_proj, num_heads, qk_nope_head_dim, v_head_dim, out=out)
+    return _up_proj_kv_cpu(latent, kv_b_proj, num_heads, qk_nope_head_dim, v_head_dim, out)
 
 
 @_cpu
-def _up_proj_kv_cpu(latent, kv_b_proj, num_heads, qk_nope_head_dim, v_head_dim):
+def _up_proj_kv_cpu(latent, kv_b_proj, num_heads, qk_nope_head_dim, v_head_dim, out):
     arrays = [_array("latent", latent), _array("kv_b_proj", kv_b_proj)]
     args = [_tensor(a) for a in arrays] + [_int("num_heads", num_heads),
                                            _int("qk_nope_head_dim", qk_nope_head_dim),
                                            _int("v_head_dim", v_head_dim)]
-    k_nope, v = _run(_capi.mlaUpProjKv, args, 2)
+    k_nope, v = _run(_capi.mlaUpProjKv, args, 2, _pair("out", out, ("k_nope", "v")), arrays)
     return k_nope, v
 
 
-def mha(q, k, v, cu_seqlens_q, cu_seqlens_k, *, softmax_scale, causal=False):
+def mha(q, k, v, cu_seqlens_q, cu_seqlens_k, *, softmax_scale, causal=False, out=None, lse=None):
     """Variable-length multi-head attention with LSE (the prefill kernel of primer section 7).
 
     q [T, N, D], k [S, N, D], v [S, N, V]; request b owns q rows cu_seqlens_q[b]:cu_seqlens_q[b+1] and
     keys cu_seqlens_k[b]:cu_seqlens_k[b+1] (both [B+1], from 0, non-decreasing). With `causal` query i of
     q_len sees keys [0, k_len - q_len + i]. Returns (out [T, N, V], lse float32 [N, T]); rows that see
-    no key get out 0 and lse -inf. When any array is a torch CUDA tensor the call runs `mla.gpu.mha` (the first
-    GPU kernel, on CUDA cores).
+    no key get out 0 and lse -inf. `out` and `lse`, preallocated arrays of those shapes (out of q's
+    dtype, lse float32), receive the results. When any array is a torch CUDA tensor the call runs
+    `mla.gpu.mha` (the first GPU kernel, on CUDA cores).
     """
     if any(_is_torch_cuda(a) for a in (q, k, v, cu_seqlens_q, cu_seqlens_k)):
         from . import gpu
 
-        return gpu.mha(q, k, v, cu_seqlens_q, cu_seqlens_k, softmax_scale=softmax_scale, causal=causal)
-    return _mha_cpu(q, k, v, cu_seqlens_q, cu_seqlens_k, softmax_scale, causal)
+        return gpu.mha(q, k, v, cu_seqlens_q, cu_seqlens_k, softmax_scale=softmax_scale, causal=causal,
+                       out=out, lse=lse)
+    return _mha_cpu(q, k, v, cu_seqlens_q, cu_seqlens_k, softmax_scale, causal, out, lse)
 
 
 @_cpu
-def _mha_cpu(q, k, v, cu_seqlens_q, cu_seqlens_k, softmax_scale, causal):
+def _mha_cpu(q, k, v, cu_seqlens_q, cu_seqlens_k, softmax_scale, causal, out, lse):
     arrays = [_array("q", q), _array("k", k), _array("v", v), _indices("cu_seqlens_q", cu_seqlens_q),
               _indices("cu_seqlens_k", cu_seqlens_k)]
     args = [_tensor(a) for a in arrays] + [_float("softmax_scale", softmax_scale), 1 if causal else 0]
-    out, lse = _run(_capi.mlaMha, args, 2)
-    return out, lse
+    result, result_lse = _run(_capi.mlaMha, args, 2, [("out", out), ("lse", lse)], arrays)
+    return result, result_lse
 
 
 @_cpu
 def prefill(q, kv_c, k_pe, kv_b_proj, kv_cache, block_table, query_start_loc, seq_lens, *, softmax_scale,
-            v_head_dim, workspace_rows=None, kv_format="auto", kv_scale=None):
+            v_head_dim, workspace_rows=None, kv_format="auto", kv_scale=None, out=None):
     """Chunked-context MLA prefill: new tokens attend causally to each other and to their request's
     cached context, whose latent rows are up-projected with kv_b_proj `workspace_rows` at a time.
 
     q [T, N, P+R], kv_c [T, L] and k_pe [T, R] or [T, 1, R] (the new tokens), kv_b_proj [N*(P+V), L],
     kv_cache, block_table [B, max_pages], query_start_loc [B+1], seq_lens [B] (context + new tokens).
-    Returns out [T, N, v_head_dim] in q's dtype.
+    Returns out [T, N, v_head_dim] in q's dtype (written into `out` when that preallocated array is
+    given).
     """
     arrays = [_array("q", q), _array("kv_c", kv_c), _array("k_pe", k_pe), _array("kv_b_proj", kv_b_proj),
               _array("kv_cache", kv_cache), _indices("block_table", block_table),
@@ -430,8 +485,9 @@ def prefill(q, kv_c, k_pe, kv_b_proj, kv_cache, block_table, query_start_loc, se
         opts.hasWorkspaceRows = 1
         opts.workspaceRows = _int("workspace_rows", workspace_rows)
     opts.cache = _cache_format(kv_format, kv_scale)
-    (out,) = _run(_capi.mlaPrefill, [_tensor(a) for a in arrays] + [ctypes.byref(opts)], 1)
-    return out
+    (result,) = _run(_capi.mlaPrefill, [_tensor(a) for a in arrays] + [ctypes.byref(opts)], 1, [("out", out)],
+                     arrays)
+    return result
 
 
 @_cpu

@@ -103,6 +103,11 @@ mlaUpProjKv = _declare("mlaUpProjKv",
 mlaMha = _declare("mlaMha", [_T] * 5 + [ctypes.c_double, ctypes.c_int32, _T, _T] + _ERR)
 mlaPrefill = _declare("mlaPrefill", [_T] * 8 + [ctypes.POINTER(PrefillOptions), _T] + _ERR)
 
+# mla-c/GpuJit.h: the GPU kernel compiler this library links (mla.gpu_jit).
+mlaCompileGpuKernel = _declare("mlaCompileGpuKernel",
+                               [ctypes.c_char_p, ctypes.c_char_p, ctypes.POINTER(ctypes.c_int32),
+                                ctypes.c_char_p, ctypes.c_size_t] + _ERR)
+
 lib.mlaGetRuntimeStats.argtypes = [ctypes.POINTER(RuntimeStats)]
 lib.mlaGetRuntimeStats.restype = None
 lib.mlaClearKernelCache.argtypes = []

@@ -16,7 +16,8 @@ Arguments are checked by the C library's argument rules (mla/Contract/ArgRules.h
 path's, with the GPU kernels' limits); this module checks only what C cannot see: that arguments are torch
 tensors, contiguous, of a dtype the C API has a code for, and on one CUDA device. Invalid arguments raise
 ValueError before anything is enqueued; a kernel missing from the cache raises KernelNotFoundError, naming
-the `mla-aot` command that builds it; driver failures raise RuntimeError.
+the `mla-aot` command that builds it, unless this package was built with MLIR: then the kernel is compiled
+into the cache on first use (`mla.gpu_jit`). Driver failures raise RuntimeError.
 """
 
 import ctypes
@@ -197,9 +198,20 @@ def _host_i32(value):
 
 
 def _call(fn, *args):
-    """Calls C API function `fn(*args, err, errLen)` and raises its error."""
+    """Calls C API function `fn(*args, err, errLen)` and raises its error. When a launch (whose first
+    argument is its kernel's spec) finds no kernel in the cache and this package can compile one
+    (`mla.gpu_jit`), the kernel is compiled into the cache and the call made again: a miss is reported
+    before anything is enqueued."""
     err = ctypes.create_string_buffer(_ERROR_BYTES)
-    _check(getattr(_library(), fn)(*args, err, len(err)), err)
+    function = getattr(_library(), fn)
+    code = function(*args, err, len(err))
+    if code == ERROR_KERNEL_NOT_FOUND:
+        from . import gpu_jit
+
+        if gpu_jit.available():
+            gpu_jit.compile_kernel(args[0].decode())
+            code = function(*args, err, len(err))
+    _check(code, err)
 
 
 def decode_spec(num_heads, query_rows, latent_dim, rope_dim, page_size, dtype, causal, softmax_scale, chip,
@@ -231,6 +243,42 @@ def _chip(torch, device):
     if major not in chips:
         raise ValueError(f"{device} is sm_{major}{minor}; mla's GPU kernels target sm_90a and sm_100a")
     return chips[major]
+
+
+def _overlaps(a, b):
+    """Whether the memory of contiguous tensors a and b intersects."""
+    if not a.numel() or not b.numel():
+        return False
+    a_lo, b_lo = a.data_ptr(), b.data_ptr()
+    return a_lo < b_lo + b.numel() * b.element_size() and b_lo < a_lo + a.numel() * a.element_size()
+
+
+def _output(torch, name, given, shape, dtype, device, inputs):
+    """The tensor a call writes: a new one, or the caller's preallocated `given`, which must be a
+    contiguous CUDA tensor of `shape` and `dtype` on `device` that overlaps none of `inputs` (name ->
+    tensor; the kernels assume outputs and inputs are disjoint). Its pointer is passed as it is."""
+    if given is None:
+        return torch.empty(shape, dtype=dtype, device=device)
+    if not isinstance(given, torch.Tensor):
+        raise ValueError(f"{name} must be a torch tensor, got {type(given).__name__}")
+    if given.device != device:
+        raise ValueError(f"{name} is on {given.device}; the call runs on {device}")
+    if tuple(given.shape) != tuple(shape):
+        raise ValueError(f"{name} has shape {tuple(given.shape)}; this call writes {tuple(shape)}")
+    if given.dtype != dtype:
+        raise ValueError(f"{name} has dtype {given.dtype}; this call writes {dtype}")
+    if not given.is_contiguous():
+        raise ValueError(f"{name} must be contiguous (row-major)")
+    for other, t in inputs.items():
+        if _overlaps(given, t):
+            raise ValueError(f"{name} overlaps {other}; outputs need their own memory")
+    return given
+
+
+def _is_view_of(a, b):
+    """Whether tensor a covers exactly b's memory with b's shape (e.g. out_a.view(out_a.shape))."""
+    return (a is not None and hasattr(a, "data_ptr") and a.data_ptr() == b.data_ptr()
+            and tuple(a.shape) == tuple(b.shape) and a.dtype == b.dtype)
 
 
 def _same_device(tensors, lead):
@@ -464,25 +512,25 @@ def _projection(kind, x, w, x_name, w_name):
     return torch, spec, _describe(torch, x_name, x), _describe(torch, w_name, w)
 
 
-def absorb_q(q, w_uk_t):
+def absorb_q(q, w_uk_t, *, out=None):
     """`mla.absorb_q` on the GPU: q [T, N, P+R] -> [T, N, L+R] in q's dtype (bfloat16, float16 or
     float32), the nope part multiplied by w_uk_t [N, P, L] per head (float32 accumulation), the RoPE part
-    copied. Tensors are contiguous CUDA tensors on one device."""
+    copied; into `out` when given. Tensors are contiguous CUDA tensors on one device."""
     torch, spec, qd, wd = _projection("absorb_q", q, w_uk_t, "q", "w_uk_t")
     tokens, heads, width = q.shape
     latent, rope = w_uk_t.shape[2], width - w_uk_t.shape[1]
-    out = torch.empty((tokens, heads, latent + rope), dtype=q.dtype, device=q.device)
+    out = _output(torch, "out", out, (tokens, heads, latent + rope), q.dtype, q.device, {"q": q, "w_uk_t": w_uk_t})
     if tokens:
         _launch(torch, q.device, "mlaGpuAbsorbQ", spec, ctypes.byref(qd), ctypes.byref(wd), out.data_ptr())
     return out
 
 
-def up_proj_out(o, w_uv):
+def up_proj_out(o, w_uv, *, out=None):
     """`mla.up_proj_out` on the GPU: o [T, N, L] -> [T, N*V] in o's dtype through w_uv [N, L, V] per head
-    (float32 accumulation). Tensors are contiguous CUDA tensors on one device."""
+    (float32 accumulation), into `out` when given. Tensors are contiguous CUDA tensors on one device."""
     torch, spec, od, wd = _projection("up_proj_out", o, w_uv, "o", "w_uv")
     tokens, heads, _ = o.shape
-    out = torch.empty((tokens, heads * w_uv.shape[2]), dtype=o.dtype, device=o.device)
+    out = _output(torch, "out", out, (tokens, heads * w_uv.shape[2]), o.dtype, o.device, {"o": o, "w_uv": w_uv})
     if tokens:
         _launch(torch, o.device, "mlaGpuUpProjOut", spec, ctypes.byref(od), ctypes.byref(wd), out.data_ptr())
     return out
@@ -574,10 +622,11 @@ def gather_cache(kv_cache, block_table, starts, cu_rows, workspace, *, latent_di
     return workspace
 
 
-def merge_states(out_a, lse_a, out_b, lse_b):
+def merge_states(out_a, lse_a, out_b, lse_b, *, out=None, lse=None):
     """`mla.merge_states` on the GPU (vLLM's merge_attn_states): out_a/out_b [T, N, H] bfloat16, float16 or
     float32, lse_a/lse_b float32 [N, T], contiguous CUDA tensors on one device; a side whose LSE is not
-    finite does not contribute. Returns (out [T, N, H], lse float32 [N, T])."""
+    finite does not contribute. Returns (out [T, N, H], lse float32 [N, T]), written into `out`/`lse` when
+    given: `out=out_a, lse=lse_a` merges in place (the kernel reads each element before writing it)."""
     torch = _torch()
     names = ("out_a", "lse_a", "out_b", "lse_b")
     values = (out_a, lse_a, out_b, lse_b)
@@ -586,18 +635,23 @@ def merge_states(out_a, lse_a, out_b, lse_b):
     _same_device(dict(zip(names, values)), "out_a")
     tokens, heads, dim = out_a.shape
     spec = merge_states_spec(heads, dim, _SPEC_DTYPES[checked[0].dtype], _chip(torch, out_a.device)).encode()
-    out = torch.empty_like(out_a)
-    lse = torch.empty_like(lse_a)
+    # The one alias the kernel allows: the result over side a, element for element.
+    same = {"out": _is_view_of(out, out_a), "lse": _is_view_of(lse, lse_a)}
+    inputs = dict(zip(names, values))
+    out = _output(torch, "out", out, out_a.shape, out_a.dtype, out_a.device,
+                  {n: t for n, t in inputs.items() if not (same["out"] and n == "out_a")})
+    lse = _output(torch, "lse", lse, lse_a.shape, torch.float32, out_a.device,
+                  {n: t for n, t in {**inputs, "out": out}.items() if not (same["lse"] and n == "lse_a")})
     described = [_describe(torch, n, v) for n, v in zip(names, values)]
     _launch(torch, out_a.device, "mlaGpuMergeStates", spec, *[ctypes.byref(t) for t in described],
             out.data_ptr(), lse.data_ptr())
     return out, lse
 
 
-def up_proj_kv(latent, kv_b_proj, num_heads, qk_nope_head_dim, v_head_dim):
+def up_proj_kv(latent, kv_b_proj, num_heads, qk_nope_head_dim, v_head_dim, *, out=None):
     """`mla.up_proj_kv` on the GPU: latent [S, L] x kv_b_proj [N*(P+V), L]^T viewed as [S, N, P+V] and
     split into (k_nope [S, N, P], v [S, N, V]), bfloat16 or float16 with float32 accumulation (tensor
-    cores). Needs L % 64 == 0 and P, V multiples of 8."""
+    cores), into the pair `out` when given. Needs L % 64 == 0 and P, V multiples of 8."""
     torch = _torch()
     heads, p, v = (_int("num_heads", num_heads), _int("qk_nope_head_dim", qk_nope_head_dim),
                    _int("v_head_dim", v_head_dim))
@@ -606,20 +660,25 @@ def up_proj_kv(latent, kv_b_proj, num_heads, qk_nope_head_dim, v_head_dim):
     _same_device({"latent": latent, "kv_b_proj": kv_b_proj}, "latent")
     rows, width = latent.shape
     spec = up_proj_kv_spec(heads, width, p, v, _SPEC_DTYPES[ld.dtype], _chip(torch, latent.device)).encode()
-    k_nope = torch.empty((rows, heads, p), dtype=latent.dtype, device=latent.device)
-    v_out = torch.empty((rows, heads, v), dtype=latent.dtype, device=latent.device)
+    if out is not None and (not isinstance(out, (tuple, list)) or len(out) != 2):
+        raise ValueError(f"out must be a pair (k_nope, v) of tensors, got {type(out).__name__}")
+    given = out if out is not None else (None, None)
+    inputs = {"latent": latent, "kv_b_proj": kv_b_proj}
+    k_nope = _output(torch, "out[0] (k_nope)", given[0], (rows, heads, p), latent.dtype, latent.device, inputs)
+    v_out = _output(torch, "out[1] (v)", given[1], (rows, heads, v), latent.dtype, latent.device,
+                    {**inputs, "out[0] (k_nope)": k_nope})
     ld, wd = _describe(torch, "latent", latent), _describe(torch, "kv_b_proj", kv_b_proj)
     _launch(torch, latent.device, "mlaGpuUpProjKv", spec, ctypes.byref(ld), ctypes.byref(wd), k_nope.data_ptr(),
             v_out.data_ptr())
     return k_nope, v_out
 
 
-def mha(q, k, v, cu_seqlens_q, cu_seqlens_k, *, softmax_scale, causal=False):
+def mha(q, k, v, cu_seqlens_q, cu_seqlens_k, *, softmax_scale, causal=False, out=None, lse=None):
     """Varlen multi-head attention with LSE on the GPU (`mla.mha`'s semantics; the first kernel, on CUDA
     cores, correct but not FlashAttention-fast): q [T, N, D], k [S, N, D], v [S, N, V] bfloat16, float16 or
     float32; cu_seqlens_q/k [B+1] integers (copied to the host and checked by the C rules). With `causal`
     query i of a request of q_len rows sees keys [0, k_len - q_len + i]. Returns (out [T, N, V],
-    lse float32 [N, T]); rows that see no key get out 0 and lse -inf."""
+    lse float32 [N, T]), written into `out`/`lse` when given; rows that see no key get out 0 and lse -inf."""
     torch = _torch()
     tables = [_int32_table(torch, n, t) for n, t in (("cu_seqlens_q", cu_seqlens_q), ("cu_seqlens_k", cu_seqlens_k))]
     hosts, ptrs = [t[0] for t in tables], [t[1] for t in tables]
@@ -631,8 +690,9 @@ def mha(q, k, v, cu_seqlens_q, cu_seqlens_k, *, softmax_scale, causal=False):
     tokens, heads, dim = q.shape
     spec = mha_spec(heads, dim, v.shape[2], _SPEC_DTYPES[checked[0].dtype], causal, scale,
                     _chip(torch, q.device)).encode()
-    out = torch.empty((tokens, heads, v.shape[2]), dtype=q.dtype, device=q.device)
-    lse = torch.empty((heads, tokens), dtype=torch.float32, device=q.device)
+    inputs = {"q": q, "k": k, "v": v}
+    out = _output(torch, "out", out, (tokens, heads, v.shape[2]), q.dtype, q.device, inputs)
+    lse = _output(torch, "lse", lse, (heads, tokens), torch.float32, q.device, {**inputs, "out": out})
     device_tables = [_on_device(t, h, q.device) for t, h in zip((cu_seqlens_q, cu_seqlens_k), hosts)]
     described = [_describe(torch, n, t) for n, t in zip(names, (q, k, v, *device_tables))]
     _launch(torch, q.device, "mlaGpuMha", spec, *[ctypes.byref(t) for t in described], *ptrs, out.data_ptr(),

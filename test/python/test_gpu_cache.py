@@ -489,8 +489,9 @@ def test_cache_write_of_no_tokens_leaves_the_cache_unchanged():
 
 
 @needs_gpu
-def test_a_kernel_missing_from_the_cache_names_mla_aot():
-    # Page 16 is outside mla-aot's deepseek set.
+def test_a_kernel_missing_from_the_cache_names_mla_aot(monkeypatch):
+    # Page 16 is outside mla-aot's deepseek set; the package built with MLIR would compile it.
+    monkeypatch.setenv("MLA_GPU_JIT", "0")
     p = cache_problem()
     cache = torch.zeros(PAGES * 4, 16, L + R, dtype=torch.bfloat16, device="cuda")
     with pytest.raises(gpu.KernelNotFoundError, match="mla-aot --cache-dir .* --spec \"cache_write .*page=16"):
@@ -542,7 +543,8 @@ def test_runtime_stats_start_empty_and_clear_resets_them(lib):
 
 
 @needs_gpu
-def test_runtime_stats_count_loads_hits_and_missing_entries():
+def test_runtime_stats_count_loads_hits_and_missing_entries(monkeypatch):
+    monkeypatch.setenv("MLA_GPU_JIT", "0")  # a miss stays a miss
     gpu.clear_decoders()
     p = cache_problem()
     cache = initial_cache("fp8_ds_mla", None, p["gen"]).cuda()
