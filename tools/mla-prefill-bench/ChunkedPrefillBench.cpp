@@ -367,6 +367,8 @@ llvm::Error timeFormat(const BenchEnv &env, const Problem &p, NamedFormat f,
   if (llvm::Error error = fillCache(env.driver, p.at(Cache), row,
                                     p.numPages * kPage, rng))
     return error;
+  if (llvm::Error error = finishUploads(env.driver))
+    return error;
   std::vector<Kind> kinds;
   for (int i = 0; i < env.warmup; ++i)
     if (llvm::Error error =

@@ -65,6 +65,11 @@ llvm::Error mla::bench::upload(const CudaDriver &driver, CUdeviceptr dst,
   return driver.check(driver.api().memcpyHtoD(dst, src, bytes), "cuMemcpyHtoD");
 }
 
+llvm::Error mla::bench::finishUploads(const CudaDriver &driver) {
+  return driver.check(driver.api().streamSynchronize(nullptr),
+                      "cuStreamSynchronize");
+}
+
 llvm::Error mla::bench::download(const CudaDriver &driver, void *dst,
                                  CUdeviceptr src, size_t bytes) {
   return driver.check(driver.api().memcpyDtoH(dst, src, bytes), "cuMemcpyDtoH");
@@ -106,6 +111,8 @@ std::vector<int32_t> mla::bench::uniformOffsets(int64_t count, int64_t len) {
 llvm::Expected<double>
 mla::bench::medianLaunchMs(const BenchEnv &env, LaunchTimeline &timeline,
                            llvm::function_ref<llvm::Error(CUstream)> enqueue) {
+  if (llvm::Error error = finishUploads(env.driver))
+    return std::move(error);
   for (int i = 0; i < env.warmup; ++i)
     if (llvm::Error error = enqueue(timeline.stream()))
       return std::move(error);

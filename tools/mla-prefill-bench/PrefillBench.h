@@ -63,6 +63,10 @@ std::vector<uint16_t> randomBf16(size_t count, std::mt19937 &rng);
 
 llvm::Error upload(const gpu::CudaDriver &driver, CUdeviceptr dst,
                    const void *src, size_t bytes);
+/// Waits for every upload: cuMemcpyHtoD from pageable memory may return
+/// before its DMA lands, and the timed stream does not wait for the legacy
+/// stream the copies run on.
+llvm::Error finishUploads(const gpu::CudaDriver &driver);
 llvm::Error download(const gpu::CudaDriver &driver, void *dst,
                      CUdeviceptr src, size_t bytes);
 
