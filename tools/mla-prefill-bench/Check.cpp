@@ -64,9 +64,8 @@ llvm::Expected<bool> checkMha(const BenchEnv &env, bool causal) {
   std::vector<DeviceBuffer> bufs;
   if (llvm::Error error = allocAll(
           env.driver,
-          {in.q.size() * 2, in.k.size() * 2, in.v.size() * 2,
-           in.cuQ.size() * 4, in.cuK.size() * 4, out.size() * 2,
-           lse.size() * 4},
+          {in.q.size() * 2, in.k.size() * 2, in.v.size() * 2, in.cuQ.size() * 4,
+           in.cuK.size() * 4, out.size() * 2, lse.size() * 4},
           bufs))
     return std::move(error);
   const std::pair<const void *, size_t> hostData[] = {
@@ -119,8 +118,8 @@ llvm::Expected<bool> checkMha(const BenchEnv &env, bool causal) {
   llvm::outs() << llvm::format("mha N=%lld causal=%d tokens=%lld keys=%lld "
                                "max|out err|=%.3e max|lse err|=%.3e %s\n",
                                (long long)kHeads, causal ? 1 : 0,
-                               (long long)in.tokens, (long long)in.keys,
-                               outErr, lseErr, bad ? "FAIL" : "PASS");
+                               (long long)in.tokens, (long long)in.keys, outErr,
+                               lseErr, bad ? "FAIL" : "PASS");
   if (bad)
     llvm::outs() << "  " << bad << " values outside tolerance\n";
   return bad == 0;
@@ -201,9 +200,8 @@ llvm::Expected<bool> checkUpProjKv(const BenchEnv &env) {
 llvm::Expected<bool> mla::bench::runCheck(const BenchEnv &env) {
   llvm::outs() << "# GPU vs float64 host reference; inputs uniform in "
                   "[-1, 1); tolerance mha |out| "
-               << kMhaOutTol << ", |lse| " << kMhaLseTol
-               << "; up_proj_kv " << kUpAbsTol << " + " << kUpRelTol
-               << " * |ref|\n";
+               << kMhaOutTol << ", |lse| " << kMhaLseTol << "; up_proj_kv "
+               << kUpAbsTol << " + " << kUpRelTol << " * |ref|\n";
   bool passed = true;
   for (bool causal : {true, false}) {
     llvm::Expected<bool> ok = checkMha(env, causal);

@@ -63,12 +63,14 @@ int64_t defaultWorkspaceRows(int64_t maxModelLen, int64_t requests) {
 std::vector<ChunkRows> planChunks(llvm::ArrayRef<int64_t> context,
                                   int64_t workspaceRows) {
   int64_t batch = context.size();
-  int64_t withContext = llvm::count_if(context, [](int64_t c) { return c > 0; });
+  int64_t withContext =
+      llvm::count_if(context, [](int64_t c) { return c > 0; });
   std::vector<ChunkRows> chunks;
   if (withContext == 0)
     return chunks;
   auto addChunk = [&](auto rowsOf) {
-    ChunkRows chunk{std::vector<int32_t>(batch), std::vector<int32_t>(batch + 1)};
+    ChunkRows chunk{std::vector<int32_t>(batch),
+                    std::vector<int32_t>(batch + 1)};
     for (int64_t b = 0; b < batch; ++b) {
       auto [start, count] = rowsOf(b);
       chunk.starts[b] = int32_t(start);
@@ -87,8 +89,8 @@ std::vector<ChunkRows> planChunks(llvm::ArrayRef<int64_t> context,
       });
     return chunks;
   }
-  int64_t step = workspaceRows >= kPage ? workspaceRows / kPage * kPage
-                                        : workspaceRows;
+  int64_t step =
+      workspaceRows >= kPage ? workspaceRows / kPage * kPage : workspaceRows;
   for (int64_t r = 0; r < batch; ++r)
     for (int64_t start = 0; start < context[r]; start += step)
       addChunk([&](int64_t b) {
@@ -107,7 +109,8 @@ llvm::Error fillCache(const CudaDriver &driver, CUdeviceptr cache,
                       std::mt19937 &rng) {
   if (row.format == CacheFormat::BF16)
     return fillRandomBf16(driver, cache, rows * (kLatent + kRope), rng);
-  int64_t rowBytes = cacheRowBytes(row), patternRows = std::min<int64_t>(rows, 4096);
+  int64_t rowBytes = cacheRowBytes(row),
+          patternRows = std::min<int64_t>(rows, 4096);
   std::vector<uint8_t> pattern(patternRows * rowBytes);
   std::uniform_real_distribution<float> scaleDist(1e-3f, 1e-2f);
   for (int64_t r = 0; r < patternRows; ++r) {
@@ -170,29 +173,29 @@ namespace {
 
 /// The device buffers of one prefill, in allocation order.
 enum Buf {
-  Q,          // [T, N, P+R] new tokens' queries
-  LatentNew,  // [T, L]
-  KvBProj,    // [N*(P+V), L]
-  KNew,       // [T, N, P+R]
-  KNopeNew,   // [T, N, P]
-  VNew,       // [T, N, V]
-  OutNew,     // [T, N, V]
-  LseNew,     // [N, T] f32
-  CuNew,      // [B+1] i32
-  Cache,      // [numPages, page, row bytes]
-  BlockTable, // [B, maxPages] i32
-  ChunkTables,// per chunk: starts [B], cu_rows [B+1] i32
-  Workspace,  // [W, L+R] bf16
-  LatentCtx,  // [W, L]
-  KCtx,       // [W, N, P+R]
-  KNopeCtx,   // [W, N, P]
-  VCtx,       // [W, N, V]
-  OutCtx,     // [T, N, V] running context state
-  LseCtx,     // [N, T]
-  OutChunk,   // [T, N, V] one chunk's state
-  LseChunk,   // [N, T]
-  Out,        // [T, N, V] the result
-  Lse,        // [N, T]
+  Q,           // [T, N, P+R] new tokens' queries
+  LatentNew,   // [T, L]
+  KvBProj,     // [N*(P+V), L]
+  KNew,        // [T, N, P+R]
+  KNopeNew,    // [T, N, P]
+  VNew,        // [T, N, V]
+  OutNew,      // [T, N, V]
+  LseNew,      // [N, T] f32
+  CuNew,       // [B+1] i32
+  Cache,       // [numPages, page, row bytes]
+  BlockTable,  // [B, maxPages] i32
+  ChunkTables, // per chunk: starts [B], cu_rows [B+1] i32
+  Workspace,   // [W, L+R] bf16
+  LatentCtx,   // [W, L]
+  KCtx,        // [W, N, P+R]
+  KNopeCtx,    // [W, N, P]
+  VCtx,        // [W, N, V]
+  OutCtx,      // [T, N, V] running context state
+  LseCtx,      // [N, T]
+  OutChunk,    // [T, N, V] one chunk's state
+  LseChunk,    // [N, T]
+  Out,         // [T, N, V] the result
+  Lse,         // [N, T]
 };
 
 /// One prefill problem: its sizes, chunks and buffers.
@@ -212,8 +215,15 @@ struct Problem {
 llvm::Expected<Problem> makeProblem(const BenchEnv &env, int64_t requests,
                                     int64_t newTokens, int64_t context,
                                     int64_t workspaceRows) {
-  Problem p{requests, newTokens, context, workspaceRows, requests * newTokens,
-            (context + newTokens + kPage - 1) / kPage, 0, {}, {}};
+  Problem p{requests,
+            newTokens,
+            context,
+            workspaceRows,
+            requests * newTokens,
+            (context + newTokens + kPage - 1) / kPage,
+            0,
+            {},
+            {}};
   p.numPages = requests * p.maxPages;
   p.chunks = planChunks(std::vector<int64_t>(requests, context), workspaceRows);
   size_t w = 1;
@@ -227,21 +237,38 @@ llvm::Expected<Problem> makeProblem(const BenchEnv &env, int64_t requests,
   size_t stateBytes = t * n * kValue * 2, lseBytes = n * t * 4;
   if (llvm::Error error = allocAll(
           env.driver,
-          {t * n * kQk * 2, t * kLatent * 2, n * (kNope + kValue) * kLatent * 2,
-           t * n * kQk * 2, t * n * kNope * 2, stateBytes, stateBytes,
-           lseBytes, size_t(requests + 1) * 4,
-           size_t(p.numPages * kPage * rowBytes), size_t(p.numPages) * 4,
+          {t * n * kQk * 2,
+           t * kLatent * 2,
+           n * (kNope + kValue) * kLatent * 2,
+           t * n * kQk * 2,
+           t * n * kNope * 2,
+           stateBytes,
+           stateBytes,
+           lseBytes,
+           size_t(requests + 1) * 4,
+           size_t(p.numPages * kPage * rowBytes),
+           size_t(p.numPages) * 4,
            std::max<size_t>(1, p.chunks.size()) * (2 * requests + 1) * 4,
-           w * (kLatent + kRope) * 2, w * kLatent * 2, w * n * kQk * 2,
-           w * n * kNope * 2, w * n * kValue * 2, stateBytes, lseBytes,
-           stateBytes, lseBytes, stateBytes, lseBytes},
+           w * (kLatent + kRope) * 2,
+           w * kLatent * 2,
+           w * n * kQk * 2,
+           w * n * kNope * 2,
+           w * n * kValue * 2,
+           stateBytes,
+           lseBytes,
+           stateBytes,
+           lseBytes,
+           stateBytes,
+           lseBytes},
           p.bufs))
     return std::move(error);
   std::mt19937 rng(2024);
   const std::pair<Buf, size_t> randomBufs[] = {
-      {Q, t * n * kQk},           {LatentNew, t * kLatent},
+      {Q, t * n * kQk},
+      {LatentNew, t * kLatent},
       {KvBProj, n * (kNope + kValue) * kLatent},
-      {KNew, t * n * kQk},        {LatentCtx, w * kLatent},
+      {KNew, t * n * kQk},
+      {LatentCtx, w * kLatent},
       {KCtx, w * n * kQk}};
   for (auto [buf, count] : randomBufs)
     if (llvm::Error error = fillRandomBf16(env.driver, p.at(buf), count, rng))
@@ -255,12 +282,12 @@ llvm::Expected<Problem> makeProblem(const BenchEnv &env, int64_t requests,
     llvm::append_range(chunkTables, chunk.starts);
     llvm::append_range(chunkTables, chunk.cuRows);
   }
-  for (auto [buf, values] : {std::pair<Buf, const std::vector<int32_t> *>{
-                                 CuNew, &cuNew},
-                             {BlockTable, &table},
-                             {ChunkTables, &chunkTables}})
-    if (llvm::Error error = upload(env.driver, p.at(buf), values->data(),
-                                   values->size() * 4))
+  for (auto [buf, values] :
+       {std::pair<Buf, const std::vector<int32_t> *>{CuNew, &cuNew},
+        {BlockTable, &table},
+        {ChunkTables, &chunkTables}})
+    if (llvm::Error error =
+            upload(env.driver, p.at(buf), values->data(), values->size() * 4))
       return std::move(error);
   return std::move(p);
 }
@@ -343,9 +370,9 @@ llvm::Error enqueuePrefill(const BenchEnv &env, const Problem &p,
       return error;
     // The first chunk's state is the running state: nothing to merge yet.
     bool first = c == 0;
-    if (llvm::Error error = mha(false, KCtx, VCtx, p.cuRows(c),
-                                first ? OutCtx : OutChunk,
-                                first ? LseCtx : LseChunk))
+    if (llvm::Error error =
+            mha(false, KCtx, VCtx, p.cuRows(c), first ? OutCtx : OutChunk,
+                first ? LseCtx : LseChunk))
       return error;
     if (!first)
       if (llvm::Error error =
@@ -364,8 +391,8 @@ llvm::Error timeFormat(const BenchEnv &env, const Problem &p, NamedFormat f,
     return kernels.takeError();
   std::mt19937 rng(7);
   CacheWriteShape row{kLatent, kRope, ActType::BF16, f.format, 1.0f};
-  if (llvm::Error error = fillCache(env.driver, p.at(Cache), row,
-                                    p.numPages * kPage, rng))
+  if (llvm::Error error =
+          fillCache(env.driver, p.at(Cache), row, p.numPages * kPage, rng))
     return error;
   if (llvm::Error error = finishUploads(env.driver))
     return error;
@@ -390,12 +417,11 @@ llvm::Error timeFormat(const BenchEnv &env, const Problem &p, NamedFormat f,
     totals.push_back(std::accumulate(ms->begin(), ms->end(), 0.0));
   }
   double total = median(totals);
-  double newPairs = double(p.newTokens) * p.newTokens / 2 +
-                    double(p.newTokens) * p.context;
-  double flops =
-      2.0 * p.requests * newPairs * kHeads * (kQk + kValue) +
-      2.0 * (p.tokens + double(p.requests) * p.context) * kLatent * kHeads *
-          (kNope + kValue);
+  double newPairs =
+      double(p.newTokens) * p.newTokens / 2 + double(p.newTokens) * p.context;
+  double flops = 2.0 * p.requests * newPairs * kHeads * (kQk + kValue) +
+                 2.0 * (p.tokens + double(p.requests) * p.context) * kLatent *
+                     kHeads * (kNope + kValue);
   llvm::outs() << llvm::format(
       "{\"mode\": \"e2e\", \"format\": \"%s\", \"requests\": %lld, "
       "\"new_tokens\": %lld, \"context\": %lld, \"workspace_rows\": %lld, "

@@ -8,10 +8,10 @@ using namespace mla::bench;
 llvm::Expected<std::unique_ptr<LaunchTimeline>>
 LaunchTimeline::create(const gpu::CudaDriver &driver) {
   std::unique_ptr<LaunchTimeline> timeline(new LaunchTimeline(driver));
-  if (llvm::Error error = driver.check(
-          driver.api().streamCreate(&timeline->timedStream,
-                                    CU_STREAM_NON_BLOCKING),
-          "cuStreamCreate"))
+  if (llvm::Error error =
+          driver.check(driver.api().streamCreate(&timeline->timedStream,
+                                                 CU_STREAM_NON_BLOCKING),
+                       "cuStreamCreate"))
     return std::move(error);
   return timeline;
 }
@@ -26,8 +26,9 @@ LaunchTimeline::~LaunchTimeline() {
 llvm::Error LaunchTimeline::mark() {
   if (used == events.size()) {
     CUevent event;
-    if (llvm::Error error = driver.check(
-            driver.api().eventCreate(&event, CU_EVENT_DEFAULT), "cuEventCreate"))
+    if (llvm::Error error =
+            driver.check(driver.api().eventCreate(&event, CU_EVENT_DEFAULT),
+                         "cuEventCreate"))
       return error;
     events.push_back(event);
   }
@@ -39,8 +40,9 @@ llvm::Expected<std::vector<float>> LaunchTimeline::intervals() {
   std::vector<float> result;
   if (used == 0)
     return result;
-  if (llvm::Error error = driver.check(
-          driver.api().eventSynchronize(events[used - 1]), "cuEventSynchronize"))
+  if (llvm::Error error =
+          driver.check(driver.api().eventSynchronize(events[used - 1]),
+                       "cuEventSynchronize"))
     return std::move(error);
   for (size_t i = 1; i < used; ++i) {
     float ms = 0;

@@ -35,7 +35,8 @@ llvm::Error timeShape(const BenchEnv &env, LaunchTimeline &timeline,
                       const CudaKernel &kernel, const MhaShape &shape,
                       const MhaTimingShape &s) {
   int64_t tokens = s.batch * s.seq;
-  size_t qkBytes = tokens * kHeads * kQk * 2, vBytes = tokens * kHeads * kValue * 2;
+  size_t qkBytes = tokens * kHeads * kQk * 2,
+         vBytes = tokens * kHeads * kValue * 2;
   std::vector<DeviceBuffer> bufs;
   if (llvm::Error error =
           allocAll(env.driver,
@@ -45,9 +46,8 @@ llvm::Error timeShape(const BenchEnv &env, LaunchTimeline &timeline,
     return error;
   std::mt19937 rng(1234);
   for (int i = 0; i < 3; ++i)
-    if (llvm::Error error =
-            fillRandomBf16(env.driver, bufs[i].get(),
-                           (i < 2 ? qkBytes : vBytes) / 2, rng))
+    if (llvm::Error error = fillRandomBf16(env.driver, bufs[i].get(),
+                                           (i < 2 ? qkBytes : vBytes) / 2, rng))
       return error;
   std::vector<int32_t> cu = uniformOffsets(s.batch, s.seq);
   if (llvm::Error error =

@@ -82,7 +82,8 @@ llvm::Error mla::bench::fillRandomBf16(const CudaDriver &driver,
       randomBf16(std::min<size_t>(count, size_t(1) << 22), rng);
   for (size_t done = 0; done < count;) {
     size_t n = std::min(pattern.size(), count - done);
-    if (llvm::Error error = upload(driver, dst + done * 2, pattern.data(), n * 2))
+    if (llvm::Error error =
+            upload(driver, dst + done * 2, pattern.data(), n * 2))
       return error;
     done += n;
   }

@@ -40,7 +40,8 @@ struct NamedFormat {
   const char *name;
 };
 inline constexpr NamedFormat kE2EFormats[] = {
-    {gpu::CacheFormat::BF16, "bf16"}, {gpu::CacheFormat::FP8DsMla, "fp8_ds_mla"}};
+    {gpu::CacheFormat::BF16, "bf16"},
+    {gpu::CacheFormat::FP8DsMla, "fp8_ds_mla"}};
 
 /// Every spec the modes load, each once.
 std::vector<gpu::KernelSpec> allSpecs(gpu::Chip chip);
@@ -67,8 +68,8 @@ llvm::Error upload(const gpu::CudaDriver &driver, CUdeviceptr dst,
 /// before its DMA lands, and the timed stream does not wait for the legacy
 /// stream the copies run on.
 llvm::Error finishUploads(const gpu::CudaDriver &driver);
-llvm::Error download(const gpu::CudaDriver &driver, void *dst,
-                     CUdeviceptr src, size_t bytes);
+llvm::Error download(const gpu::CudaDriver &driver, void *dst, CUdeviceptr src,
+                     size_t bytes);
 
 /// Allocates each of `bytes`, in order, into `out`.
 llvm::Error allocAll(const gpu::CudaDriver &driver,

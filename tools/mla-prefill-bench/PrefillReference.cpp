@@ -27,8 +27,8 @@ void mla::bench::referenceMha(const gpu::MhaShape &shape, const MhaInputs &in,
     int64_t q0 = in.cuQ[b], qLen = in.cuQ[b + 1] - q0;
     int64_t k0 = in.cuK[b], kLen = in.cuK[b + 1] - k0;
     for (int64_t i = 0; i < qLen; ++i) {
-      int64_t visible = shape.causal ? std::min(kLen, kLen - qLen + i + 1)
-                                     : kLen;
+      int64_t visible =
+          shape.causal ? std::min(kLen, kLen - qLen + i + 1) : kLen;
       if (visible <= 0)
         continue;
       int64_t t = q0 + i;

@@ -1,4 +1,5 @@
-//===- PrefillReference.h - float64 prefill pieces on the host, for --check ===//
+//===- PrefillReference.h - float64 prefill pieces on the host, for --check
+//===//
 //
 // The simplest correct `mla.mha` and `mla.up_proj_kv` (primer section 7):
 // whole-row scores, softmax and weighted sums, and plain dot products, in
@@ -19,8 +20,8 @@ namespace mla::bench {
 /// Host copies of one varlen attention's inputs, as bf16 bit patterns.
 struct MhaInputs {
   int64_t tokens = 0, keys = 0;
-  std::vector<uint16_t> q, k, v;   // [tokens|keys, N, qkDim|vDim]
-  std::vector<int32_t> cuQ, cuK;   // [B + 1]
+  std::vector<uint16_t> q, k, v; // [tokens|keys, N, qkDim|vDim]
+  std::vector<int32_t> cuQ, cuK; // [B + 1]
 };
 
 /// out [tokens, N, V] and lse [N, tokens] (natural log). Request b's query i

@@ -30,11 +30,11 @@ llvm::Error mla::bench::runUpProjKvTiming(const BenchEnv &env) {
     size_t latentBytes = rows * shape.latentDim * 2,
            weightBytes = shape.columns() * shape.latentDim * 2;
     std::vector<DeviceBuffer> bufs;
-    if (llvm::Error error = allocAll(
-            env.driver,
-            {latentBytes, weightBytes, size_t(rows * kHeads * kNope * 2),
-             size_t(rows * kHeads * kValue * 2)},
-            bufs))
+    if (llvm::Error error = allocAll(env.driver,
+                                     {latentBytes, weightBytes,
+                                      size_t(rows * kHeads * kNope * 2),
+                                      size_t(rows * kHeads * kValue * 2)},
+                                     bufs))
       return error;
     std::mt19937 rng(99);
     if (llvm::Error error =

@@ -4,11 +4,12 @@
 // it is built here and carried to a GPU machine that has only a driver (see
 // scripts/bench-prefill.sh, which runs it beside its PyTorch peers).
 //
-//   mla-prefill-bench --cache-dir DIR --mha          mla_mha, the 5 shapes
-//   mla-prefill-bench --cache-dir DIR --up-proj-kv   mla_up_proj_kv, T 4096/16384
-//   mla-prefill-bench --cache-dir DIR --e2e          one layer's chunked prefill
-//   mla-prefill-bench --cache-dir DIR --check        vs a float64 reference
-//   mla-prefill-bench --list-specs [--chip sm_90a]   the specs mla-aot must build
+//   mla-prefill-bench --cache-dir DIR --mha          mla_mha, the 5
+//   shapes mla-prefill-bench --cache-dir DIR --up-proj-kv   mla_up_proj_kv, T
+//   4096/16384 mla-prefill-bench --cache-dir DIR --e2e          one layer's
+//   chunked prefill mla-prefill-bench --cache-dir DIR --check        vs a
+//   float64 reference mla-prefill-bench --list-specs [--chip sm_90a]   the
+//   specs mla-aot must build
 //
 // Every timing is the median of --iters CUDA-event intervals after --warmup
 // untimed runs, L2 not flushed (the operands are far larger than L2, as in
@@ -48,9 +49,9 @@ static cl::opt<int64_t> e2eRequests("e2e-requests", cl::cat(benchCategory),
 static cl::opt<int64_t> e2eNew("e2e-new-tokens", cl::cat(benchCategory),
                                cl::init(2048),
                                cl::desc("--e2e: new tokens per request"));
-static cl::opt<int64_t> e2eContext("e2e-context", cl::cat(benchCategory),
-                                   cl::init(16384),
-                                   cl::desc("--e2e: cached tokens per request"));
+static cl::opt<int64_t>
+    e2eContext("e2e-context", cl::cat(benchCategory), cl::init(16384),
+               cl::desc("--e2e: cached tokens per request"));
 static cl::opt<int64_t> workspaceRows(
     "workspace-rows", cl::cat(benchCategory), cl::init(0),
     cl::desc("--e2e: context rows per chunk (default: vLLM's, "
@@ -61,7 +62,8 @@ static cl::opt<bool> checkMode("check", cl::cat(benchCategory),
 static cl::opt<bool> listSpecs("list-specs", cl::cat(benchCategory),
                                cl::desc("Print the kernel specs every mode "
                                         "uses, and exit"));
-static cl::opt<std::string> chipOpt("chip", cl::cat(benchCategory), cl::init(""),
+static cl::opt<std::string> chipOpt("chip", cl::cat(benchCategory),
+                                    cl::init(""),
                                     cl::desc("sm_90a or sm_100a (default: "
                                              "device 0's)"));
 static cl::opt<int> itersOpt("iters", cl::cat(benchCategory), cl::init(10),
@@ -136,8 +138,8 @@ llvm::Expected<bool> runMain() {
     if (llvm::Error error = runUpProjKvTiming(env))
       return std::move(error);
   if (e2eMode)
-    if (llvm::Error error = runE2ETiming(env, e2eRequests, e2eNew, e2eContext,
-                                         workspaceRows))
+    if (llvm::Error error =
+            runE2ETiming(env, e2eRequests, e2eNew, e2eContext, workspaceRows))
       return std::move(error);
   return passed;
 }
