@@ -33,7 +33,8 @@ llvm_config.add_tool_substitutions(tools, tool_dirs)
 # Built only where cuda.h was found; its tests are REQUIRES: cuda-sm90 anyway.
 llvm_config.add_tool_substitutions(
     [ToolSubst("mla-gpu-smoke", unresolved="ignore"),
-     ToolSubst("mla-bench", unresolved="ignore")], tool_dirs)
+     ToolSubst("mla-bench", unresolved="ignore"),
+     ToolSubst("mla-prefill-bench", unresolved="ignore")], tool_dirs)
 
 # Execution tests run the CPU pipeline's output with mlir-runner and print
 # through MLIR's runner utilities.

@@ -10,29 +10,12 @@
 #ifndef MLA_TOOLS_MLABENCH_DECODEREFERENCE_H
 #define MLA_TOOLS_MLABENCH_DECODEREFERENCE_H
 
+#include "Bf16.h"
 #include "mla/Contract/KernelABI.h"
 #include <cstdint>
-#include <cstring>
 #include <vector>
 
 namespace mla::bench {
-
-/// bf16 <-> float, round to nearest even (NaN stays NaN).
-inline uint16_t floatToBf16(float value) {
-  uint32_t bits;
-  std::memcpy(&bits, &value, sizeof(bits));
-  if ((bits & 0x7fffffffu) > 0x7f800000u)
-    return 0x7fc0;
-  bits += 0x7fffu + ((bits >> 16) & 1u);
-  return static_cast<uint16_t>(bits >> 16);
-}
-
-inline float bf16ToFloat(uint16_t value) {
-  uint32_t bits = static_cast<uint32_t>(value) << 16;
-  float result;
-  std::memcpy(&result, &bits, sizeof(result));
-  return result;
-}
 
 /// Host copies of one decode's inputs, as bf16 bit patterns.
 struct DecodeInputs {

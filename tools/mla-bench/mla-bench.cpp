@@ -18,6 +18,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "DecodeReference.h"
+#include "DeviceBuffer.h"
 #include "mla/GpuRuntime/GpuDecode.h"
 #include "mla/Contract/Version.h"
 #include "llvm/ADT/STLExtras.h"
@@ -34,6 +35,7 @@
 
 using namespace mla;
 using namespace mla::gpu;
+using mla::bench::DeviceBuffer;
 namespace cl = llvm::cl;
 
 static cl::OptionCategory benchCategory("mla-bench options");
@@ -98,33 +100,6 @@ namespace {
 struct Shape {
   int64_t batch, heads, seq, sq;
   bool causal;
-};
-
-/// A device allocation freed on scope exit.
-class DeviceBuffer {
-public:
-  static llvm::Expected<DeviceBuffer> alloc(const CudaDriver &driver,
-                                            size_t bytes) {
-    CUdeviceptr ptr = 0;
-    if (llvm::Error error = driver.check(
-            driver.api().memAlloc(&ptr, std::max<size_t>(bytes, 1)),
-            "cuMemAlloc(" + llvm::Twine(bytes) + " bytes)"))
-      return std::move(error);
-    return DeviceBuffer(driver, ptr);
-  }
-  DeviceBuffer(DeviceBuffer &&other)
-      : driver(other.driver), ptr(std::exchange(other.ptr, 0)) {}
-  ~DeviceBuffer() {
-    if (ptr)
-      (void)driver->api().memFree(ptr);
-  }
-  CUdeviceptr get() const { return ptr; }
-
-private:
-  DeviceBuffer(const CudaDriver &driver, CUdeviceptr ptr)
-      : driver(&driver), ptr(ptr) {}
-  const CudaDriver *driver;
-  CUdeviceptr ptr;
 };
 
 llvm::Expected<Chip> deviceChip() {
