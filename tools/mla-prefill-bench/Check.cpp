@@ -87,7 +87,9 @@ llvm::Expected<bool> checkMha(const BenchEnv &env, bool causal) {
   args.out = bufs[5].get();
   args.lse = bufs[6].get();
   args.batch = std::size(kQLens);
+  args.chip = spec.chip;
   args.tokens = in.tokens;
+  args.keys = in.keys;
   if (llvm::Error error = launchMha(*kernel, nullptr, args))
     return std::move(error);
   if (llvm::Error error = env.driver.check(

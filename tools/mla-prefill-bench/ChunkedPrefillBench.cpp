@@ -318,6 +318,8 @@ llvm::Error enqueuePrefill(const BenchEnv &env, const Problem &p,
                  Buf lse) {
     MhaArgs args;
     args.shape = mhaSpec(env.chip, causal).shape;
+    args.chip = env.chip;
+    args.keys = key == KNew ? p.tokens : p.workspaceRows;
     args.q = p.at(Q);
     args.k = p.at(key);
     args.v = p.at(value);

@@ -63,6 +63,8 @@ llvm::Error timeShape(const BenchEnv &env, LaunchTimeline &timeline,
   args.cuSeqlensQ = args.cuSeqlensK = bufs[5].get();
   args.batch = s.batch;
   args.tokens = tokens;
+  args.keys = tokens;
+  args.chip = env.chip;
   llvm::Expected<double> ms =
       medianLaunchMs(env, timeline, [&](CUstream stream) {
         return launchMha(kernel, stream, args);
