@@ -10,7 +10,8 @@ imported on first use, so `import mla` never needs it.
 The kernels run on the tensors' device, on torch's current stream there; outputs and the split-KV
 workspace are allocated with torch (its caching allocator orders their reuse on that stream). seq_lens and
 slot_mapping are copied to the host (a synchronisation when they live on the GPU) to validate them (and
-to plan decode's splits).
+to plan decode's splits), except on decode's plan/run path (`plan_decode`, `decode(..., plan=)`), where
+the splits are planned and the tables checked on the device and nothing synchronises.
 
 Arguments are checked by the C library's argument rules (mla/Contract/ArgRules.h, the same rules as the CPU
 path's, with the GPU kernels' limits); this module checks only what C cannot see: that arguments are torch

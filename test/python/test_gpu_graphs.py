@@ -44,7 +44,8 @@ def uniform_bounds(lens, splits):
     """planUniformBounds(lens, splits, PAGE) of GpuDecode.cpp."""
     rows = []
     for length in lens:
-        chunk = max(-(-(-(-length // splits)) // PAGE) * PAGE, 1)
+        piece = -(-length // splits)
+        chunk = max(-(-piece // PAGE) * PAGE, 1)
         rows.append([min(s * chunk, length) for s in range(splits + 1)])
     return rows
 
@@ -155,7 +156,7 @@ def test_one_kernel_serves_two_scales():
     a = mla.decode(**inputs, head_dim_v=L, softmax_scale=SCALE, plan=plan)
     before = gpu.runtime_stats()
     b = mla.decode(**inputs, head_dim_v=L, softmax_scale=2 * SCALE, plan=plan)
-    c = mla.decode(**inputs, head_dim_v=L, softmax_scale=2 * SCALE)
+    c = mla.decode(**inputs, head_dim_v=L, softmax_scale=2 * SCALE, num_splits=plan.num_splits)
     after = gpu.runtime_stats()
     assert after["cache_misses"] == before["cache_misses"]
     assert not torch.equal(a[1], b[1])

@@ -93,8 +93,7 @@ Value DecodePlanKernel::pageStatus(Value usedPages) {
       [&](Value p, ValueRange acc) -> SmallVector<Value> {
         Value entry =
             d.load(d.i32, d.gep(blockTable, d.i32, d.add(row, d.toI64(p))), 4);
-        Value outside =
-            d.ori(d.slt(entry, d.c32(0)), d.sge(entry, numPages));
+        Value outside = d.ori(d.slt(entry, d.c32(0)), d.sge(entry, numPages));
         return {d.ori(acc[0], d.select(outside, d.c32(1), d.c32(0)))};
       })[0];
   for (int offset : {16, 8, 4, 2, 1})
@@ -107,16 +106,16 @@ void DecodePlanKernel::writeBounds(Value len) {
   Value len64 = d.toI64(len), splits64 = d.toI64(numSplits);
   Value page64 = d.c64(shape.pageSize), one64 = d.c64(1);
   Value piece = d.divu(d.sub(d.add(len64, splits64), one64), splits64);
-  Value chunk = d.mul(
-      d.divu(d.sub(d.add(piece, page64), one64), page64), page64);
+  Value chunk =
+      d.mul(d.divu(d.sub(d.add(piece, page64), one64), page64), page64);
   chunk = d.maxsi(chunk, one64);
   Value rowBase = d.mul(d.toI64(req), d.add(splits64, one64));
   d.forLoop(lane, d.add(numSplits, d.c32(1)), d.c32(32), {},
             [&](Value s, ValueRange) -> SmallVector<Value> {
               Value bound = d.minsi(d.mul(d.toI64(s), chunk), len64);
               Value bound32 = arith::TruncIOp::create(b, d.i32, bound);
-              d.store(bound32,
-                      d.gep(bounds, d.i32, d.add(rowBase, d.toI64(s))), 4);
+              d.store(bound32, d.gep(bounds, d.i32, d.add(rowBase, d.toI64(s))),
+                      4);
               return {};
             });
 }
@@ -125,19 +124,18 @@ void DecodePlanKernel::emitRequest() {
   Value len = d.load(d.i32, d.gep(seqLens, d.i32, req), 4);
   Value lenStatus = seqLenStatus(len);
   Value usable = d.eq(lenStatus, d.c32(0));
-  Value usedPages =
-      d.select(usable,
-               d.divu(d.add(len, d.c32(shape.pageSize - 1)),
-                      d.c32(shape.pageSize)),
-               d.c32(0));
+  Value usedPages = d.select(
+      usable,
+      d.divu(d.add(len, d.c32(shape.pageSize - 1)), d.c32(shape.pageSize)),
+      d.c32(0));
   Value code = d.ori(lenStatus, pageStatus(usedPages));
   Value ok = d.eq(code, d.c32(0));
   writeBounds(d.select(ok, len, d.c32(0)));
-  d.ifThen(d.andi(d.eq(lane, d.c32(0)), d.cmp(arith::CmpIPredicate::ne, code,
-                                               d.c32(0))),
+  d.ifThen(d.andi(d.eq(lane, d.c32(0)),
+                  d.cmp(arith::CmpIPredicate::ne, code, d.c32(0))),
            [&] {
-             LLVM::AtomicRMWOp::create(b, LLVM::AtomicBinOp::_or, status,
-                                       code, LLVM::AtomicOrdering::monotonic);
+             LLVM::AtomicRMWOp::create(b, LLVM::AtomicBinOp::_or, status, code,
+                                       LLVM::AtomicOrdering::monotonic);
            });
 }
 
