@@ -6,7 +6,8 @@
 #             the GPU pytest files;
 #      bench: three rounds of the default decode shapes, each round mla-bench
 #             then FlashMLA's own kernels (CARRY/peers/flashmla_bench), both L2
-#             flushed (ratios: docs/benchmarks.md);
+#             flushed (ratios: docs/benchmarks.md), then the host time of a
+#             Python decode call with and without a plan (bench-host-cost.py);
 #      sanitize: compute-sanitizer memcheck, racecheck and synccheck over
 #             mla-bench --check, and memcheck over the GPU pytest files.
 # Logs go to OUT (default $OUT, else .) as <step>.log; a failing step makes
@@ -26,6 +27,7 @@ step() {  # step NAME TIMEOUT CMD...
   [ $rc -eq 0 ] || status=1
 }
 PYTESTS="test/python/test_gpu_cache.py test/python/test_gpu_decode.py test/python/test_gpu_api.py
+  test/python/test_gpu_graphs.py test/python/test_gpu_mha.py
   test/python/test_hostile_args.py::test_hostile_argument_gpu test/python/test_prefill_pieces.py
   test/python/test_compat.py"
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv > "$LOGS/gpu.log" 2>&1
@@ -38,7 +40,8 @@ case $MODE in
     for r in 1 2 3; do
       step "mla-r$r" 120 "$B" --cache-dir "$K" --shapes default
       step "flashmla-r$r" 120 "$CARRY/peers/flashmla_bench" "$LOGS/flashmla-r$r.csv" --no-check --rounds 1
-    done ;;
+    done
+    step host-cost 120 python3 scripts/bench-host-cost.py ;;
   sanitize)
     for tool in memcheck racecheck synccheck; do
       step "sanitizer-$tool" 400 compute-sanitizer --tool $tool --error-exitcode 9 "$B" --cache-dir "$K" --check

@@ -90,12 +90,13 @@ typedef struct mlaGpuDecodeOptions {
 /* Writes the canonical spec text of a decode kernel into `spec` (`specLen`
  * bytes, NUL included). `chip` is "sm_90a" or "sm_100a", or NULL for the
  * chip of device `device` (which then needs a driver); the tiling is
- * chooseDecodeTiling's unless `tile` ("RxWxKxS") is given. */
+ * chooseDecodeTiling's unless `tile` ("RxWxKxS") is given. The softmax
+ * scale is not part of a spec: the kernel takes it at launch. */
 int mlaGpuDecodeSpec(const char *chip, int32_t device, int64_t numHeads,
                      int64_t queryRows, int64_t latentDim, int64_t ropeDim,
                      int64_t pageSize, int32_t dtype, int32_t causal,
-                     double softmaxScale, const char *tile, char *spec,
-                     size_t specLen, char *err, size_t errLen);
+                     const char *tile, char *spec, size_t specLen, char *err,
+                     size_t errLen);
 
 /* Checks a decode's tensors and options by the argument rules, without a
  * spec or a GPU: q [B, Sq, N, L+R] bf16 or f16, cache [numPages, page, L+R]
@@ -138,6 +139,79 @@ int mlaGpuDecode(const char *spec, int32_t device, const mlaGpuTensor *q,
                  const mlaGpuDecodeOptions *options, uint64_t out,
                  uint64_t lse, uint64_t workspace, size_t *workspaceBytes,
                  void *stream, char *err, size_t errLen);
+
+/* Plan/run decode (FlashInfer's plan/run, FlashMLA's scheduler metadata):
+ * the split bounds are computed on the device from device seq_lens by the
+ * decode image's planning kernel, so neither step reads device memory on
+ * the host, allocates or copies from the host, and both can be captured in
+ * a CUDA graph. A plan is made once, for a maximum batch; each batch step
+ * is planned (mlaGpuDecodePlanUpdate) and then run any number of times
+ * (mlaGpuDecodeRun, e.g. once per layer). A plan is used by one thread at a
+ * time. */
+typedef struct mlaGpuDecodePlan mlaGpuDecodePlan;
+
+/* Makes a plan for decodes of kernel `spec` on device `device`. q, cache,
+ * blockTable and seqLens are descriptions (their data is not read) checked
+ * by mlaGpuCheckDecode's rules; options->softmaxScale is not used
+ * (mlaGpuDecodeRun takes the scale). Every request is cut into S pieces of
+ * whole pages, S fixed here: options->numSplits when given, 1 for
+ * MLA_GPU_SPLIT_BATCH_INVARIANT, and for MLA_GPU_SPLIT_GRID
+ * chooseGridSplits(maxBatch, maxSeqLen, the device's SMs), maxSeqLen 0
+ * standing for the block table's capacity. The heuristic and balanced
+ * policies plan from host lengths and are refused. `maxBatch` (0: seqLens'
+ * B) sizes the plan's buffers.
+ *
+ * With `workspace` 0 the call only stores the workspace bytes the plan needs
+ * in `*workspaceBytes`. Otherwise `workspace` (16-byte aligned,
+ * `*workspaceBytes` long) and `status` (one int32, zeroed by the caller)
+ * are device buffers the plan uses until mlaGpuDecodePlanDestroy, and the
+ * new plan is stored in `*plan`. */
+int mlaGpuDecodePlanCreate(const char *spec, int32_t device,
+                           const mlaGpuTensor *q, const mlaGpuTensor *cache,
+                           const mlaGpuTensor *blockTable,
+                           const mlaGpuTensor *seqLens,
+                           const mlaGpuDecodeOptions *options,
+                           int64_t maxBatch, int64_t maxSeqLen,
+                           uint64_t workspace, size_t *workspaceBytes,
+                           uint64_t status, mlaGpuDecodePlan **plan, char *err,
+                           size_t errLen);
+
+/* S, the pieces per request of `plan` (0 for NULL). */
+int64_t mlaGpuDecodePlanNumSplits(const mlaGpuDecodePlan *plan);
+
+/* Releases `plan` (NULL is allowed); its buffers stay the caller's. */
+void mlaGpuDecodePlanDestroy(mlaGpuDecodePlan *plan);
+
+/* Plans one batch step: checks the descriptions (the plan's shapes, at most
+ * its maximum batch; device pointers for blockTable and seqLens) on the host
+ * and enqueues the planning kernel on `stream`. On the device, a request
+ * whose seq_len breaks mlaGpuCheckDecode's value rules, or whose used pages
+ * name a page outside the cache, is planned as empty (out 0, lse -inf; no
+ * cache row is read for it) and flagged in the status word, which
+ * mlaGpuDecodePlanCheck reports. Capturable in a CUDA graph. */
+int mlaGpuDecodePlanUpdate(mlaGpuDecodePlan *plan, const mlaGpuTensor *q,
+                           const mlaGpuTensor *cache,
+                           const mlaGpuTensor *blockTable,
+                           const mlaGpuTensor *seqLens, void *stream,
+                           char *err, size_t errLen);
+
+/* Enqueues the decode of the step planned last on `stream`: q, cache,
+ * blockTable, seqLens, out and lse device pointers of that step's shapes
+ * (mlaGpuDecode's), the tables holding the values that were planned
+ * (planned bounds clamp each piece to seq_lens; what was not planned is not
+ * checked). `softmaxScale` is a launch argument: one kernel serves every
+ * scale. Checks pointers and the scale only; no allocation, no copy, no
+ * synchronisation: capturable in a CUDA graph. */
+int mlaGpuDecodeRun(const mlaGpuDecodePlan *plan, uint64_t q, uint64_t cache,
+                    uint64_t blockTable, uint64_t seqLens, uint64_t out,
+                    uint64_t lse, double softmaxScale, void *stream, char *err,
+                    size_t errLen);
+
+/* Synchronises `stream`, reads the plan's status word and clears it:
+ * MLA_GPU_ERROR_INVALID_ARGUMENT, with the rule that was broken, when a step
+ * planned since the last check had invalid tables. Not capturable. */
+int mlaGpuDecodePlanCheck(mlaGpuDecodePlan *plan, void *stream, char *err,
+                          size_t errLen);
 
 /* Writes the canonical text of a kernel spec of any family ("decode ...",
  * "cache_write ...", "absorb_q ...", "up_proj_out ...": the text mla-aot

@@ -76,7 +76,9 @@ int report(llvm::Error error, char *err, size_t errLen) {
 /// The process's loaded kernels and per-device facts, under one lock.
 struct State {
   std::mutex mutex;
-  std::map<std::pair<std::string, CUcontext>, std::unique_ptr<GpuDecoder>>
+  /// Shared with the decode plans made from them, which keep a decoder
+  /// loaded across mlaGpuClearDecoders.
+  std::map<std::pair<std::string, CUcontext>, std::shared_ptr<GpuDecoder>>
       decoders;
   /// Single-kernel images (cache write, projections) by spec text.
   std::map<std::pair<std::string, CUcontext>, std::unique_ptr<CudaKernel>>
@@ -205,8 +207,7 @@ llvm::Expected<Chip> chipOfDevice(int32_t ordinal) {
 llvm::Expected<std::string>
 buildSpec(const char *chip, int32_t device, int64_t numHeads,
           int64_t queryRows, int64_t latentDim, int64_t ropeDim,
-          int64_t pageSize, int32_t dtype, int32_t causal, double scale,
-          const char *tile) {
+          int64_t pageSize, int32_t dtype, int32_t causal, const char *tile) {
   DecodeKernelSpec spec;
   if (chip) {
     if (!parseChip(chip, spec.chip))
@@ -236,10 +237,6 @@ buildSpec(const char *chip, int32_t device, int64_t numHeads,
   if (ropeDim < 0 || ropeDim > (1 << 20))
     return invalid("the RoPE width R must be in [0, 1048576], got " +
                    Twine(ropeDim));
-  float scale32 = static_cast<float>(scale);
-  if (!(scale32 > 0) || scale32 == INFINITY)
-    return invalid("softmax_scale must be positive and finite in float32, "
-                   "got " + Twine(std::to_string(scale)));
   // Build the text and parse it back, so the tiling defaults and checks are
   // exactly the ones any other spec text goes through.
   spec.shape.numHeads = numHeads;
@@ -249,7 +246,6 @@ buildSpec(const char *chip, int32_t device, int64_t numHeads,
   spec.shape.pageSize = pageSize;
   spec.shape.elem = dtype == MLA_GPU_DTYPE_BF16 ? ElemType::BF16 : ElemType::F16;
   spec.shape.causal = causal != 0;
-  spec.shape.scale = scale32;
   std::string text = toString(spec);
   text = text.substr(0, text.rfind(" tile="));
   if (tile)
@@ -273,12 +269,12 @@ llvm::Expected<DecodeKernelSpec> parseSpec(const char *text) {
 
 /// The decoder of `spec` in context `context`, loaded on first use. Caller
 /// holds the state lock.
-llvm::Expected<const GpuDecoder &>
+llvm::Expected<std::shared_ptr<GpuDecoder>>
 getDecoder(State &s, const DecodeKernelSpec &spec, CUcontext context) {
   auto key = std::make_pair(toString(spec), context);
   if (auto it = s.decoders.find(key); it != s.decoders.end()) {
     ++s.stats.hits;
-    return *it->second;
+    return it->second;
   }
   LoadCounter counter(s.stats);
   llvm::Expected<KernelCache> cache = KernelCache::openDefault();
@@ -288,8 +284,8 @@ getDecoder(State &s, const DecodeKernelSpec &spec, CUcontext context) {
   if (!decoder)
     return counter.failed(decoder.takeError());
   auto &slot = s.decoders[key];
-  slot = std::make_unique<GpuDecoder>(std::move(*decoder));
-  return *slot;
+  slot = std::make_shared<GpuDecoder>(std::move(*decoder));
+  return slot;
 }
 
 /// The kernel of a single-kernel spec in context `context`, loaded on first
@@ -462,7 +458,6 @@ DecodeKernelSpec neededSpec(const DecodeKernelSpec &spec,
   s.pageSize = call.cache.pageSize;
   s.elem = call.dtype == mla::DType::bf16 ? ElemType::BF16 : ElemType::F16;
   s.causal = call.causal;
-  s.scale = call.softmaxScale;
   return needed;
 }
 
@@ -548,6 +543,7 @@ llvm::Error decode(const char *specText, int32_t device, const DecodeCall &call,
   args.maxPages = checked->maxPages;
   args.numPages = checked->cache.pages;
   args.numSplits = bounds->numSplits;
+  args.softmaxScale = checked->softmaxScale;
   if (!workspace) {
     if (llvm::Error error = checkDecodeSizes(*spec, args.batch, args.maxPages,
                                              args.numPages, args.numSplits))
@@ -564,14 +560,234 @@ llvm::Error decode(const char *specText, int32_t device, const DecodeCall &call,
   llvm::Expected<CUcontext> context = useDevice(s, device);
   if (!context)
     return context.takeError();
-  llvm::Expected<const GpuDecoder &> decoder = getDecoder(s, *spec, *context);
+  llvm::Expected<std::shared_ptr<GpuDecoder>> decoder =
+      getDecoder(s, *spec, *context);
   if (!decoder)
     return decoder.takeError();
   if (llvm::Error error =
-          decoder->uploadBounds(stream, args.workspace, args.workspaceBytes,
-                                args.batch, *bounds))
+          (*decoder)->uploadBounds(stream, args.workspace, args.workspaceBytes,
+                                   args.batch, *bounds))
     return error;
-  return decoder->run(stream, args);
+  return (*decoder)->run(stream, args);
+}
+
+//===----------------------------------------------------------------------===//
+// Decode plans
+//===----------------------------------------------------------------------===//
+
+} // namespace
+
+/// A device plan: the decoder it plans for, the caller's buffers, and the
+/// shapes of the step planned last (what mlaGpuDecodeRun launches with).
+struct mlaGpuDecodePlan {
+  std::shared_ptr<GpuDecoder> decoder;
+  CUcontext context = nullptr;
+  mlaGpuDecodeOptions options = {};
+  int64_t maxBatch = 0, numSplits = 1;
+  uint64_t workspace = 0;
+  size_t workspaceBytes = 0;
+  uint64_t status = 0;
+  /// The step planned last; batch 0 before the first update.
+  int64_t batch = 0, maxPages = 0, numPages = 0;
+};
+
+namespace {
+
+/// Pieces per request of a device plan: all requests are cut alike, so the
+/// count is fixed when the plan is made and the grid does not depend on the
+/// lengths. Caller holds the state lock.
+llvm::Expected<int64_t> choosePlanSplits(State &s, int32_t device,
+                                         const DecodeKernelSpec &spec,
+                                         const mla::DecodeCall &checked,
+                                         int32_t policy, int64_t maxBatch,
+                                         int64_t maxSeqLen) {
+  if (checked.numSplits)
+    return *checked.numSplits;
+  if (policy == MLA_GPU_SPLIT_BATCH_INVARIANT)
+    return 1;
+  if (policy != MLA_GPU_SPLIT_GRID)
+    return invalid("a device plan cuts every request into one count of "
+                   "pieces: use the grid or batch-invariant split policy or "
+                   "num_splits (the heuristic and balanced policies plan on "
+                   "the host, from host lengths)");
+  int64_t capacity = checked.maxPages * spec.shape.pageSize;
+  if (maxSeqLen < 0 || maxSeqLen > capacity)
+    return invalid("max_seq_len must be in [0, " + Twine(capacity) +
+                   "] (the block table's capacity; 0 for the capacity), got " +
+                   Twine(maxSeqLen));
+  llvm::Expected<int64_t> numSms = getNumSms(s, device);
+  if (!numSms)
+    return numSms.takeError();
+  return chooseGridSplits(spec, maxBatch, maxSeqLen ? maxSeqLen : capacity,
+                          *numSms);
+}
+
+llvm::Error createPlan(const char *specText, int32_t device,
+                       const DecodeCall &call, int64_t maxBatch,
+                       int64_t maxSeqLen, uint64_t workspace,
+                       size_t *workspaceBytes, uint64_t status,
+                       mlaGpuDecodePlan **plan) {
+  llvm::Expected<mla::DecodeCall> checked = checkDecodeCall(call);
+  if (!checked)
+    return checked.takeError();
+  llvm::Expected<DecodeKernelSpec> spec = parseSpec(specText);
+  if (!spec)
+    return spec.takeError();
+  if (llvm::Error error = checkSpecFits(*spec, neededSpec(*spec, *checked)))
+    return error;
+  if (!workspaceBytes)
+    return invalid("workspaceBytes is null");
+  if (!maxBatch)
+    maxBatch = checked->batch;
+  if (maxBatch < checked->batch)
+    return invalid("max_batch " + Twine(maxBatch) + " is below the batch of " +
+                   Twine(checked->batch) + " requests");
+  if (llvm::Error error = checkDecodeSizes(*spec, maxBatch, checked->maxPages,
+                                           checked->cache.pages, 1))
+    return error;
+
+  State &s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  llvm::Expected<int64_t> numSplits =
+      choosePlanSplits(s, device, *spec, *checked, call.options->splitPolicy,
+                       maxBatch, maxSeqLen);
+  if (!numSplits)
+    return numSplits.takeError();
+  if (llvm::Error error = checkDecodeSizes(*spec, maxBatch, checked->maxPages,
+                                           checked->cache.pages, *numSplits))
+    return error;
+  size_t needed =
+      decodeWorkspaceLayout(spec->shape, maxBatch, *numSplits).totalBytes;
+  if (!workspace) {
+    *workspaceBytes = needed;
+    return llvm::Error::success();
+  }
+  if (*workspaceBytes < needed)
+    return invalid("the workspace holds " + Twine(*workspaceBytes) +
+                   " bytes; the plan needs " + Twine(needed));
+  if (workspace % 16 || !status || status % 4)
+    return invalid("the workspace must be 16-byte aligned and the status "
+                   "word a non-null 4-byte aligned device pointer");
+  if (!plan)
+    return invalid("plan is null");
+  llvm::Expected<CUcontext> context = useDevice(s, device);
+  if (!context)
+    return context.takeError();
+  llvm::Expected<std::shared_ptr<GpuDecoder>> decoder =
+      getDecoder(s, *spec, *context);
+  if (!decoder)
+    return decoder.takeError();
+  auto result = std::make_unique<mlaGpuDecodePlan>();
+  result->decoder = std::move(*decoder);
+  result->context = *context;
+  result->options = *call.options;
+  result->options.cache.kvFormat = nullptr; // not owned; "auto" was checked
+  result->maxBatch = maxBatch;
+  result->numSplits = *numSplits;
+  result->workspace = workspace;
+  result->workspaceBytes = *workspaceBytes;
+  result->status = status;
+  *plan = result.release();
+  return llvm::Error::success();
+}
+
+/// Makes the plan's context current on this thread (a no-op when it is).
+llvm::Error usePlanContext(const mlaGpuDecodePlan &plan) {
+  llvm::Expected<const CudaDriver &> driver = CudaRuntime::get();
+  if (!driver)
+    return driver.takeError();
+  CUcontext current = nullptr;
+  if (llvm::Error error = driver->check(driver->api().ctxGetCurrent(&current),
+                                        "cuCtxGetCurrent"))
+    return error;
+  if (current == plan.context)
+    return llvm::Error::success();
+  return driver->check(driver->api().ctxSetCurrent(plan.context),
+                       "cuCtxSetCurrent");
+}
+
+llvm::Error updatePlan(mlaGpuDecodePlan *plan, const DecodeCall &call,
+                       CUstream stream) {
+  if (!plan)
+    return invalid("plan is null");
+  llvm::Expected<mla::DecodeCall> checked = checkDecodeCall(call);
+  if (!checked)
+    return checked.takeError();
+  const DecodeKernelSpec &spec = plan->decoder->getSpec();
+  if (llvm::Error error = checkSpecFits(spec, neededSpec(spec, *checked)))
+    return error;
+  if (checked->batch > plan->maxBatch)
+    return invalid("the plan holds at most " + Twine(plan->maxBatch) +
+                   " requests, got " + Twine(checked->batch));
+  DecodePlanArgs args;
+  args.seqLens = call.seqLens->data;
+  args.blockTable = call.blockTable->data;
+  args.workspace = plan->workspace;
+  args.workspaceBytes = plan->workspaceBytes;
+  args.status = plan->status;
+  args.batch = checked->batch;
+  args.maxBatch = plan->maxBatch;
+  args.maxPages = checked->maxPages;
+  args.numPages = checked->cache.pages;
+  args.numSplits = plan->numSplits;
+  if (llvm::Error error = checkDecodePlanArgs(spec, args))
+    return error;
+  if (llvm::Error error = usePlanContext(*plan))
+    return error;
+  if (llvm::Error error = plan->decoder->plan(stream, args))
+    return error;
+  plan->batch = args.batch;
+  plan->maxPages = args.maxPages;
+  plan->numPages = args.numPages;
+  return llvm::Error::success();
+}
+
+llvm::Error runPlan(const mlaGpuDecodePlan *plan, const DecodeArgs &given,
+                    CUstream stream) {
+  if (!plan)
+    return invalid("plan is null");
+  if (!plan->batch)
+    return invalid("the plan has planned no step yet (mlaGpuDecodePlanUpdate)");
+  DecodeArgs args = given;
+  args.workspace = plan->workspace;
+  args.workspaceBytes = plan->workspaceBytes;
+  args.batch = plan->batch;
+  args.maxPages = plan->maxPages;
+  args.numPages = plan->numPages;
+  args.numSplits = plan->numSplits;
+  args.layoutBatch = plan->maxBatch;
+  if (llvm::Error error = checkDecodeArgs(plan->decoder->getSpec(), args))
+    return error;
+  if (llvm::Error error = usePlanContext(*plan))
+    return error;
+  return plan->decoder->run(stream, args);
+}
+
+llvm::Error checkPlanStatus(mlaGpuDecodePlan *plan, CUstream stream) {
+  if (!plan)
+    return invalid("plan is null");
+  llvm::Expected<const CudaDriver &> driver = CudaRuntime::get();
+  if (!driver)
+    return driver.takeError();
+  if (llvm::Error error = usePlanContext(*plan))
+    return error;
+  const CudaDriverApi &api = driver->api();
+  if (llvm::Error error = driver->check(api.streamSynchronize(stream),
+                                        "cuStreamSynchronize"))
+    return error;
+  int32_t status = 0;
+  if (llvm::Error error = driver->check(
+          api.memcpyDtoH(&status, plan->status, sizeof(status)),
+          "cuMemcpyDtoH(plan status)"))
+    return error;
+  if (!status)
+    return llvm::Error::success();
+  int32_t zero = 0;
+  if (llvm::Error error = driver->check(
+          api.memcpyHtoD(plan->status, &zero, sizeof(zero)),
+          "cuMemcpyHtoD(plan status)"))
+    return error;
+  return decodePlanStatusError(status);
 }
 
 //===----------------------------------------------------------------------===//
@@ -1031,12 +1247,11 @@ extern "C" int mlaGpuDecodeSpec(const char *chip, int32_t device,
                                 int64_t numHeads, int64_t queryRows,
                                 int64_t latentDim, int64_t ropeDim,
                                 int64_t pageSize, int32_t dtype,
-                                int32_t causal, double softmaxScale,
-                                const char *tile, char *spec, size_t specLen,
-                                char *err, size_t errLen) {
+                                int32_t causal, const char *tile, char *spec,
+                                size_t specLen, char *err, size_t errLen) {
   llvm::Expected<std::string> text =
       buildSpec(chip, device, numHeads, queryRows, latentDim, ropeDim,
-                pageSize, dtype, causal, softmaxScale, tile);
+                pageSize, dtype, causal, tile);
   if (!text)
     return report(text.takeError(), err, errLen);
   if (!spec || specLen <= text->size())
@@ -1075,6 +1290,69 @@ extern "C" int mlaGpuDecode(const char *spec, int32_t device,
   return report(decode(spec, device, call, out, lse, workspace, workspaceBytes,
                        static_cast<CUstream>(stream)),
                 err, errLen);
+}
+
+extern "C" int mlaGpuDecodePlanCreate(
+    const char *spec, int32_t device, const mlaGpuTensor *q,
+    const mlaGpuTensor *cache, const mlaGpuTensor *blockTable,
+    const mlaGpuTensor *seqLens, const mlaGpuDecodeOptions *options,
+    int64_t maxBatch, int64_t maxSeqLen, uint64_t workspace,
+    size_t *workspaceBytes, uint64_t status, mlaGpuDecodePlan **plan,
+    char *err, size_t errLen) {
+  if (!options)
+    return report(invalid("options is NULL"), err, errLen);
+  // The scale is mlaGpuDecodeRun's argument: a plan serves every scale.
+  mlaGpuDecodeOptions planOptions = *options;
+  planOptions.softmaxScale = 1.0;
+  DecodeCall call{q,       cache,   blockTable,  seqLens,
+                  nullptr, nullptr, &planOptions};
+  return report(createPlan(spec, device, call, maxBatch, maxSeqLen, workspace,
+                           workspaceBytes, status, plan),
+                err, errLen);
+}
+
+extern "C" int64_t mlaGpuDecodePlanNumSplits(const mlaGpuDecodePlan *plan) {
+  return plan ? plan->numSplits : 0;
+}
+
+extern "C" void mlaGpuDecodePlanDestroy(mlaGpuDecodePlan *plan) {
+  delete plan;
+}
+
+extern "C" int mlaGpuDecodePlanUpdate(mlaGpuDecodePlan *plan,
+                                      const mlaGpuTensor *q,
+                                      const mlaGpuTensor *cache,
+                                      const mlaGpuTensor *blockTable,
+                                      const mlaGpuTensor *seqLens,
+                                      void *stream, char *err, size_t errLen) {
+  DecodeCall call{q,       cache,   blockTable,
+                  seqLens, nullptr, nullptr,
+                  plan ? &plan->options : nullptr};
+  return report(updatePlan(plan, call, static_cast<CUstream>(stream)), err,
+                errLen);
+}
+
+extern "C" int mlaGpuDecodeRun(const mlaGpuDecodePlan *plan, uint64_t q,
+                               uint64_t cache, uint64_t blockTable,
+                               uint64_t seqLens, uint64_t out, uint64_t lse,
+                               double softmaxScale, void *stream, char *err,
+                               size_t errLen) {
+  DecodeArgs args;
+  args.q = q;
+  args.cache = cache;
+  args.blockTable = blockTable;
+  args.seqLens = seqLens;
+  args.out = out;
+  args.lse = lse;
+  args.softmaxScale = static_cast<float>(softmaxScale);
+  return report(runPlan(plan, args, static_cast<CUstream>(stream)), err,
+                errLen);
+}
+
+extern "C" int mlaGpuDecodePlanCheck(mlaGpuDecodePlan *plan, void *stream,
+                                     char *err, size_t errLen) {
+  return report(checkPlanStatus(plan, static_cast<CUstream>(stream)), err,
+                errLen);
 }
 
 extern "C" int mlaGpuCanonicalSpec(const char *text, char *spec,

@@ -232,8 +232,7 @@ std::string toString(const DecodeKernelSpec &spec) {
      << " Sq=" << s.queryRows << " L=" << s.latentDim << " R=" << s.ropeDim
      << " page=" << s.pageSize
      << " dtype=" << (s.elem == ElemType::BF16 ? "bf16" : "f16")
-     << " causal=" << (s.causal ? 1 : 0) << " scale=" << scaleText(s.scale)
-     << " tile=" << t.rowsPerCta << 'x' << t.warpsN << 'x' << t.kvBlock << 'x'
+     << " causal=" << (s.causal ? 1 : 0) << " tile=" << t.rowsPerCta << 'x' << t.warpsN << 'x' << t.kvBlock << 'x'
      << t.stages << (t.wgmma ? "w" : "");
   return os.str();
 }
@@ -249,10 +248,9 @@ bool parseDecodeKernelSpec(const std::string &text, DecodeKernelSpec &spec,
     return false;
   }
   if (!checkRequired(fields,
-                     {"chip", "N", "Sq", "L", "R", "page", "dtype", "causal",
-                      "scale"},
-                     "chip, N, Sq, L, R, page, dtype, causal and scale; tile "
-                     "is optional",
+                     {"chip", "N", "Sq", "L", "R", "page", "dtype", "causal"},
+                     "chip, N, Sq, L, R, page, dtype and causal; tile is "
+                     "optional",
                      error))
     return false;
 
@@ -291,10 +289,14 @@ bool parseDecodeKernelSpec(const std::string &text, DecodeKernelSpec &spec,
       }
       shape.causal = value == "1";
     } else if (key == "scale") {
-      if (!parseScale(value, shape.scale) || !std::isfinite(shape.scale) ||
-          shape.scale <= 0) {
-        error = "scale must be a positive finite f32 (0x followed by its 8 "
-                "hex digit bit pattern, or a decimal), got '" +
+      // Texts from before the scale became a launch argument still name
+      // their kernel: the value no longer changes the image, so it is
+      // ignored (a malformed one is still an error).
+      float ignored;
+      if (!parseScale(value, ignored) || !std::isfinite(ignored) ||
+          ignored <= 0) {
+        error = "scale (ignored: the softmax scale is a launch argument) must "
+                "be a positive finite f32 when given, got '" +
                 value + "'";
         ok = false;
       }

@@ -6,8 +6,8 @@ using namespace mlir;
 using namespace mla::gpu_codegen;
 
 Value softmax::scaleAndMask(DeviceBuilder &d, Value s, Value valid,
-                            float scaleLog2) {
-  return d.select(valid, d.fmul(s, d.f(scaleLog2)), d.negInf());
+                            Value scaleLog2) {
+  return d.select(valid, d.fmul(s, scaleLog2), d.negInf());
 }
 
 Value softmax::max(DeviceBuilder &d, Value x, Value y) {

@@ -12,6 +12,7 @@
 #include "llvm/ADT/Twine.h"
 #include "llvm/Support/MathExtras.h"
 #include <algorithm>
+#include <cmath>
 #include <limits>
 
 using namespace mla::gpu;
@@ -137,6 +138,26 @@ llvm::Error mla::gpu::checkDecodeSizes(const DecodeKernelSpec &spec,
   return checkSplitCount(numSplits);
 }
 
+/// A workspace of `bytes` holds the sections of `batch` requests in
+/// `numSplits` pieces laid out for `layoutBatch` (0: `batch`) requests.
+static llvm::Error checkWorkspace(const DecodeKernelSpec &spec, size_t bytes,
+                                  int64_t batch, int64_t layoutBatch,
+                                  int64_t numSplits) {
+  if (!layoutBatch)
+    layoutBatch = batch;
+  if (layoutBatch < batch || layoutBatch > kMaxGridYZ)
+    return invalid("the workspace is laid out for " + Twine(layoutBatch) +
+                   " requests; the batch of " + Twine(batch) +
+                   " must fit in it (and it in " + Twine(kMaxGridYZ) + ")");
+  size_t needed =
+      decodeWorkspaceLayout(spec.shape, layoutBatch, numSplits).totalBytes;
+  if (bytes < needed)
+    return invalid("the workspace holds " + Twine(bytes) + " bytes; " +
+                   Twine(layoutBatch) + " requests in " + Twine(numSplits) +
+                   " pieces need " + Twine(needed));
+  return llvm::Error::success();
+}
+
 llvm::Error mla::gpu::checkDecodeArgs(const DecodeKernelSpec &spec,
                                       const DecodeArgs &args) {
   struct Pointer {
@@ -161,13 +182,50 @@ llvm::Error mla::gpu::checkDecodeArgs(const DecodeKernelSpec &spec,
   if (llvm::Error error = checkDecodeSizes(spec, args.batch, args.maxPages,
                                            args.numPages, args.numSplits))
     return error;
-  size_t needed =
-      decodeWorkspaceLayout(spec.shape, args.batch, args.numSplits).totalBytes;
-  if (args.workspaceBytes < needed)
-    return invalid("the workspace holds " + Twine(args.workspaceBytes) +
-                   " bytes; " + Twine(args.batch) + " requests in " +
-                   Twine(args.numSplits) + " pieces need " + Twine(needed));
-  return llvm::Error::success();
+  if (!(args.softmaxScale > 0) || std::isinf(args.softmaxScale))
+    return invalid("softmax_scale must be positive and finite in float32, "
+                   "got " + Twine(std::to_string(args.softmaxScale)));
+  return checkWorkspace(spec, args.workspaceBytes, args.batch,
+                        args.layoutBatch, args.numSplits);
+}
+
+llvm::Error mla::gpu::checkDecodePlanArgs(const DecodeKernelSpec &spec,
+                                          const DecodePlanArgs &args) {
+  const std::pair<CUdeviceptr, const char *> pointers[] = {
+      {args.seqLens, "seq_lens"},
+      {args.blockTable, "block_table"},
+      {args.workspace, "workspace"},
+      {args.status, "status"}};
+  for (auto [value, name] : pointers) {
+    if (!value)
+      return invalid(Twine("the device pointer ") + name + " is null");
+    if (value % 4)
+      return invalid(Twine("the device pointer ") + name +
+                     " is not 4-byte aligned");
+  }
+  if (llvm::Error error = checkDecodeSizes(spec, args.batch, args.maxPages,
+                                           args.numPages, args.numSplits))
+    return error;
+  return checkWorkspace(spec, args.workspaceBytes, args.batch, args.maxBatch,
+                        args.numSplits);
+}
+
+llvm::Error mla::gpu::decodePlanStatusError(int32_t status) {
+  if (!status)
+    return llvm::Error::success();
+  std::string rules;
+  if (status & kDecodePlanBadSeqLen)
+    rules += "a seq_lens value was outside [0, block table columns x page "
+             "size] (or, for a causal decode, between 1 and Sq - 1)";
+  if (status & kDecodePlanBadPage)
+    rules += std::string(rules.empty() ? "" : "; ") +
+             "a block table entry a request reads was outside [0, pages in "
+             "the cache)";
+  if (rules.empty())
+    rules = "unknown status bits " + std::to_string(status);
+  return invalid("a device-planned decode was given invalid tables since the "
+                 "last check: " + rules +
+                 "; those requests were planned as empty (out 0, lse -inf)");
 }
 
 llvm::Expected<GpuDecoder>
@@ -182,11 +240,15 @@ GpuDecoder::create(const DecodeKernelSpec &spec,
   llvm::Expected<CudaKernel> combine = loadKernel(image, kCombineKernel);
   if (!combine)
     return combine.takeError();
+  llvm::Expected<CudaKernel> planner = loadKernel(image, kDecodePlanKernel);
+  if (!planner)
+    return planner.takeError();
   int64_t smem = decodeSharedBytes(spec.chip, spec.shape, spec.tiling);
   if (llvm::Error error =
           partial->setMaxDynamicSharedBytes(static_cast<int>(smem)))
     return std::move(error);
-  return GpuDecoder(spec, std::move(*partial), std::move(*combine));
+  return GpuDecoder(spec, std::move(*partial), std::move(*combine),
+                    std::move(*planner));
 }
 
 llvm::Expected<GpuDecoder>
@@ -235,11 +297,34 @@ llvm::Error GpuDecoder::uploadBounds(CUstream stream, CUdeviceptr workspace,
       "cuMemcpyHtoDAsync(split bounds)");
 }
 
+llvm::Error GpuDecoder::plan(CUstream stream,
+                             const DecodePlanArgs &args) const {
+  if (llvm::Error error = checkDecodePlanArgs(spec, args))
+    return error;
+  DecodeWorkspaceLayout layout =
+      decodeWorkspaceLayout(spec.shape, args.maxBatch, args.numSplits);
+  CUdeviceptr seqLens = args.seqLens, blockTable = args.blockTable,
+              status = args.status;
+  CUdeviceptr bounds = args.workspace + layout.splitBounds;
+  int32_t batch = static_cast<int32_t>(args.batch);
+  int32_t maxPages = static_cast<int32_t>(args.maxPages);
+  int32_t numPages = static_cast<int32_t>(args.numPages);
+  int32_t numSplits = static_cast<int32_t>(args.numSplits);
+  void *params[] = {&seqLens, &blockTable, &bounds,   &status,
+                    &batch,   &maxPages,   &numPages, &numSplits};
+  static_assert(std::size(params) == kDecodePlanNumParams);
+  Dim3 grid{static_cast<unsigned>(
+      llvm::divideCeil(args.batch, kDecodePlanRequestsPerCta))};
+  Dim3 block{static_cast<unsigned>(kDecodePlanThreadsPerCta)};
+  return planner.launch(grid, block, 0, stream, params);
+}
+
 llvm::Error GpuDecoder::run(CUstream stream, const DecodeArgs &args) const {
   if (llvm::Error error = checkDecodeArgs(spec, args))
     return error;
-  DecodeWorkspaceLayout layout =
-      decodeWorkspaceLayout(spec.shape, args.batch, args.numSplits);
+  DecodeWorkspaceLayout layout = decodeWorkspaceLayout(
+      spec.shape, args.layoutBatch ? args.layoutBatch : args.batch,
+      args.numSplits);
   CUdeviceptr q = args.q, cache = args.cache, blockTable = args.blockTable,
               seqLens = args.seqLens, out = args.out, lse = args.lse;
   CUdeviceptr partialOut = args.workspace + layout.partialOut;
@@ -248,10 +333,11 @@ llvm::Error GpuDecoder::run(CUstream stream, const DecodeArgs &args) const {
   int32_t batch = static_cast<int32_t>(args.batch);
   int32_t maxPages = static_cast<int32_t>(args.maxPages);
   int32_t numSplits = static_cast<int32_t>(args.numSplits);
+  float softmaxScale = args.softmaxScale;
 
   void *partialParams[] = {&q,          &cache,      &blockTable, &seqLens,
                            &splitBounds, &partialOut, &partialLse, &batch,
-                           &maxPages,   &numSplits};
+                           &maxPages,   &numSplits,  &softmaxScale};
   static_assert(std::size(partialParams) == kDecodePartialNumParams);
   void *combineParams[] = {&partialOut, &partialLse, &out,
                            &lse,        &batch,      &numSplits};

@@ -152,12 +152,11 @@ OwningOpRef<ModuleOp> buildDecodeModule(MLIRContext &ctx,
   OpBuilder &b = kb.getBuilder();
   auto layout = CacheLayoutAttr::get(
       &ctx, bf16 ? RowFormat::bf16 : RowFormat::f16, s.pageSize, FloatAttr());
-  // The kernels read the split count at run time; any positive value
-  // compiles the same image.
+  // The kernels read the split count and the softmax scale at run time; any
+  // positive values compile the same image.
   auto partial = DecodePartialOp::create(
       b, kb.getLoc(), partialOut, partialLse, kb.getArg(0), kb.getArg(1),
-      kb.getArg(2), kb.getArg(3), kb.getArg(4), layout,
-      b.getF32FloatAttr(s.scale), s.causal ? b.getUnitAttr() : UnitAttr(),
+      kb.getArg(2), kb.getArg(3), kb.getArg(4), layout, b.getF32FloatAttr(1.0f), s.causal ? b.getUnitAttr() : UnitAttr(),
       b.getI64IntegerAttr(1));
   partial->setAttr(MLADialect::getGpuTilingAttrName(),
                    GpuTilingAttr::get(&ctx, t.rowsPerCta, t.warpsN, t.kvBlock,

@@ -59,6 +59,7 @@ __all__ = [
     "gather_cache",
     "merge_states",
     "mha",
+    "plan_decode",
     "prefill",
     "runtime_stats",
     "split_kv_b_proj",
@@ -245,7 +246,7 @@ def _run(fn, args, num_outputs, given=(), inputs=()):
 
 
 def decode(q, kv_cache, block_table, seq_lens, *, head_dim_v, softmax_scale, causal=False, num_splits=None,
-           kv_format="auto", kv_scale=None):
+           kv_format="auto", kv_scale=None, plan=None, out=None, lse=None):
     """Absorbed MLA decode over a paged latent cache (FlashMLA's flash_mla_with_kvcache).
 
     numpy arrays run on the CPU; when q is a torch CUDA tensor, every array must be a torch tensor and the
@@ -256,17 +257,91 @@ def decode(q, kv_cache, block_table, seq_lens, *, head_dim_v, softmax_scale, cau
     width L. With `causal`, query row i of request b sees positions [0, seq_lens[b] - s_q + i].
     `num_splits` forces that many split-KV pieces per request (default: the compiler's choice).
     Returns out [b, s_q, h_q, head_dim_v] (q's dtype) and lse float32 [b, h_q, s_q] (natural log;
-    -inf where a row sees nothing). Any CUDA tensor among the arrays sends the call to the GPU path,
-    which then requires q, kv_cache and block_table on one device.
+    -inf where a row sees nothing), written into `out` and `lse` when given. `plan` is what
+    `plan_decode` returned for this step's tables: on the GPU the call then enqueues without a host copy or
+    synchronisation (see `mla.gpu.decode`); on the CPU it fixes num_splits. Any CUDA tensor among the
+    arrays sends the call to the GPU path, which then requires q, kv_cache and block_table on one device.
     """
-    if any(_is_torch_cuda(v) for v in (q, kv_cache, block_table, seq_lens)):
+    # q first: a planned GPU call has a few microseconds of host time to spend.
+    if _is_torch_cuda(q) or any(_is_torch_cuda(v) for v in (kv_cache, block_table, seq_lens)):
         from . import gpu
 
         return gpu.decode(q, kv_cache, block_table, seq_lens, head_dim_v=head_dim_v,
                           softmax_scale=softmax_scale, causal=causal, num_splits=num_splits,
-                          kv_format=kv_format, kv_scale=kv_scale)
-    return _decode_cpu(q, kv_cache, block_table, seq_lens, head_dim_v, softmax_scale, causal, num_splits,
-                       kv_format, kv_scale)
+                          kv_format=kv_format, kv_scale=kv_scale, plan=plan, out=out, lse=lse)
+    if plan is not None:
+        if not isinstance(plan, HostDecodePlan):
+            raise ValueError(f"plan must come from mla.plan_decode on numpy arrays, got {type(plan).__name__}")
+        if num_splits is not None:
+            raise ValueError("with a plan, num_splits is the plan's: leave it at None")
+        plan._check_call(q, block_table, seq_lens, head_dim_v, causal)
+        num_splits = plan.num_splits
+    result = _decode_cpu(q, kv_cache, block_table, seq_lens, head_dim_v, softmax_scale, causal, num_splits,
+                         kv_format, kv_scale)
+    return tuple(_into(name, given, value) for name, given, value in zip(("out", "lse"), (out, lse), result))
+
+
+def _into(name, given, value):
+    """`value`, or `value` copied into the preallocated array `given`."""
+    if given is None:
+        return value
+    if not isinstance(given, np.ndarray) or given.shape != value.shape or given.dtype != value.dtype \
+            or not given.flags.writeable:
+        raise ValueError(f"{name} must be a writeable {value.dtype} numpy array of shape {list(value.shape)}, "
+                         f"got {getattr(given, 'dtype', type(given).__name__)} "
+                         f"{list(getattr(given, 'shape', ()))}")
+    np.copyto(given, value)
+    return given
+
+
+class HostDecodePlan:
+    """The CPU counterpart of `mla.gpu.DecodePlan`, so that plan/run call sites also run on numpy arrays: it
+    records the step's shapes and the split count (`num_splits`: the one asked for, 1 for the
+    batch-invariant policy, else None for the compiler's choice), and `decode(..., plan=plan)` checks the
+    call against them."""
+
+    def __init__(self, shapes, head_dim_v, causal, num_splits):
+        self._shapes, self._head_dim_v, self._causal = shapes, head_dim_v, bool(causal)
+        self.num_splits = num_splits
+
+    def _check_call(self, q, block_table, seq_lens, head_dim_v, causal):
+        shapes = (np.shape(q), np.shape(block_table), np.shape(seq_lens))
+        if shapes != self._shapes:
+            raise ValueError(f"q, block_table and seq_lens have shapes {[list(s) for s in shapes]}; the plan "
+                             f"was made for {[list(s) for s in self._shapes]}")
+        if head_dim_v != self._head_dim_v or bool(causal) != self._causal:
+            raise ValueError(f"head_dim_v and causal must be the plan's ({self._head_dim_v}, {self._causal})")
+
+    def check(self):
+        """Nothing to report: the CPU decode checks every value when it runs."""
+
+
+def plan_decode(q, kv_cache, block_table, seq_lens, *, head_dim_v, causal=False, num_splits=None,
+                split_policy="grid", max_batch=None, max_seq_len=None, plan=None):
+    """Plans the decodes of one batch step (FlashMLA's get_mla_metadata, FlashInfer's plan) and returns
+    the plan for `decode(..., plan=plan)`. On torch CUDA tensors this is `mla.gpu.plan_decode` (split bounds
+    computed on the GPU from device seq_lens, capturable in a CUDA graph); on numpy arrays it returns a
+    `HostDecodePlan`, whose decodes check every value on the host as a plain decode does."""
+    if any(_is_torch_cuda(v) for v in (q, kv_cache, block_table, seq_lens)):
+        from . import gpu
+
+        return gpu.plan_decode(q, kv_cache, block_table, seq_lens, head_dim_v=head_dim_v, causal=causal,
+                               num_splits=num_splits, split_policy=split_policy, max_batch=max_batch,
+                               max_seq_len=max_seq_len, plan=plan)
+    return _plan_decode_cpu(q, block_table, seq_lens, head_dim_v, causal, num_splits, split_policy)
+
+
+@_cpu
+def _plan_decode_cpu(q, block_table, seq_lens, head_dim_v, causal, num_splits, split_policy):
+    if split_policy not in ("grid", "batch-invariant"):
+        raise ValueError("a decode plan cuts every request into one count of pieces: split_policy must be "
+                         f"'grid' or 'batch-invariant', got {split_policy!r}")
+    if num_splits is not None:
+        num_splits = _int("num_splits", num_splits)
+    elif split_policy == "batch-invariant":
+        num_splits = 1
+    return HostDecodePlan((np.shape(q), np.shape(block_table), np.shape(seq_lens)),
+                          _int("head_dim_v", head_dim_v), causal, num_splits)
 
 
 @_cpu

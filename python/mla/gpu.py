@@ -10,7 +10,8 @@ imported on first use, so `import mla` never needs it.
 The kernels run on the tensors' device, on torch's current stream there; outputs and the split-KV
 workspace are allocated with torch (its caching allocator orders their reuse on that stream). seq_lens and
 slot_mapping are copied to the host (a synchronisation when they live on the GPU) to validate them (and
-to plan decode's splits).
+to plan decode's splits), except on decode's plan/run path (`plan_decode`, `decode(..., plan=)`), where
+the splits are planned and the tables checked on the device and nothing synchronises.
 
 Arguments are checked by the C library's argument rules (mla/Contract/ArgRules.h, the same rules as the CPU
 path's, with the GPU kernels' limits); this module checks only what C cannot see: that arguments are torch
@@ -28,9 +29,9 @@ import struct
 
 from . import _c_string  # the one NUL-byte rule for string options, shared with the CPU path
 
-__all__ = ["KernelNotFoundError", "SPLIT_POLICIES", "absorb_q", "cache_write", "cache_write_spec",
+__all__ = ["DecodePlan", "KernelNotFoundError", "SPLIT_POLICIES", "absorb_q", "cache_write", "cache_write_spec",
            "clear_decoders", "decode", "decode_spec", "gather_cache", "gather_cache_spec", "kernel_spec",
-           "merge_states", "merge_states_spec", "mha", "mha_spec", "projection_spec", "runtime_stats",
+           "merge_states", "merge_states_spec", "mha", "mha_spec", "plan_decode", "projection_spec", "runtime_stats",
            "up_proj_kv", "up_proj_kv_spec", "up_proj_out"]
 
 SUCCESS = 0
@@ -89,10 +90,16 @@ def _library():
     t, lens = ctypes.POINTER(_Tensor), ctypes.POINTER(i32)
     err = [p, size]
     signatures = {
-        "mlaGpuDecodeSpec": [p, i32, i64, i64, i64, i64, i64, i32, i32, ctypes.c_double, p, p, size] + err,
+        "mlaGpuDecodeSpec": [p, i32, i64, i64, i64, i64, i64, i32, i32, p, p, size] + err,
         "mlaGpuCheckDecode": [t, t, t, t, lens, lens, ctypes.POINTER(_DecodeOptions)] + err,
         "mlaGpuDecode": [p, i32, t, t, t, t, lens, lens, ctypes.POINTER(_DecodeOptions), u64, u64, u64,
                          ctypes.POINTER(size), ctypes.c_void_p] + err,
+        "mlaGpuDecodePlanCreate": [p, i32, t, t, t, t, ctypes.POINTER(_DecodeOptions), i64, i64, u64,
+                                   ctypes.POINTER(size), u64, ctypes.POINTER(ctypes.c_void_p)] + err,
+        "mlaGpuDecodePlanUpdate": [ctypes.c_void_p, t, t, t, t, ctypes.c_void_p] + err,
+        "mlaGpuDecodeRun": [ctypes.c_void_p, u64, u64, u64, u64, u64, u64, ctypes.c_double, ctypes.c_void_p]
+        + err,
+        "mlaGpuDecodePlanCheck": [ctypes.c_void_p, ctypes.c_void_p] + err,
         "mlaGpuCanonicalSpec": [p, p, size] + err,
         "mlaGpuCheckCacheWrite": [t, t, t, lens, t, ctypes.POINTER(_CacheFormat)] + err,
         "mlaGpuCacheWrite": [p, i32, t, t, t, lens, t, ctypes.c_void_p] + err,
@@ -113,6 +120,10 @@ def _library():
         fn = getattr(lib, name)
         fn.argtypes = argtypes
         fn.restype = ctypes.c_int
+    lib.mlaGpuDecodePlanNumSplits.argtypes = [ctypes.c_void_p]
+    lib.mlaGpuDecodePlanNumSplits.restype = i64
+    lib.mlaGpuDecodePlanDestroy.argtypes = [ctypes.c_void_p]
+    lib.mlaGpuDecodePlanDestroy.restype = None
     lib.mlaGpuClearDecoders.argtypes = []
     lib.mlaGpuClearDecoders.restype = None
     lib.mlaGpuGetRuntimeStats.argtypes = [ctypes.POINTER(_RuntimeStats)]
@@ -214,12 +225,11 @@ def _call(fn, *args):
     _check(code, err)
 
 
-def decode_spec(num_heads, query_rows, latent_dim, rope_dim, page_size, dtype, causal, softmax_scale, chip,
-                tile=None):
+def decode_spec(num_heads, query_rows, latent_dim, rope_dim, page_size, dtype, causal, chip, tile=None):
     """The kernel-cache spec text of a decode kernel: what `mla-aot --spec` takes. `dtype` is "bf16" or
-    "f16"; `chip` "sm_90a" or "sm_100a"; `tile` "RxWxKxS" overrides the default tiling."""
-    key = (num_heads, query_rows, latent_dim, rope_dim, page_size, dtype, bool(causal), float(softmax_scale),
-           chip, tile)
+    "f16"; `chip` "sm_90a" or "sm_100a"; `tile` "RxWxKxS" overrides the default tiling. The softmax scale
+    is a launch argument, not part of the spec: one kernel serves every scale."""
+    key = (num_heads, query_rows, latent_dim, rope_dim, page_size, dtype, bool(causal), chip, tile)
     if key in _specs:
         return _specs[key]
     codes = {"bf16": _DTYPE_BF16, "f16": _DTYPE_F16}
@@ -229,7 +239,7 @@ def decode_spec(num_heads, query_rows, latent_dim, rope_dim, page_size, dtype, c
     spec = ctypes.create_string_buffer(512)
     err = ctypes.create_string_buffer(_ERROR_BYTES)
     _check(lib.mlaGpuDecodeSpec(_c_string("chip", chip), 0, num_heads, query_rows, latent_dim, rope_dim,
-                                page_size, codes[dtype], 1 if causal else 0, float(softmax_scale),
+                                page_size, codes[dtype], 1 if causal else 0,
                                 _c_string("tile", tile) if tile is not None else None, spec, len(spec), err,
                                 len(err)),
            err)
@@ -291,26 +301,7 @@ def _same_device(tensors, lead):
             raise ValueError(f"{name} is on {t.device} but {lead} is on {first.device}")
 
 
-def decode(q, kv_cache, block_table, seq_lens, *, head_dim_v, softmax_scale, causal=False, num_splits=None,
-           kv_format="auto", kv_scale=None, split_policy="grid", tile=None):
-    """Absorbed MLA decode over a paged latent cache on the GPU (FlashMLA's flash_mla_with_kvcache).
-
-    Shapes and semantics are those of `mla.decode`: q [b, s_q, h_q, L+R] bfloat16 or float16, kv_cache
-    [pages, page_size, L+R] of q's dtype, block_table int32 [b, max_pages] (CUDA), seq_lens int32 [b]
-    (CUDA or CPU); returns out [b, s_q, h_q, L] in q's dtype and lse float32 [b, h_q, s_q]. seq_lens and
-    the block table are copied to the host and checked (every page a request reads must exist in kv_cache)
-    before anything is enqueued.
-
-    `num_splits` cuts every request into that many split-KV pieces; without it `split_policy`
-    decides: "grid" (default: one count per batch fitted to the GPU's SMs, see
-    `chooseGridSplits`), "heuristic" (vLLM Triton MLA's), "balanced" (FlashMLA's plan) or
-    "batch-invariant". `tile` ("RxWxKxS", with a trailing "w" for the wgmma kernel) overrides the
-    kernel's default tiling (it is part of the kernel's cache key).
-    """
-    torch = _torch()
-    names = ("q", "kv_cache", "block_table", "seq_lens")
-    values = (q, kv_cache, block_table, seq_lens)
-    described = [_describe(torch, n, v, data=False) for n, v in zip(names, values)]
+def _decode_options(head_dim_v, softmax_scale, causal, num_splits, split_policy, kv_format, kv_scale):
     opts = _DecodeOptions()
     opts.headDimV = _int("head_dim_v", head_dim_v)
     opts.softmaxScale = _float("softmax_scale", softmax_scale)
@@ -323,6 +314,74 @@ def decode(q, kv_cache, block_table, seq_lens, *, head_dim_v, softmax_scale, cau
         raise ValueError(f"split_policy must be one of {sorted(SPLIT_POLICIES)}, got {split_policy!r}")
     opts.splitPolicy = SPLIT_POLICIES[policy]
     opts.cache = _cache_format(kv_format, kv_scale)
+    return opts
+
+
+def _outputs(torch, q, latent, out, lse):
+    """out [b, s_q, h_q, latent] in q's dtype and lse float32 [b, h_q, s_q] on q's device: the given
+    ones, checked, or new ones."""
+    b, sq, h = q.shape[0], q.shape[1], q.shape[2]
+    wanted = {"out": ((b, sq, h, latent), q.dtype), "lse": ((b, h, sq), torch.float32)}
+    given = {"out": out, "lse": lse}
+    result = []
+    for name, (shape, dtype) in wanted.items():
+        t = given[name]
+        if t is None:
+            result.append(torch.empty(shape, dtype=dtype, device=q.device))
+            continue
+        if not isinstance(t, torch.Tensor):
+            raise ValueError(f"{name} must be a torch tensor, got {type(t).__name__}")
+        if tuple(t.shape) != shape or t.dtype != dtype or t.device != q.device or not t.is_contiguous():
+            raise ValueError(f"{name} must be a contiguous {dtype} tensor of shape {list(shape)} on "
+                             f"{q.device}, got {t.dtype} {list(t.shape)} on {t.device}"
+                             + ("" if t.is_contiguous() else " (not contiguous)"))
+        result.append(t)
+    return result
+
+
+def _decode_spec_for(torch, q, kv_cache, latent, causal, tile):
+    b, sq, h, d = q.shape
+    dtype = "bf16" if q.dtype == torch.bfloat16 else "f16"
+    return decode_spec(h, sq, latent, d - latent, kv_cache.shape[1], dtype, causal, _chip(torch, q.device),
+                       tile).encode()
+
+
+def decode(q, kv_cache, block_table, seq_lens, *, head_dim_v, softmax_scale, causal=False, num_splits=None,
+           kv_format="auto", kv_scale=None, split_policy="grid", tile=None, plan=None, out=None, lse=None):
+    """Absorbed MLA decode over a paged latent cache on the GPU (FlashMLA's flash_mla_with_kvcache).
+
+    Shapes and semantics are those of `mla.decode`: q [b, s_q, h_q, L+R] bfloat16 or float16, kv_cache
+    [pages, page_size, L+R] of q's dtype, block_table int32 [b, max_pages] (CUDA), seq_lens int32 [b]
+    (CUDA or CPU); returns out [b, s_q, h_q, L] in q's dtype and lse float32 [b, h_q, s_q], written into
+    `out` and `lse` when given (contiguous tensors of those shapes on q's device).
+
+    Without `plan`, seq_lens and the block table are copied to the host and checked (every page a request
+    reads must exist in kv_cache) before anything is enqueued, and the splits are planned there:
+    `num_splits` cuts every request into that many split-KV pieces; without it `split_policy` decides:
+    "grid" (default: one count per batch fitted to the GPU's SMs, see `chooseGridSplits`), "heuristic"
+    (vLLM Triton MLA's), "balanced" (FlashMLA's plan) or "batch-invariant". `tile` ("RxWxKxS", with a
+    trailing "w" for the wgmma kernel) overrides the kernel's default tiling (part of the kernel's key).
+
+    With `plan` (from `plan_decode` on this step's tables) the call only checks shapes, dtypes and
+    devices against the plan and enqueues the decode on torch's current stream: no host copy, no
+    synchronisation, and with `out` and `lse` no allocation, so it can be captured in a CUDA graph.
+    seq_lens and block_table must hold the values the plan was made from; the plan checked those on
+    the device (`DecodePlan.check` reports what it found). The plan fixes num_splits, split_policy and
+    tile, which must then be left at their defaults.
+    """
+    if plan is not None:
+        if num_splits is not None or split_policy != "grid" or tile is not None or kv_format != "auto" \
+                or kv_scale is not None:
+            raise ValueError("with a plan, num_splits, split_policy, tile, kv_format and kv_scale are the "
+                             "plan's: leave them at their defaults")
+        if not isinstance(plan, DecodePlan):
+            raise ValueError(f"plan must come from mla.gpu.plan_decode, got {type(plan).__name__}")
+        return plan._run(q, kv_cache, block_table, seq_lens, head_dim_v, softmax_scale, causal, out, lse)
+    torch = _torch()
+    names = ("q", "kv_cache", "block_table", "seq_lens")
+    values = (q, kv_cache, block_table, seq_lens)
+    described = [_describe(torch, n, v, data=False) for n, v in zip(names, values)]
+    opts = _decode_options(head_dim_v, softmax_scale, causal, num_splits, split_policy, kv_format, kv_scale)
     lens_host, lens_ptr = _host_i32(seq_lens)
     # The block table is read on the host too, so that a page past the cache
     # is an error rather than an out-of-bounds read on the GPU.
@@ -334,15 +393,10 @@ def decode(q, kv_cache, block_table, seq_lens, *, head_dim_v, softmax_scale, cau
         tensors["seq_lens"] = seq_lens
     _same_device(tensors, "q")
 
-    b, sq, h, d = q.shape
-    latent = opts.headDimV
-    out = torch.empty((b, sq, h, latent), dtype=q.dtype, device=q.device)
-    lse = torch.empty((b, h, sq), dtype=torch.float32, device=q.device)
-    if b == 0:
+    out, lse = _outputs(torch, q, opts.headDimV, out, lse)
+    if q.shape[0] == 0:
         return out, lse
-    dtype = "bf16" if q.dtype == torch.bfloat16 else "f16"
-    spec = decode_spec(h, sq, latent, d - latent, kv_cache.shape[1], dtype, causal, opts.softmaxScale,
-                       _chip(torch, q.device), tile).encode()
+    spec = _decode_spec_for(torch, q, kv_cache, opts.headDimV, causal, tile)
     lens_dev = seq_lens if seq_lens.is_cuda else seq_lens.to(q.device)
     described = [_describe(torch, n, v) for n, v in zip(names, (q, kv_cache, block_table, lens_dev))]
     refs = [ctypes.byref(t) for t in described]
@@ -359,6 +413,171 @@ def decode(q, kv_cache, block_table, seq_lens, *, head_dim_v, softmax_scale, cau
         workspace = torch.empty(size.value, dtype=torch.uint8, device=q.device)
         call(workspace.data_ptr())
     return out, lse
+
+
+def _raw_stream(torch, device):
+    """torch's current stream on `device` as a CUstream value. torch._C._cuda_getCurrentRawStream costs a
+    fraction of current_stream().cuda_stream, which matters on the planned path's host budget."""
+    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    if raw is not None:
+        return raw(device)
+    return torch.cuda.current_stream(device).cuda_stream
+
+
+class DecodePlan:
+    """A device plan of GPU decodes (`plan_decode`): the split bounds of one batch step, computed on the
+    GPU from device seq_lens by the decode kernel's planning kernel, in buffers this object owns (sized for
+    `max_batch` requests). `decode(..., plan=plan)` then launches with no host copy or synchronisation.
+    `num_splits` is the number of pieces every request is cut into, fixed when the plan is made."""
+
+    def __init__(self, torch, lib, handle, workspace, status, device, shapes, head_dim_v, causal, max_batch):
+        self._torch, self._lib, self._handle = torch, lib, handle
+        self._workspace, self._status = workspace, status
+        self._device, self._device_index = device, device.index
+        self._shapes = shapes
+        self._head_dim_v, self._causal = head_dim_v, bool(causal)
+        self.max_batch = max_batch
+        self.num_splits = lib.mlaGpuDecodePlanNumSplits(handle)
+        self._err = ctypes.create_string_buffer(_ERROR_BYTES)
+
+    def __del__(self):
+        handle, self._handle = getattr(self, "_handle", None), None
+        if handle:
+            self._lib.mlaGpuDecodePlanDestroy(handle)
+
+    def _update(self, q, kv_cache, block_table, seq_lens):
+        torch = self._torch
+        names = ("q", "kv_cache", "block_table", "seq_lens")
+        values = (q, kv_cache, block_table, seq_lens)
+        _same_device(dict(zip(names, values)), "q")
+        if q.device != self._device:
+            raise ValueError(f"the plan was made on {self._device}, got q on {q.device}")
+        described = [_describe(torch, n, v) for n, v in zip(names, values)]
+        stream = ctypes.c_void_p(_raw_stream(torch, self._device_index))
+        _call("mlaGpuDecodePlanUpdate", self._handle, *[ctypes.byref(t) for t in described], stream)
+        self._shapes = tuple(tuple(v.shape) for v in values)
+        self._dtype = q.dtype
+
+    def _run(self, q, kv_cache, block_table, seq_lens, head_dim_v, softmax_scale, causal, out, lse):
+        # The host budget of a planned call is a few microseconds of Python: one pass of cheap tests
+        # (get_device() is an int, where .device builds an object), the precise message only on failure.
+        torch, shapes, dev, dtype = self._torch, self._shapes, self._device_index, self._dtype
+        tensors = (q, kv_cache, block_table, seq_lens)
+        try:
+            ok = (q.shape == shapes[0] and kv_cache.shape == shapes[1] and block_table.shape == shapes[2]
+                  and seq_lens.shape == shapes[3] and q.dtype == dtype and kv_cache.dtype == dtype
+                  and block_table.dtype == torch.int32 and seq_lens.dtype == torch.int32
+                  and q.get_device() == dev and kv_cache.get_device() == dev and block_table.get_device() == dev
+                  and seq_lens.get_device() == dev and q.is_contiguous() and kv_cache.is_contiguous()
+                  and block_table.is_contiguous() and seq_lens.is_contiguous())
+        except AttributeError:
+            ok = False
+        if not ok:
+            self._explain(tensors)
+        if head_dim_v != self._head_dim_v or bool(causal) != self._causal:
+            raise ValueError(f"head_dim_v and causal must be the plan's ({self._head_dim_v}, {self._causal})")
+        if out is None or lse is None:
+            out, lse = _outputs(torch, q, self._head_dim_v, out, lse)
+        else:
+            try:
+                ok = (out.shape == (shapes[0][0], shapes[0][1], shapes[0][2], self._head_dim_v)
+                      and lse.shape == (shapes[0][0], shapes[0][2], shapes[0][1]) and out.dtype == dtype
+                      and lse.dtype == torch.float32 and out.get_device() == dev and lse.get_device() == dev
+                      and out.is_contiguous() and lse.is_contiguous())
+            except AttributeError:
+                ok = False
+            if not ok:
+                _outputs(torch, q, self._head_dim_v, out, lse)  # raises with the precise message
+        code = self._lib.mlaGpuDecodeRun(self._handle, q.data_ptr(), kv_cache.data_ptr(),
+                                         block_table.data_ptr(), seq_lens.data_ptr(), out.data_ptr(),
+                                         lse.data_ptr(), _float("softmax_scale", softmax_scale),
+                                         _raw_stream(torch, dev), self._err, _ERROR_BYTES)
+        if code != SUCCESS:
+            _check(code, self._err)
+        return out, lse
+
+    def _explain(self, tensors):
+        """Raises the ValueError that says how `tensors` (q, kv_cache, block_table, seq_lens) differ from what
+        the plan was made for."""
+        torch = self._torch
+        names = ("q", "kv_cache", "block_table", "seq_lens")
+        for name, t in zip(names, tensors):
+            if not isinstance(t, torch.Tensor):
+                raise ValueError(f"{name} must be a torch tensor, got {type(t).__name__}")
+        got = [list(t.shape) for t in tensors]
+        if got != [list(s) for s in self._shapes]:
+            raise ValueError(f"q, kv_cache, block_table and seq_lens have shapes {got}; the plan was made for "
+                             f"{[list(s) for s in self._shapes]}: plan this step with plan_decode(..., plan=plan)")
+        wanted = (self._dtype, self._dtype, torch.int32, torch.int32)
+        for name, t, dtype in zip(names, tensors, wanted):
+            if t.dtype != dtype:
+                raise ValueError(f"{name} has dtype {t.dtype}; the plan was made for {dtype}")
+            if t.get_device() != self._device_index or not t.is_contiguous():
+                raise ValueError(f"{name} must be a contiguous tensor on the plan's device {self._device}")
+
+    def check(self):
+        """Waits for torch's current stream and raises ValueError when a step planned since the last check
+        had a seq_len or block-table entry the argument rules forbid (those requests were planned as empty:
+        out 0, lse -inf, and nothing was read for them). Not for use inside a CUDA graph capture."""
+        stream = ctypes.c_void_p(_raw_stream(self._torch, self._device_index))
+        _call("mlaGpuDecodePlanCheck", self._handle, stream)
+
+
+def plan_decode(q, kv_cache, block_table, seq_lens, *, head_dim_v, causal=False, num_splits=None,
+                split_policy="grid", tile=None, max_batch=None, max_seq_len=None, plan=None):
+    """Plans the split-KV decode of one batch step on the GPU (FlashMLA's get_mla_metadata, FlashInfer's
+    plan) and returns the plan for `decode(..., plan=plan)`.
+
+    The arguments are decode's (softmax_scale aside: the kernel takes it at launch, so one plan and one
+    kernel serve every scale). Every request is cut into the same number of whole-page pieces:
+    `num_splits`, or for split_policy "grid" (default) the count `chooseGridSplits` fits to the GPU for
+    `max_batch` requests of `max_seq_len` tokens (default: the block table's capacity), or 1 for
+    "batch-invariant"; "heuristic" and "balanced" plan from host lengths and are refused here. The bounds
+    are computed on the device from device `seq_lens` by a kernel enqueued on torch's current stream, which
+    also checks every seq_len and every used block-table entry as decode's argument rules do; see
+    `DecodePlan.check`.
+
+    The first call allocates the plan's buffers (for `max_batch` requests, default b). Passing an earlier
+    plan as `plan` re-plans into its buffers for this step's tables (b at most its max_batch, the same
+    head and cache shapes): no allocation, no host copy, no synchronisation, so it can be captured in a
+    CUDA graph with the decodes that use it.
+    """
+    torch = _torch()
+    names = ("q", "kv_cache", "block_table", "seq_lens")
+    values = (q, kv_cache, block_table, seq_lens)
+    for n, v in zip(names, values):
+        _describe(torch, n, v, data=False)
+    _same_device(dict(zip(names, values)), "q")
+    if plan is not None:
+        if not isinstance(plan, DecodePlan):
+            raise ValueError(f"plan must come from mla.gpu.plan_decode, got {type(plan).__name__}")
+        if _int("head_dim_v", head_dim_v) != plan._head_dim_v or bool(causal) != plan._causal:
+            raise ValueError(f"head_dim_v and causal must be the plan's ({plan._head_dim_v}, {plan._causal})")
+        plan._update(q, kv_cache, block_table, seq_lens)
+        return plan
+    opts = _decode_options(head_dim_v, 1.0, causal, num_splits, split_policy, "auto", None)
+    if q.shape[0] == 0:
+        raise ValueError("a plan needs at least one request")
+    max_batch = q.shape[0] if max_batch is None else _int("max_batch", max_batch)
+    max_seq_len = 0 if max_seq_len is None else _int("max_seq_len", max_seq_len)
+    spec = _decode_spec_for(torch, q, kv_cache, opts.headDimV, causal, tile)
+    described = [_describe(torch, n, v, data=False) for n, v in zip(names, values)]
+    refs = [ctypes.byref(t) for t in described]
+    device = q.device.index if q.device.index is not None else torch.cuda.current_device()
+    lib = _library()
+    size = ctypes.c_size_t(0)
+    handle = ctypes.c_void_p()
+    with torch.cuda.device(device):
+        _call("mlaGpuDecodePlanCreate", spec, device, *refs, ctypes.byref(opts), max_batch, max_seq_len, 0,
+              ctypes.byref(size), 0, ctypes.byref(handle))
+        workspace = torch.empty(size.value, dtype=torch.uint8, device=q.device)
+        status = torch.zeros(1, dtype=torch.int32, device=q.device)
+        _call("mlaGpuDecodePlanCreate", spec, device, *refs, ctypes.byref(opts), max_batch, max_seq_len,
+              workspace.data_ptr(), ctypes.byref(size), status.data_ptr(), ctypes.byref(handle))
+    plan = DecodePlan(torch, lib, handle, workspace, status, torch.device("cuda", device), None,
+                      opts.headDimV, causal, max_batch)
+    plan._update(q, kv_cache, block_table, seq_lens)
+    return plan
 
 
 def clear_decoders():

@@ -179,6 +179,46 @@ def test_decode_num_splits_agree(rng, dims, page_size, s_q, causal):
         check_empty_requests(out, lse, cache.seq_lens)
 
 
+@pytest.mark.parametrize("policy, num_splits, planned", [("grid", 3, 3), ("batch-invariant", None, 1),
+                                                         ("grid", None, None)])
+def test_host_plan_runs_the_planned_split(rng, policy, num_splits, planned):
+    """mla.plan_decode on numpy arrays: the same plan/run call sites as on the GPU, the plan's split count,
+    and out=/lse= filled in place."""
+    s_q, causal = 2, True
+    q, cache = decode_inputs(rng, SMALL, boundary_seq_lens(16, s_q, causal), 16, s_q)
+    plan = mla.plan_decode(q, cache.kv_cache, cache.block_table, cache.seq_lens, head_dim_v=SMALL.L,
+                           causal=causal, num_splits=num_splits, split_policy=policy)
+    assert plan.num_splits == planned
+    plan.check()
+    out = np.full((len(cache.seq_lens), s_q, SMALL.N, SMALL.L), np.nan, np.float32)
+    lse = np.full((len(cache.seq_lens), SMALL.N, s_q), np.nan, np.float32)
+    got = mla.decode(q, cache.kv_cache, cache.block_table, cache.seq_lens, head_dim_v=SMALL.L,
+                     softmax_scale=SMALL.scale, causal=causal, plan=plan, out=out, lse=lse)
+    assert got[0] is out and got[1] is lse
+    want = run_decode(q, cache, SMALL, causal=causal, num_splits=planned)
+    np.testing.assert_array_equal(out, want[0])
+    np.testing.assert_array_equal(lse, want[1])
+
+
+def test_host_plan_checks_its_calls(rng):
+    q, cache = decode_inputs(rng, SMALL, [5, 9], 16, 1)
+    args = (q, cache.kv_cache, cache.block_table, cache.seq_lens)
+    plan = mla.plan_decode(*args, head_dim_v=SMALL.L)
+    with pytest.raises(ValueError, match="the plan was made for"):
+        mla.decode(q[:1], cache.kv_cache, cache.block_table[:1], cache.seq_lens[:1], head_dim_v=SMALL.L,
+                   softmax_scale=SMALL.scale, plan=plan)
+    with pytest.raises(ValueError, match="head_dim_v and causal must be the plan's"):
+        mla.decode(*args, head_dim_v=SMALL.L, softmax_scale=SMALL.scale, causal=True, plan=plan)
+    with pytest.raises(ValueError, match="num_splits is the plan's"):
+        mla.decode(*args, head_dim_v=SMALL.L, softmax_scale=SMALL.scale, plan=plan, num_splits=2)
+    with pytest.raises(ValueError, match="plan must come from mla.plan_decode"):
+        mla.decode(*args, head_dim_v=SMALL.L, softmax_scale=SMALL.scale, plan="plan")
+    with pytest.raises(ValueError, match="split_policy must be 'grid' or 'batch-invariant'"):
+        mla.plan_decode(*args, head_dim_v=SMALL.L, split_policy="balanced")
+    with pytest.raises(ValueError, match=r"out must be a writeable float32 numpy array of shape \[2, 1,"):
+        mla.decode(*args, head_dim_v=SMALL.L, softmax_scale=SMALL.scale, out=np.zeros((2, 1), np.float32))
+
+
 @pytest.mark.parametrize("dims,page_size,s_q,causal", [(SMALL, 16, 2, True), (DSV3, 64, 1, False)], ids=str)
 def test_decode_float16(rng, dims, page_size, s_q, causal):
     q, cache = decode_inputs(rng, dims, boundary_seq_lens(page_size, s_q, causal), page_size, s_q,

@@ -8,6 +8,7 @@ the GPU path takes CUDA tensors). Numerical results are checked on a GPU by test
 
 import ctypes
 import importlib.util
+import re
 import struct
 
 import pytest
@@ -28,14 +29,15 @@ def lib():
 
 
 def spec_text(heads=128, sq=1, causal=False, dtype="bf16", tile=None):
-    return gpu.decode_spec(heads, sq, 512, 64, 64, dtype, causal, SCALE, "sm_90a", tile)
+    return gpu.decode_spec(heads, sq, 512, 64, 64, dtype, causal, "sm_90a", tile)
 
 
 def test_spec_text_is_canonical(lib):
+    # The softmax scale is a launch argument: no spec, and no cache key, names it.
+    assert spec_text() == "decode chip=sm_90a N=128 Sq=1 L=512 R=64 page=64 dtype=bf16 causal=0 tile=64x2x64x2w"
+    assert spec_text(16, 2, True).endswith("causal=1 tile=64x2x64x2w")
     bits = struct.unpack("<I", struct.pack("<f", SCALE))[0]
-    assert spec_text() == (f"decode chip=sm_90a N=128 Sq=1 L=512 R=64 page=64 dtype=bf16 causal=0 "
-                           f"scale=0x{bits:08x} tile=64x2x64x2w")
-    assert spec_text(16, 2, True).endswith("causal=1 scale=0x3d93cd3a tile=64x2x64x2w")
+    assert gpu.kernel_spec(spec_text() + f" scale=0x{bits:08x}") == spec_text()
     assert spec_text(16, tile="64x2x32x2").endswith("tile=64x2x32x2")
     assert "dtype=f16" in spec_text(dtype="f16")
 
@@ -44,13 +46,12 @@ def test_spec_text_is_canonical(lib):
     (dict(latent_dim=500), "no decode kernel for this shape"),
     (dict(dtype="fp32"), "dtype must be 'bf16' or 'f16'"),
     (dict(chip="sm_80"), "unknown chip 'sm_80'"),
-    (dict(softmax_scale=0.0), "softmax_scale must be positive"),
     (dict(num_heads=0), "number of heads must be in [1"),
     (dict(tile="64x2x48x2"), "the given tile cannot run this shape"),
 ])
 def test_spec_rejects_what_no_kernel_can_run(lib, kwargs, message):
     args = dict(num_heads=128, query_rows=1, latent_dim=512, rope_dim=64, page_size=64, dtype="bf16",
-                causal=False, softmax_scale=SCALE, chip="sm_90a")
+                causal=False, chip="sm_90a")
     args.update(kwargs)
     with pytest.raises(ValueError, match=message.replace("[", r"\[")):
         gpu.decode_spec(**args)
@@ -233,3 +234,126 @@ def test_host_block_table_pages_are_checked(lib, check_only):
     assert code == gpu.ERROR_INVALID_ARGUMENT and "block_table[1, 1] = 1000000" in message, message
     code, message, _ = c_decode(lib, lens=(64, 64), table=[[0, 1], [2, 10**6]], check_only=True)
     assert code == gpu.SUCCESS, message  # request 1 reads only its first page
+
+
+# ---------------------------------------------------------------------------------------------------
+# Decode plans (mlaGpuDecodePlan*): what is rejected before a GPU is needed
+# ---------------------------------------------------------------------------------------------------
+
+def c_plan_create(lib, *, lens=2, max_batch=0, max_seq_len=0, num_splits=3, policy=3, heads=128, spec_heads=128):
+    """mlaGpuDecodePlanCreate's size query (workspace 0); returns (code, message, workspace bytes)."""
+    bf16, i32 = gpu._DTYPE_BF16, gpu._DTYPE_INT32
+    tensors = [c_tensor(bf16, (lens, 1, heads, 576)), c_tensor(bf16, (8, 64, 576)), c_tensor(i32, (lens, 4)),
+               c_tensor(i32, (lens,))]
+    opts = gpu._DecodeOptions(headDimV=512, softmaxScale=0.0, splitPolicy=policy)
+    if num_splits is not None:
+        opts.hasNumSplits, opts.numSplits = 1, num_splits
+    size = ctypes.c_size_t(0)
+    handle = ctypes.c_void_p()
+    err = ctypes.create_string_buffer(4096)
+    code = lib.mlaGpuDecodePlanCreate(spec_text(spec_heads).encode(), 0, *[ctypes.byref(t) for t in tensors],
+                                      ctypes.byref(opts), max_batch, max_seq_len, 0, ctypes.byref(size), 0,
+                                      ctypes.byref(handle), err, len(err))
+    assert not handle.value, "a size query makes no plan"
+    return code, err.value.decode(), size.value
+
+
+def test_plan_size_query_needs_no_gpu(lib):
+    # The scale is not a plan option (0 is not checked): mlaGpuDecodeRun takes it.
+    code, message, size = c_plan_create(lib, max_batch=8, num_splits=3)
+    assert code == gpu.SUCCESS, message
+    # decodeWorkspaceLayout(N=128, Sq=1, L=512) for 8 requests in 3 pieces.
+    rows = 3 * 8 * 128
+    align = lambda v: -(-v // 256) * 256  # noqa: E731
+    assert size == align(rows * 512 * 4) + align(rows * 4) + 8 * 4 * 4
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(max_batch=1), "max_batch 1 is below the batch of 2 requests"),
+    (dict(num_splits=None, policy=1), "use the grid or batch-invariant split policy or num_splits"),
+    (dict(num_splits=None, policy=0), "the heuristic and balanced policies plan on the host"),
+    (dict(num_splits=70000), r"num_splits = 70000 must be in \[1, 65535\]"),
+    (dict(max_batch=70000), r"batch size must be in \[1, 65535\]"),
+    (dict(heads=16), "was not made for these arguments"),
+])
+def test_plan_rejects_bad_calls_before_touching_the_gpu(lib, kwargs, message):
+    code, text, _ = c_plan_create(lib, **kwargs)
+    assert code == gpu.ERROR_INVALID_ARGUMENT, text
+    assert re.search(message, text), text
+
+
+def test_plan_functions_reject_a_null_plan(lib):
+    err = ctypes.create_string_buffer(512)
+    assert lib.mlaGpuDecodePlanNumSplits(None) == 0
+    lib.mlaGpuDecodePlanDestroy(None)
+    code = lib.mlaGpuDecodeRun(None, 1, 2, 3, 4, 5, 6, SCALE, None, err, len(err))
+    assert code == gpu.ERROR_INVALID_ARGUMENT and b"plan is null" in err.value
+    code = lib.mlaGpuDecodePlanUpdate(None, None, None, None, None, None, err, len(err))
+    assert code == gpu.ERROR_INVALID_ARGUMENT and b"plan is null" in err.value
+
+
+@pytest.mark.skipif(not HAS_TORCH, reason="torch is not installed: the plan checks need torch tensors")
+def test_python_plan_checks_raise_value_error():
+    import torch
+    with pytest.raises(ValueError, match="q is on cpu; the GPU path takes CUDA tensors"):
+        gpu.plan_decode(**cpu_inputs(torch), head_dim_v=512)
+    with pytest.raises(ValueError, match="plan must come from mla.gpu.plan_decode"):
+        gpu.decode(**cpu_inputs(torch), head_dim_v=512, softmax_scale=SCALE, plan="a plan")
+    with pytest.raises(ValueError, match="num_splits, split_policy, tile, kv_format and kv_scale are the plan's"):
+        gpu.decode(**cpu_inputs(torch), head_dim_v=512, softmax_scale=SCALE, plan="a plan", num_splits=2)
+
+
+class FakeRunLibrary:
+    """Stands in for libMLAGpuCAPI.so behind a DecodePlan, recording mlaGpuDecodeRun's arguments, so the
+    Python half of a planned call runs on CPU tensors."""
+
+    def __init__(self):
+        self.runs = []
+
+    def mlaGpuDecodePlanNumSplits(self, handle):
+        return 3
+
+    def mlaGpuDecodePlanDestroy(self, handle):
+        pass
+
+    def mlaGpuDecodeRun(self, handle, *args):
+        self.runs.append(args)
+        return gpu.SUCCESS
+
+
+@pytest.mark.skipif(not HAS_TORCH, reason="torch is not installed: the plan checks need torch tensors")
+def test_planned_call_checks_against_the_plan(monkeypatch):
+    import torch
+    monkeypatch.setattr(gpu, "_raw_stream", lambda torch, device: 1234)
+    fake = FakeRunLibrary()
+    inputs = cpu_inputs(torch)
+    plan = gpu.DecodePlan(torch, fake, 1, None, None, torch.device("cpu"), None, 512, False, 4)
+    plan._shapes = tuple(tuple(v.shape) for v in inputs.values())
+    plan._dtype = torch.bfloat16
+    plan._device_index = -1  # what get_device() says of a CPU tensor
+    assert plan.num_splits == 3
+    out = torch.empty(2, 1, 16, 512, dtype=torch.bfloat16)
+    lse = torch.empty(2, 16, 1)
+    got = gpu.decode(**inputs, head_dim_v=512, softmax_scale=SCALE, plan=plan, out=out, lse=lse)
+    assert got[0] is out and got[1] is lse
+    pointers = [t.data_ptr() for t in (*inputs.values(), out, lse)]
+    assert fake.runs == [(*pointers, SCALE, 1234, plan._err, gpu._ERROR_BYTES)]
+
+    def rejects(message, **changes):
+        args = dict(inputs, head_dim_v=512, softmax_scale=SCALE, plan=plan, out=out, lse=lse)
+        args.update(changes)
+        with pytest.raises(ValueError, match=message):
+            gpu.decode(**args)
+
+    rejects(r"the plan was made for \[\[2, 1, 16, 576\]", q=torch.zeros(1, 1, 16, 576, dtype=torch.bfloat16))
+    rejects("q has dtype torch.float16; the plan was made for torch.bfloat16", q=inputs["q"].half())
+    rejects("block_table has dtype torch.int64", block_table=inputs["block_table"].long())
+    rejects("seq_lens must be a torch tensor", seq_lens=[0, 0])
+    rejects("q must be a contiguous tensor on the plan's device",
+            q=inputs["q"].repeat(1, 1, 1, 2)[..., ::2])
+    rejects(r"head_dim_v and causal must be the plan's \(512, False\)", causal=True)
+    rejects(r"out must be a contiguous torch.bfloat16 tensor of shape \[2, 1, 16, 512\]",
+            out=torch.empty(2, 1, 16, 512))
+    rejects(r"lse must be a contiguous torch.float32 tensor of shape \[2, 16, 1\]", lse=torch.empty(2, 1, 16))
+    rejects("softmax_scale must be a number", softmax_scale="big")
+    assert len(fake.runs) == 1, "a rejected call launches nothing"

@@ -44,7 +44,7 @@ cl::opt<std::string> cacheDir(
 cl::list<std::string>
     specs("spec",
           cl::desc("A kernel spec, e.g. \"decode chip=sm_90a N=128 Sq=1 L=512 "
-                   "R=64 page=64 dtype=bf16 causal=0 scale=0x3d93cd3a\", "
+                   "R=64 page=64 dtype=bf16 causal=0\", "
                    "\"cache_write chip=sm_90a L=512 R=64 page=64 dtype=bf16 "
                    "format=fp8_ds_mla\" or \"absorb_q chip=sm_90a N=128 P=128 "
                    "L=512 R=64 dtype=bf16\" (repeatable)"),
@@ -116,8 +116,6 @@ std::vector<KernelSpec> getDeepSeekSpecs() {
       spec.shape.ropeDim = 64;
       spec.shape.pageSize = 64;
       spec.shape.elem = ElemType::BF16;
-      // Softmax scale of the 128 + 64 wide query-key product.
-      spec.shape.scale = static_cast<float>(1.0 / std::sqrt(192.0));
       spec.tiling = chooseDecodeTiling(spec.chip, spec.shape);
       result.push_back(spec);
     }

@@ -31,7 +31,7 @@ static void referenceRow(const mla::gpu::DecodeShape &shape,
     double dot = 0;
     for (int64_t c = 0; c < d; ++c)
       dot += static_cast<double>(bf16ToFloat(q[c])) * bf16ToFloat(k[c]);
-    scores[j] = shape.scale * dot;
+    scores[j] = in.softmaxScale * dot;
   }
   double m = *std::max_element(scores.begin(), scores.end());
   double sum = 0;

@@ -24,6 +24,7 @@ struct DecodeInputs {
   std::vector<uint16_t> cache;      // [numPages, page, L+R]
   std::vector<int32_t> blockTable;  // [B, maxPages]
   std::vector<int32_t> seqLens;     // [B]
+  double softmaxScale = 0;
 };
 
 /// out [B, Sq, N, L] and lse [B, N, Sq] in double; a row that sees no

@@ -40,6 +40,10 @@ namespace cl = llvm::cl;
 
 static cl::OptionCategory benchCategory("mla-bench options");
 
+/// DeepSeek-V3's softmax scale, (P+R)^-0.5 with P+R = 128 + 64: a launch
+/// argument of the decode kernel.
+static const float kSoftmaxScale = static_cast<float>(1.0 / std::sqrt(192.0));
+
 static cl::opt<std::string> cacheDir("cache-dir", cl::cat(benchCategory),
                                      cl::desc("Kernel cache directory"),
                                      cl::value_desc("dir"));
@@ -134,7 +138,6 @@ llvm::Expected<DecodeKernelSpec> makeSpec(Chip chip, const Shape &shape) {
   spec.shape.pageSize = 64;
   spec.shape.elem = ElemType::BF16;
   spec.shape.causal = shape.causal;
-  spec.shape.scale = static_cast<float>(1.0 / std::sqrt(192.0));
   // Through the spec text, so --tile gets the parser's checks.
   std::string text = toString(spec);
   text = text.substr(0, text.rfind(" tile="));
@@ -326,6 +329,7 @@ llvm::Expected<DeviceBuffer> prepare(const CudaDriver &driver,
   args = {p.q.get(),   p.cache.get(), p.blockTable.get(), p.seqLens.get(),
           p.out.get(), p.lse.get(),   workspace->get(),   bytes,
           p.batch,     p.maxPages,    p.numPages,         bounds.numSplits};
+  args.softmaxScale = kSoftmaxScale;
   if (llvm::Error error = decoder.uploadBounds(nullptr, workspace->get(), bytes,
                                                p.batch, bounds))
     return std::move(error);
@@ -461,6 +465,65 @@ llvm::Error runTiming(const CudaDriver &driver, const KernelCache &cache,
   return llvm::Error::success();
 }
 
+/// Runs the image's planning kernel over `p`'s device seq_lens and compares
+/// its bounds with the host's planUniformBounds: the two planners must agree
+/// exactly, and valid tables must leave the status word 0.
+llvm::Expected<bool> checkDevicePlan(const CudaDriver &driver,
+                                     const GpuDecoder &decoder,
+                                     const Problem &p,
+                                     llvm::ArrayRef<int32_t> lens,
+                                     int64_t numSplits) {
+  const DecodeKernelSpec &spec = decoder.getSpec();
+  llvm::Expected<SplitBounds> host =
+      planUniformBounds(lens, numSplits, spec.shape.pageSize);
+  if (!host)
+    return host.takeError();
+  DecodePlanArgs args;
+  args.seqLens = p.seqLens.get();
+  args.blockTable = p.blockTable.get();
+  args.batch = args.maxBatch = p.batch;
+  args.maxPages = p.maxPages;
+  args.numPages = p.numPages;
+  args.numSplits = numSplits;
+  DecodeWorkspaceLayout layout =
+      decodeWorkspaceLayout(spec.shape, p.batch, numSplits);
+  args.workspaceBytes = layout.totalBytes;
+  llvm::Expected<DeviceBuffer> workspace =
+      DeviceBuffer::alloc(driver, args.workspaceBytes);
+  if (!workspace)
+    return workspace.takeError();
+  llvm::Expected<DeviceBuffer> status = DeviceBuffer::alloc(driver, 4);
+  if (!status)
+    return status.takeError();
+  args.workspace = workspace->get();
+  args.status = status->get();
+  int32_t word = 0;
+  const CudaDriverApi &api = driver.api();
+  if (llvm::Error error = driver.check(
+          api.memcpyHtoD(args.status, &word, sizeof(word)), "cuMemcpyHtoD"))
+    return std::move(error);
+  if (llvm::Error error = decoder.plan(nullptr, args))
+    return std::move(error);
+  std::vector<int32_t> device(host->bounds.size());
+  if (llvm::Error error = driver.check(
+          api.memcpyDtoH(device.data(), args.workspace + layout.splitBounds,
+                         device.size() * sizeof(int32_t)),
+          "cuMemcpyDtoH"))
+    return std::move(error);
+  if (llvm::Error error = driver.check(
+          api.memcpyDtoH(&word, args.status, sizeof(word)), "cuMemcpyDtoH"))
+    return std::move(error);
+  bool passed = device == host->bounds && word == 0;
+  llvm::outs() << llvm::format(
+      "N=%-3lld Sq=%lld causal=%d device plan S=%-3lld bounds %s the host "
+      "planner's, status %d %s\n",
+      (long long)spec.shape.numHeads, (long long)spec.shape.queryRows,
+      spec.shape.causal ? 1 : 0, (long long)numSplits,
+      device == host->bounds ? "equal" : "DIFFER from", word,
+      passed ? "PASS" : "FAIL");
+  return passed;
+}
+
 /// Runs one check configuration for every split choice; false on a mismatch.
 llvm::Expected<bool> checkShape(const CudaDriver &driver,
                                 const KernelCache &cache, Chip chip,
@@ -479,6 +542,7 @@ llvm::Expected<bool> checkShape(const CudaDriver &driver,
       benchShape ? std::vector<int32_t>(shape.batch, shape.seq)
                  : checkSeqLens(shape);
   bench::DecodeInputs host;
+  host.softmaxScale = kSoftmaxScale;
   llvm::Expected<Problem> problem = makeProblem(driver, s, lens, rng, &host);
   if (!problem)
     return problem.takeError();
@@ -547,6 +611,13 @@ llvm::Expected<bool> checkShape(const CudaDriver &driver,
         passed ? "PASS" : "FAIL");
     if (!passed)
       llvm::outs() << "  " << bad << " values outside tolerance\n";
+  }
+  for (int64_t numSplits : {1, 7}) {
+    llvm::Expected<bool> planned =
+        checkDevicePlan(driver, *decoder, *problem, lens, numSplits);
+    if (!planned)
+      return planned.takeError();
+    allPassed &= *planned;
   }
   return allPassed;
 }

@@ -10,6 +10,7 @@
 #include "mla/GpuRuntime/GpuDecode.h"
 #include "llvm/Support/FileSystem.h"
 #include "gtest/gtest.h"
+#include <cmath>
 
 using namespace mla::gpu;
 
@@ -149,6 +150,7 @@ DecodeArgs validArgs(const DecodeKernelSpec &spec) {
   args.maxPages = 8;
   args.numPages = 32;
   args.numSplits = 3;
+  args.softmaxScale = 0.125f;
   args.workspaceBytes = decodeWorkspaceLayout(spec.shape, 4, 3).totalBytes;
   return args;
 }
@@ -177,6 +179,66 @@ TEST(GpuDecode, ArgumentsAreValidatedWithoutAGpu) {
   rejects([](DecodeArgs &a) { a.numSplits = 0; }, "number of splits");
   rejects([](DecodeArgs &a) { a.workspaceBytes -= 1; },
           "4 requests in 3 pieces need");
+  rejects([](DecodeArgs &a) { a.softmaxScale = 0; },
+          "softmax_scale must be positive and finite");
+  rejects([](DecodeArgs &a) { a.softmaxScale = -1; },
+          "softmax_scale must be positive and finite");
+  rejects([](DecodeArgs &a) { a.softmaxScale = INFINITY; },
+          "softmax_scale must be positive and finite");
+  rejects([](DecodeArgs &a) { a.softmaxScale = NAN; },
+          "softmax_scale must be positive and finite");
+  // A device plan's workspace is laid out for its maximum batch.
+  rejects([](DecodeArgs &a) { a.layoutBatch = 3; },
+          "the batch of 4 must fit in it");
+  rejects([](DecodeArgs &a) { a.layoutBatch = 5; },
+          "5 requests in 3 pieces need");
+}
+
+TEST(GpuDecode, DevicePlanArgumentsAreValidatedWithoutAGpu) {
+  DecodeKernelSpec spec = deepSeekSpec();
+  DecodePlanArgs valid;
+  valid.seqLens = 0x1000;
+  valid.blockTable = 0x2000;
+  valid.workspace = 0x3000;
+  valid.status = 0x4000;
+  valid.batch = 3;
+  valid.maxBatch = 8;
+  valid.maxPages = 16;
+  valid.numPages = 64;
+  valid.numSplits = 4;
+  valid.workspaceBytes = decodeWorkspaceLayout(spec.shape, 8, 4).totalBytes;
+  EXPECT_FALSE(static_cast<bool>(checkDecodePlanArgs(spec, valid)));
+
+  auto rejects = [&](auto mutate, llvm::StringRef part) {
+    DecodePlanArgs args = valid;
+    mutate(args);
+    std::string message = errorText(checkDecodePlanArgs(spec, args));
+    EXPECT_TRUE(contains(message, part)) << message;
+  };
+  rejects([](DecodePlanArgs &a) { a.status = 0; },
+          "device pointer status is null");
+  rejects([](DecodePlanArgs &a) { a.seqLens += 2; },
+          "seq_lens is not 4-byte aligned");
+  rejects([](DecodePlanArgs &a) { a.batch = 9; },
+          "laid out for 8 requests; the batch of 9");
+  rejects([](DecodePlanArgs &a) { a.workspaceBytes -= 4; },
+          "8 requests in 4 pieces need");
+  rejects([](DecodePlanArgs &a) { a.numSplits = 0; }, "number of splits");
+  rejects([](DecodePlanArgs &a) { a.maxPages = 0; }, "at least one column");
+}
+
+TEST(GpuDecode, PlanStatusNamesTheBrokenRule) {
+  EXPECT_FALSE(static_cast<bool>(decodePlanStatusError(0)));
+  std::string lens = errorText(decodePlanStatusError(kDecodePlanBadSeqLen));
+  EXPECT_TRUE(contains(lens, "a seq_lens value was outside")) << lens;
+  EXPECT_FALSE(contains(lens, "block table entry")) << lens;
+  std::string both = errorText(
+      decodePlanStatusError(kDecodePlanBadSeqLen | kDecodePlanBadPage));
+  EXPECT_TRUE(contains(both, "seq_lens value")) << both;
+  EXPECT_TRUE(contains(both, "a block table entry a request reads was "
+                             "outside [0, pages in the cache)"))
+      << both;
+  EXPECT_TRUE(contains(both, "planned as empty")) << both;
 }
 
 TEST(GpuDecode, CacheMissNamesTheAotCommand) {

@@ -20,7 +20,7 @@ namespace {
 
 const char *const kDeepSeek =
     "decode chip=sm_90a N=128 Sq=1 L=512 R=64 page=64 dtype=bf16 causal=0 "
-    "scale=0x3d93cd3a tile=64x2x64x2w";
+    "tile=64x2x64x2w";
 
 DecodeKernelSpec parseOrDie(const std::string &text) {
   DecodeKernelSpec spec;
@@ -51,7 +51,6 @@ TEST(KernelSpecTest, RoundTripsExactly) {
   spec.shape.pageSize = 32;
   spec.shape.elem = ElemType::F16;
   spec.shape.causal = true;
-  spec.shape.scale = 0.1f / 3.0f; // no short decimal form
   spec.tiling = chooseDecodeTiling(spec.chip, spec.shape);
   std::string text = toString(spec);
   DecodeKernelSpec back = parseOrDie(text);
@@ -64,8 +63,6 @@ TEST(KernelSpecTest, RoundTripsExactly) {
   EXPECT_EQ(back.shape.pageSize, 32);
   EXPECT_EQ(back.shape.elem, ElemType::F16);
   EXPECT_TRUE(back.shape.causal);
-  EXPECT_EQ(std::memcmp(&back.shape.scale, &spec.shape.scale, sizeof(float)),
-            0);
   EXPECT_EQ(back.tiling.rowsPerCta, spec.tiling.rowsPerCta);
   EXPECT_EQ(back.tiling.warpsN, spec.tiling.warpsN);
   EXPECT_EQ(back.tiling.kvBlock, spec.tiling.kvBlock);
@@ -96,11 +93,19 @@ TEST(KernelSpecTest, KeysInAnyOrderAndOptionalTile) {
   EXPECT_EQ(chosen.tiling.stages, expected.stages);
 }
 
-TEST(KernelSpecTest, DecimalScaleIsTheNearestFloat) {
-  DecodeKernelSpec spec = parseOrDie(
-      "decode chip=sm_90a N=128 Sq=1 L=512 R=64 page=64 dtype=bf16 causal=0 "
-      "scale=0.0721687836");
-  EXPECT_EQ(toString(spec), kDeepSeek);
+TEST(KernelSpecTest, ScaleOfOlderTextsIsIgnored) {
+  // The softmax scale is a launch argument: texts printed when it was baked
+  // in name today's kernel, whatever scale they carry, so one cache entry
+  // serves every scale.
+  for (const char *scale : {"scale=0x3d93cd3a", "scale=0.0721687836",
+                            "scale=0x3e000000", "scale=2"}) {
+    DecodeKernelSpec spec = parseOrDie(
+        std::string("decode chip=sm_90a N=128 Sq=1 L=512 R=64 page=64 "
+                    "dtype=bf16 causal=0 ") +
+        scale);
+    EXPECT_EQ(toString(spec), kDeepSeek) << scale;
+    EXPECT_EQ(cacheKeyFor(spec), cacheKeyFor(parseOrDie(kDeepSeek))) << scale;
+  }
 }
 
 TEST(KernelSpecTest, PipelineAndToolchain) {
@@ -141,13 +146,6 @@ TEST(KernelSpecTest, KeyChangesWithEveryField) {
   vary([](DecodeKernelSpec &s) { s.shape.pageSize = 128; });
   vary([](DecodeKernelSpec &s) { s.shape.elem = ElemType::F16; });
   vary([](DecodeKernelSpec &s) { s.shape.causal = true; });
-  vary([](DecodeKernelSpec &s) {
-    // The next f32 up: one ulp must change the key.
-    uint32_t bits;
-    std::memcpy(&bits, &s.shape.scale, 4);
-    ++bits;
-    std::memcpy(&s.shape.scale, &bits, 4);
-  });
   vary([](DecodeKernelSpec &s) { s.tiling.rowsPerCta = 32; });
   vary([](DecodeKernelSpec &s) { s.tiling.warpsN = 4; });
   vary([](DecodeKernelSpec &s) { s.tiling.kvBlock = 32; });
@@ -161,7 +159,7 @@ TEST(KernelSpecTest, KeyChangesWithEveryField) {
 
 TEST(KernelSpecTest, MalformedTextIsRejected) {
   const std::string rest =
-      " N=128 Sq=1 L=512 R=64 page=64 dtype=bf16 causal=0 scale=0x3d93cd3a";
+      " N=128 Sq=1 L=512 R=64 page=64 dtype=bf16 causal=0";
   EXPECT_NE(parseError("").find("starts with its family 'decode'"),
             std::string::npos);
   EXPECT_NE(parseError("prefill chip=sm_90a" + rest).find("'decode'"),
@@ -177,8 +175,7 @@ TEST(KernelSpecTest, MalformedTextIsRejected) {
             std::string::npos);
   EXPECT_NE(parseError("decode chip=sm_90a oops" + rest).find("key=value"),
             std::string::npos);
-  std::string shape =
-      " Sq=1 L=512 R=64 page=64 dtype=bf16 causal=0 scale=0x3d93cd3a";
+  std::string shape = " Sq=1 L=512 R=64 page=64 dtype=bf16 causal=0";
   for (const char *bad : {"N=0", "N=-4", "N=12x", "N=", "N=1.5"})
     EXPECT_NE(parseError(std::string("decode chip=sm_90a ") + bad + shape)
                   .find("N must be an integer >= 1"),
@@ -189,7 +186,9 @@ TEST(KernelSpecTest, MalformedTextIsRejected) {
   for (const char *bad :
        {"scale=0x3d93cd3", "scale=0x3d93cd3g", "scale=-0.1", "scale=0",
         "scale=inf", "scale=0x7fc00000", "scale=0x1p-4", "scale=0.1s"})
-    EXPECT_NE(parseError(noScale + bad).find("scale must be"),
+    EXPECT_NE(parseError(noScale + bad)
+                  .find("scale (ignored: the softmax scale is a launch "
+                        "argument) must be a positive finite f32"),
               std::string::npos)
         << bad;
   EXPECT_NE(parseError(noScale + "scale=0.1 dtype=fp8").find("given twice"),
@@ -206,7 +205,7 @@ TEST(KernelSpecTest, MalformedTextIsRejected) {
 
 TEST(KernelSpecTest, UnusableTilingIsRejected) {
   std::string shape = "decode chip=sm_90a N=128 Sq=1 L=512 R=64 page=64 "
-                      "dtype=bf16 causal=0 scale=0x3d93cd3a";
+                      "dtype=bf16 causal=0";
   for (const char *bad : {" tile=64x2x32", " tile=64x2x32x2x1",
                           " tile=64x0x32x2", " tile=64xx32x2", " tile=big"})
     EXPECT_NE(parseError(shape + bad).find("tile must be"), std::string::npos)
@@ -219,7 +218,7 @@ TEST(KernelSpecTest, UnusableTilingIsRejected) {
             std::string::npos);
   // No tiling can run a latent width that is not a multiple of 16.
   EXPECT_NE(parseError("decode chip=sm_90a N=128 Sq=1 L=500 R=64 page=64 "
-                       "dtype=bf16 causal=0 scale=0x3d93cd3a")
+                       "dtype=bf16 causal=0")
                 .find("the default tile cannot run this shape on sm_90a: "),
             std::string::npos);
 }

@@ -35,6 +35,8 @@ inline int64_t elemBytes(ElemType) { return 2; }
 //===----------------------------------------------------------------------===//
 
 /// The baked dimensions of a decode kernel (bf16/f16 cache rows of L+R).
+/// The softmax scale is not one of them: it is a launch argument, so one
+/// image serves every scale.
 struct DecodeShape {
   int64_t numHeads = 128;  // N
   int64_t queryRows = 1;   // Sq
@@ -43,7 +45,6 @@ struct DecodeShape {
   int64_t pageSize = 64;
   ElemType elem = ElemType::BF16;
   bool causal = false;
-  float scale = 0.0721687824f; // (P+R)^-0.5
   int64_t rowDim() const { return latentDim + ropeDim; }
 };
 
@@ -91,8 +92,9 @@ int64_t decodeSharedBytes(Chip chip, const DecodeShape &shape,
 ///   partial_out   [S, B, Sq, N, L]   f32 (normalised within the piece)
 ///   partial_lse   [S, B, N, Sq]      f32 (natural log; -inf for an empty piece)
 ///   B, maxPages, S                   i32
+///   softmax_scale                    f32 (the (P+R)^-0.5 of the primer)
 inline constexpr const char *kDecodePartialKernel = "mla_decode_partial";
-inline constexpr int kDecodePartialNumParams = 10;
+inline constexpr int kDecodePartialNumParams = 11;
 
 /// Kernel `mla_combine`, grid (ceil(Sq*N / combineRowsPerCta), B), block
 /// combineThreadsPerCta, no dynamic shared memory. Parameters:
@@ -102,6 +104,30 @@ inline constexpr const char *kCombineKernel = "mla_combine";
 inline constexpr int kCombineNumParams = 6;
 inline constexpr int64_t kCombineRowsPerCta = 4;
 inline constexpr int64_t kCombineThreadsPerCta = 128;
+
+/// Kernel `mla_decode_plan` (in every decode image, next to the two above):
+/// the device half of a plan/run decode. It writes the split bounds the host
+/// would get from planUniformBounds(seq_lens, S, page) (GpuDecode.h) from
+/// device seq_lens, so a decode needs no host copy of them. One warp per
+/// request, grid (ceil(B / kDecodePlanRequestsPerCta)), block
+/// kDecodePlanThreadsPerCta, no dynamic shared memory. Parameters:
+///   seq_lens     [B]            i32
+///   block_table  [B, maxPages]  i32
+///   split_bounds [B, S+1]       i32 (written)
+///   status       [1]            i32 (ORed with kDecodePlanBad* bits)
+///   B, maxPages, numPages, S    i32
+/// A request whose seq_len breaks the host rule (checkSeqLenValues: in
+/// [0, maxPages * page], and 0 or at least Sq when causal) or whose used
+/// pages hold a block-table entry outside [0, numPages) is planned as empty
+/// (out = 0, lse = -inf; nothing of the cache is read for it) and flagged in
+/// `status`, which only the host resets.
+inline constexpr const char *kDecodePlanKernel = "mla_decode_plan";
+inline constexpr int kDecodePlanNumParams = 8;
+inline constexpr int64_t kDecodePlanRequestsPerCta = 4;
+inline constexpr int64_t kDecodePlanThreadsPerCta =
+    32 * kDecodePlanRequestsPerCta;
+inline constexpr int32_t kDecodePlanBadSeqLen = 1;
+inline constexpr int32_t kDecodePlanBadPage = 2;
 
 /// Workspace floats for S pieces of a batch of B requests (partial_out then
 /// partial_lse): S*B*Sq*N*(L+1).

@@ -33,13 +33,15 @@ struct DecodeKernelSpec {
 
 /// Canonical one-line text, e.g.
 /// "decode chip=sm_90a N=128 Sq=1 L=512 R=64 page=64 dtype=bf16 causal=0
-///  scale=0x3d93cd3a tile=64x2x32x2" (the scale as its f32 bit pattern, so
-/// the text round-trips exactly).
+///  tile=64x2x32x2". The softmax scale is a launch argument, not part of
+/// the image, so one key serves every scale.
 std::string toString(const DecodeKernelSpec &spec);
 
 /// Parses what toString prints (keys in any order; `tile` optional: when
-/// absent the tiling is chooseDecodeTiling's). Returns false with `error`
-/// set on malformed text or an unusable tiling.
+/// absent the tiling is chooseDecodeTiling's). A `scale=` field, which texts
+/// printed before the scale became a launch argument carry, is accepted when
+/// well formed and ignored, so such texts name today's kernel. Returns false
+/// with `error` set on malformed text or an unusable tiling.
 bool parseDecodeKernelSpec(const std::string &text, DecodeKernelSpec &spec,
                            std::string &error);
 

@@ -21,7 +21,7 @@ constexpr float kLn2 = 0.6931471805599453f;
 /// The score `s` times `scaleLog2` (= softmax scale * log2 e) where `valid`
 /// (i1), else -inf.
 mlir::Value scaleAndMask(DeviceBuilder &d, mlir::Value s, mlir::Value valid,
-                         float scaleLog2);
+                         mlir::Value scaleLog2);
 
 /// The larger of two scores or LSEs, NaN when either is NaN (llvm.maximum,
 /// PTX max.NaN): a NaN or +-inf in q or in a row a query reads must make that

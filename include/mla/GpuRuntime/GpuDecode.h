@@ -7,10 +7,11 @@
 // fallback that compiles on a miss).
 //
 // A decode is split in two so it can be captured in a CUDA graph:
-//   1. per batch, on the host: plan the split bounds (planUniformBounds or
-//      planBounds) and upload them into the workspace (uploadBounds), before
-//      any capture begins;
-//   2. per step: run(), which validates its arguments and enqueues the two
+//   1. plan: split bounds into the workspace's split_bounds section, either
+//      on the host (planUniformBounds or planBounds, then uploadBounds, before
+//      any capture begins) or on the device from device seq_lens (plan(),
+//      the image's mla_decode_plan kernel: no host copy, capturable);
+//   2. run(), which validates its arguments and enqueues the two decode
 //      kernels; it never allocates, copies from the host or synchronises.
 //
 // Depends on LLVM Support, the split planner and <cuda.h> (types only).
@@ -123,6 +124,10 @@ struct DecodeArgs {
   int64_t maxPages = 0;  // block_table columns
   int64_t numPages = 0;  // pages in the cache
   int64_t numSplits = 1; // S
+  float softmaxScale = 0; // positive and finite
+  /// The batch the workspace's sections are laid out for: a device plan's
+  /// maximum batch (at least `batch`), or 0 for `batch` itself.
+  int64_t layoutBatch = 0;
 };
 
 /// Validates the sizes of a decode: batch and split counts within the
@@ -134,9 +139,36 @@ llvm::Error checkDecodeSizes(const DecodeKernelSpec &spec, int64_t batch,
 
 /// Validates everything about `args` the host can see: non-null and aligned
 /// pointers, sizes in the ranges the kernels' i32 parameters and grid allow,
-/// and a large enough workspace. Needs no GPU.
+/// a positive finite softmax scale and a large enough workspace. Needs no
+/// GPU.
 llvm::Error checkDecodeArgs(const DecodeKernelSpec &spec,
                             const DecodeArgs &args);
+
+/// What a device plan (GpuDecoder::plan) reads and writes: the tables of
+/// one batch step and a workspace laid out for `maxBatch` requests in
+/// `numSplits` pieces, whose split_bounds section it fills, and a status
+/// word it ORs with kDecodePlanBad* bits (mla/Contract/KernelABI.h).
+struct DecodePlanArgs {
+  CUdeviceptr seqLens = 0;    // [B] i32
+  CUdeviceptr blockTable = 0; // [B, maxPages] i32
+  CUdeviceptr workspace = 0;
+  size_t workspaceBytes = 0;
+  CUdeviceptr status = 0; // [1] i32
+  int64_t batch = 0;      // B, at most maxBatch
+  int64_t maxBatch = 0;
+  int64_t maxPages = 0;
+  int64_t numPages = 0;
+  int64_t numSplits = 1;
+};
+
+/// Validates `args` as checkDecodeArgs does a decode's. Needs no GPU.
+llvm::Error checkDecodePlanArgs(const DecodeKernelSpec &spec,
+                                const DecodePlanArgs &args);
+
+/// Success for a status word of 0, else the error the bits in it stand
+/// for (the message names the rule a request broke; a plan does not know
+/// which request).
+llvm::Error decodePlanStatusError(int32_t status);
 
 /// A loaded decode image, ready to launch in the context that was current
 /// when it was created.
@@ -146,8 +178,9 @@ public:
   using Compiler = std::function<llvm::Expected<std::vector<char>>(
       const DecodeKernelSpec &)>;
 
-  /// Loads both kernels from `image` into the current context (the primary
-  /// context of device 0 if none is current) and allows the partial kernel
+  /// Loads the three kernels from `image` into the current context (the
+  /// primary context of device 0 if none is current) and allows the partial
+  /// kernel
   /// its dynamic shared memory. Fails when the spec's tiling cannot run its
   /// shape, or on any driver error.
   static llvm::Expected<GpuDecoder> create(const DecodeKernelSpec &spec,
@@ -176,6 +209,12 @@ public:
                            size_t workspaceBytes, int64_t batch,
                            const SplitBounds &bounds) const;
 
+  /// Validates `args` (checkDecodePlanArgs), then enqueues mla_decode_plan on
+  /// `stream`: the split bounds of planUniformBounds(seq_lens, numSplits,
+  /// page size) computed on the device. Allocates nothing and copies
+  /// nothing, so it may be captured in a CUDA graph.
+  llvm::Error plan(CUstream stream, const DecodePlanArgs &args) const;
+
   /// Validates `args` (checkDecodeArgs), then enqueues mla_decode_partial and
   /// mla_combine on `stream`. Allocates nothing and copies nothing, so it may
   /// be captured in a CUDA graph. Nothing is launched when validation fails.
@@ -183,12 +222,14 @@ public:
 
 private:
   GpuDecoder(const DecodeKernelSpec &spec, CudaKernel partial,
-             CudaKernel combine)
-      : spec(spec), partial(std::move(partial)), combine(std::move(combine)) {}
+             CudaKernel combine, CudaKernel planner)
+      : spec(spec), partial(std::move(partial)), combine(std::move(combine)),
+        planner(std::move(planner)) {}
 
   DecodeKernelSpec spec;
   CudaKernel partial;
   CudaKernel combine;
+  CudaKernel planner;
 };
 
 } // namespace mla::gpu

@@ -97,7 +97,6 @@ FailureOr<abi::DecodeShape> getDecodeShape(Operation *op) {
                            << elem << ", got " << qType.getElementType();
   shape.elem = elem.isBF16() ? abi::ElemType::BF16 : abi::ElemType::F16;
   shape.causal = op->hasAttr("causal");
-  shape.scale = op->getAttrOfType<FloatAttr>("softmax_scale").getValueAsDouble();
   return shape;
 }
 
@@ -151,6 +150,11 @@ struct KernelEmitter {
             : emitDecodePartialSM90(builder, op->getLoc(), name, *shape,
                                     *tiling);
     if (failed(fn))
+      return failure();
+    // The device planner goes with every partial kernel: it plans for the
+    // page size, Sq and causality that kernel was built for.
+    if (failed(emitDecodePlan(builder, op->getLoc(),
+                              uniqueName(abi::kDecodePlanKernel), *shape)))
       return failure();
     if (!withCombine)
       return success();

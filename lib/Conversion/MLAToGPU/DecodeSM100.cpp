@@ -87,7 +87,7 @@ LLVM::GlobalOp getDynamicSmem(OpBuilder &builder, Location loc) {
 /// The kernel parameters, in KernelABI.h's decode-partial order.
 struct KernelArgs {
   Value q, cache, blockTable, seqLens, splitBounds, partialOut, partialLse;
-  Value numB, maxPages, numS;
+  Value numB, maxPages, numS, softmaxScale;
 };
 
 /// Pointers into the CTA's shared memory.
@@ -254,9 +254,10 @@ void DecodeSM100Emitter::loadKVBlock(Value block) {
 mlir::gpu::GPUFuncOp DecodeSM100Emitter::createFunction(StringRef name) {
   SmallVector<Type> params(7, kb.ptrGlobal);
   params.append(3, kb.i32);
+  params.push_back(kb.f32);
   auto fn = mla::gpu_codegen::createKernel(kb.b, name, params, kThreads);
   ValueRange a = fn.getArguments();
-  args = {a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9]};
+  args = {a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9], a[10]};
   elemTy = shape.elem == abi::ElemType::BF16 ? Type(kb.b.getBF16Type())
                                              : Type(kb.b.getF16Type());
   return fn;
@@ -354,7 +355,7 @@ void DecodeSM100Emitter::computeRowLimits() {
 
 void DecodeSM100Emitter::prepareMmaOperands() {
   float log2e = 1.4426950408889634f;
-  scoreScale = kb.f(shape.scale * log2e);
+  scoreScale = kb.fmul(args.softmaxScale, kb.f(log2e));
   negInf = kb.f(-INFINITY);
   one = kb.f(1.0);
   bool bf16 = shape.elem == abi::ElemType::BF16;

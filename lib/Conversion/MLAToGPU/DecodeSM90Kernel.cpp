@@ -51,20 +51,20 @@ DecodeSM90Kernel::DecodeSM90Kernel(ImplicitLocOpBuilder &b,
       Bk(tiling.kvBlock), St(tiling.stages),
       T(abi::decodeThreadsPerCta(tiling)), rows(N * Sq), Dc(D / 8),
       Lw(L / wn), ntO(Lw / 8), Tw(Bk / wn), ntS(Tw / 8),
-      bf16(shape.elem == abi::ElemType::BF16),
-      scaleLog2(shape.scale * softmax::kLog2e) {
+      bf16(shape.elem == abi::ElemType::BF16) {
   halfType = bf16 ? Type(b.getBF16Type()) : Type(b.getF16Type());
 }
 
 void DecodeSM90Kernel::begin(StringRef name, WarpGrid grid) {
   Type g = d.ptrGlobal, i32 = d.i32;
-  fn = createKernel(b, name, {g, g, g, g, g, g, g, i32, i32, i32}, T);
+  fn = createKernel(b, name, {g, g, g, g, g, g, g, i32, i32, i32, d.f32}, T);
   fn->setAttr("nvvm.minctasm", b.getI32IntegerAttr(1));
   qPtr = fn.getArgument(0), cache = fn.getArgument(1),
   blockTable = fn.getArgument(2), seqLens = fn.getArgument(3),
   bounds = fn.getArgument(4), pout = fn.getArgument(5),
   plse = fn.getArgument(6), batch = fn.getArgument(7),
   maxPages = fn.getArgument(8), numSplits = fn.getArgument(9);
+  scaleLog2 = d.fmul(fn.getArgument(10), d.f(softmax::kLog2e));
 
   smem = dynamicSharedBase(b);
   tid = d.threadIdX();

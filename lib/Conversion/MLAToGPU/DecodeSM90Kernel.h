@@ -97,12 +97,13 @@ public:
   const int64_t N, Sq, L, D, page, M, wn, Bk, St, T, rows, Dc, Lw, ntO, Tw,
       ntS;
   const bool bf16;
-  const float scaleLog2;
   mlir::Type halfType;
 
   mlir::gpu::GPUFuncOp fn;
   mlir::Value qPtr, cache, blockTable, seqLens, bounds, pout, plse, batch,
       maxPages, numSplits;
+  /// The softmax_scale parameter times log2(e): scores go to base 2.
+  mlir::Value scaleLog2;
   mlir::Value smem, tid, warp, lane, wi, wj, gq, tq, r0, split, bb;
   /// The piece [lo, hi), the last position any row may see, and the blocks.
   mlir::Value seq, lo, hi, kvEnd, blk0, numBlocks;

@@ -8,7 +8,7 @@
 // a given tiling: 32-token KV blocks so that Q and two stages fit.
 // CHECK-LABEL: gpu.module @mla_kernels
 // CHECK: llvm.mlir.global external @mla_sm100_dynamic_smem() {addr_space = 3 : i32, alignment = 128 : i64} : !llvm.array<0 x i8>
-// CHECK: gpu.func @mla_decode_partial(%{{.*}}: !llvm.ptr<1>, %{{.*}}: !llvm.ptr<1>, %{{.*}}: !llvm.ptr<1>, %{{.*}}: !llvm.ptr<1>, %{{.*}}: !llvm.ptr<1>, %{{.*}}: !llvm.ptr<1>, %{{.*}}: !llvm.ptr<1>, %{{.*}}: i32, %{{.*}}: i32, %{{.*}}: i32) kernel
+// CHECK: gpu.func @mla_decode_partial(%{{.*}}: !llvm.ptr<1>, %{{.*}}: !llvm.ptr<1>, %{{.*}}: !llvm.ptr<1>, %{{.*}}: !llvm.ptr<1>, %{{.*}}: !llvm.ptr<1>, %{{.*}}: !llvm.ptr<1>, %{{.*}}: !llvm.ptr<1>, %{{.*}}: i32, %{{.*}}: i32, %{{.*}}: i32, %{{.*}}: f32) kernel
 // CHECK-SAME: known_block_size = array<i32: 128, 1, 1>
 // CHECK: nvvm.tcgen05.alloc %{{.*}}, %[[COLS:.*]] : !llvm.ptr<3>, i32
 // CHECK: nvvm.tcgen05.relinquish_alloc_permit
@@ -36,6 +36,9 @@
 // CHECK: nvvm.tcgen05.commit
 // CHECK: nvvm.tcgen05.dealloc %{{.*}}, %[[COLS]] : !llvm.ptr<6>, i32
 // CHECK: gpu.return
+// The device planner goes with every decode image (decode-plan.mlir).
+// CHECK: gpu.func @mla_decode_plan(
+// CHECK: llvm.atomicrmw _or
 
 // PTX: .target sm_100a
 // PTX: .extern .shared .align 128 .b8 mla_sm100_dynamic_smem[];

@@ -1,5 +1,6 @@
 // The sm_90a mma.sync decode (pinned by its tiling): partial kernel
-// (cp.async staging, ldmatrix, mma.sync, base-2 softmax) plus the combine
+// (cp.async staging, ldmatrix, mma.sync, base-2 softmax; the softmax scale is
+// its last parameter), the device planner (decode-plan.mlir) and the combine
 // kernel, and the PTX they become.
 // RUN: mla-opt %s --mla-select-gpu-tiling --convert-mla-to-gpu | FileCheck %s
 // RUN: mla-opt %s --mla-to-nvvm="chip=sm_90a format=isa" | FileCheck %s --check-prefix=PTX
@@ -9,7 +10,7 @@
 // CHECK: gpu.module @mla_kernels
 // CHECK: llvm.mlir.global external @mla_dyn_smem() {addr_space = 3 : i32, alignment = 1024 : i64}
 // CHECK-LABEL: gpu.func @mla_decode_partial(
-// CHECK-SAME: !llvm.ptr<1>, %{{.*}}: !llvm.ptr<1>, %{{.*}}: !llvm.ptr<1>, %{{.*}}: !llvm.ptr<1>, %{{.*}}: !llvm.ptr<1>, %{{.*}}: !llvm.ptr<1>, %{{.*}}: !llvm.ptr<1>, %{{.*}}: i32, %{{.*}}: i32, %{{.*}}: i32) kernel
+// CHECK-SAME: !llvm.ptr<1>, %{{.*}}: !llvm.ptr<1>, %{{.*}}: !llvm.ptr<1>, %{{.*}}: !llvm.ptr<1>, %{{.*}}: !llvm.ptr<1>, %{{.*}}: !llvm.ptr<1>, %{{.*}}: !llvm.ptr<1>, %{{.*}}: i32, %{{.*}}: i32, %{{.*}}: i32, %{{.*}}: f32) kernel
 // CHECK-SAME: known_block_size = array<i32: 256, 1, 1>
 // CHECK-SAME: nvvm.maxntid = array<i32: 256, 1, 1>
 // CHECK: nvvm.cp.async.shared.global {{.*}}, 16, cache = cg
@@ -22,6 +23,7 @@
 // CHECK: ex2.approx.ftz.f32
 // CHECK: nvvm.ldmatrix {{.*}}layout = #nvvm.mma_layout<col>, num = 4 : i32
 // CHECK: lg2.approx.ftz.f32
+// CHECK-LABEL: gpu.func @mla_decode_plan(
 // CHECK-LABEL: gpu.func @mla_combine(
 // CHECK-SAME: known_block_size = array<i32: 128, 1, 1>
 
@@ -33,6 +35,7 @@
 // PTX: mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32
 // PTX: ex2.approx.ftz.f32
 // PTX: ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16
+// PTX: .entry mla_decode_plan(
 // PTX: .entry mla_combine(
 
 module attributes {mla.target = #mla.target<chip = sm90>} {

@@ -27,6 +27,13 @@ emitDecodePartialSM100(mlir::OpBuilder &builder, mlir::Location loc,
                        llvm::StringRef name, const gpu::DecodeShape &shape,
                        const gpu::DecodeTiling &tiling);
 
+/// `mla_decode_plan` (any chip): the split bounds of the uniform plan from
+/// device seq_lens, with the host's seq_len and block-table checks as a
+/// status flag (KernelABI.h).
+mlir::FailureOr<mlir::gpu::GPUFuncOp>
+emitDecodePlan(mlir::OpBuilder &builder, mlir::Location loc,
+               llvm::StringRef name, const gpu::DecodeShape &shape);
+
 /// `mla_combine` (any chip).
 mlir::FailureOr<mlir::gpu::GPUFuncOp>
 emitCombine(mlir::OpBuilder &builder, mlir::Location loc, llvm::StringRef name,
