@@ -1163,6 +1163,7 @@ llvm::Error upProjKv(const char *specText, int32_t device,
     return error;
   UpProjKvArgs args;
   args.shape = shape;
+  args.chip = spec->chip;
   args.latent = latent->data;
   args.kvBProj = kvBProj->data;
   args.kNope = kNope;

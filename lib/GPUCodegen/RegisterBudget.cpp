@@ -3,6 +3,7 @@
 #include "mla/GPUCodegen/RegisterBudget.h"
 
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
 
 using namespace mlir;
 using namespace mla::gpu_codegen;
@@ -28,4 +29,18 @@ void mla::gpu_codegen::increaseRegisters(DeviceBuilder &d, int64_t registers) {
 
 void mla::gpu_codegen::decreaseRegisters(DeviceBuilder &d, int64_t registers) {
   setMaxRegisters(d, registers, NVVM::SetMaxRegisterAction::decrease);
+}
+
+void mla::gpu_codegen::splitWarpgroupRoles(DeviceBuilder &d, Value tid,
+                                           function_ref<void()> producer,
+                                           function_ref<void()> consumer) {
+  auto ifOp = scf::IfOp::create(d.b, d.slt(tid, d.c32(128)),
+                                /*withElseRegion=*/true);
+  OpBuilder::InsertionGuard guard(d.b);
+  d.b.setInsertionPointToStart(ifOp.thenBlock());
+  decreaseRegisters(d, 24);
+  producer();
+  d.b.setInsertionPointToStart(ifOp.elseBlock());
+  increaseRegisters(d, 240);
+  consumer();
 }

@@ -173,9 +173,27 @@ Error mla::gpu::launchUpProjKv(const CudaKernel &kernel, CUstream stream,
     return Error::success();
   CUdeviceptr latent = a.latent, weight = a.kvBProj, kNope = a.kNope, v = a.v;
   int32_t rows = int32_t(a.rows);
-  void *params[kUpProjKvNumParams] = {&latent, &weight, &kNope, &v, &rows};
-  return launch(kernel, stream, upProjKvLaunchDims(a.shape, a.rows),
-                unsigned(upProjKvSharedBytes()), params);
+  LaunchDims dims = upProjKvLaunchDims(a.chip, a.shape, a.rows);
+  if (!upProjKvUsesWgmma(a.chip, a.shape)) {
+    void *params[kUpProjKvNumParams] = {&latent, &weight, &kNope, &v, &rows};
+    return launch(kernel, stream, dims, unsigned(upProjKvSharedBytes()),
+                  params);
+  }
+  llvm::Expected<const CudaDriver &> driver = CudaRuntime::get();
+  if (!driver)
+    return driver.takeError();
+  const UpProjKvShape &s = a.shape;
+  llvm::Expected<CUtensorMap> aMap = encodeHeadRowsMap(
+      *driver, latent, s.elem, a.rows, 1, s.latentDim, kUpKvWgTileM);
+  if (!aMap)
+    return aMap.takeError();
+  llvm::Expected<CUtensorMap> wMap = encodeHeadRowsMap(
+      *driver, weight, s.elem, s.columns(), 1, s.latentDim, kUpKvWgTileN);
+  if (!wMap)
+    return wMap.takeError();
+  void *params[kUpProjKvNumParams] = {&*aMap, &*wMap, &kNope, &v, &rows};
+  return launch(kernel, stream, dims, unsigned(upProjKvWgSmemLayout().total),
+                params);
 }
 
 Error mla::gpu::checkMhaArgs(const MhaArgs &a) {
@@ -278,7 +296,15 @@ mla::gpu::loadMergeStatesKernel(const MergeStatesKernelSpec &spec,
 llvm::Expected<CudaKernel>
 mla::gpu::loadUpProjKvKernel(const UpProjKvKernelSpec &spec,
                              const KernelCache &cache) {
-  return loadFor(spec, cache, kUpProjKvKernel);
+  llvm::Expected<CudaKernel> kernel = loadFor(spec, cache, kUpProjKvKernel);
+  if (!kernel)
+    return kernel;
+  int64_t bytes = upProjKvUsesWgmma(spec.chip, spec.shape)
+                      ? upProjKvWgSmemLayout().total
+                      : upProjKvSharedBytes();
+  if (Error err = kernel->setMaxDynamicSharedBytes(int(bytes)))
+    return std::move(err);
+  return kernel;
 }
 
 llvm::Expected<CudaKernel> mla::gpu::loadMhaKernel(const MhaKernelSpec &spec,

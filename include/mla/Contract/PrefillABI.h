@@ -166,18 +166,63 @@ inline int64_t upProjKvSharedBytes() {
   return kUpKvStages * (kUpKvTileM + kUpKvTileN) * kUpKvTileK * 2;
 }
 
-/// Kernel `mla_up_proj_kv`, grid (ceil(S / 64), ceil(N*(P+V) / 64)), block
-/// 128, dynamic shared memory upProjKvSharedBytes(). Parameters, in order:
-///   latent     [S, L]          elem
-///   kv_b_proj  [N*(P+V), L]    elem
+/// The sm_90a build (upProjKvUsesWgmma): a warp-specialised wgmma GEMM,
+/// kUpKvWgTileM x kUpKvWgTileN output tiles, 384 threads (a TMA producer
+/// warpgroup and two m64n256 consumer warpgroups), a kUpKvWgStages-deep ring
+/// of kUpKvTileK-deep slices, latent and kv_b_proj passed as by-value TMA
+/// descriptors over [rows, 1, L] with 64-column 128B-swizzled boxes.
+inline constexpr int64_t kUpKvWgTileM = 128;
+inline constexpr int64_t kUpKvWgTileN = 256;
+inline constexpr int64_t kUpKvWgStages = 4;
+inline constexpr int64_t kUpKvWgThreads = 384;
+
+/// Shared memory of the sm_90a build: the A (latent) and B (kv_b_proj)
+/// rings, then a full and an empty mbarrier per stage.
+struct UpProjKvWgSmemLayout {
+  int64_t a, b, barriers, total, aStageBytes, bStageBytes;
+};
+
+inline UpProjKvWgSmemLayout upProjKvWgSmemLayout() {
+  UpProjKvWgSmemLayout l;
+  l.aStageBytes = kUpKvWgTileM * kUpKvTileK * 2;
+  l.bStageBytes = kUpKvWgTileN * kUpKvTileK * 2;
+  l.a = 0;
+  l.b = kUpKvWgStages * l.aStageBytes;
+  l.barriers = l.b + kUpKvWgStages * l.bStageBytes;
+  l.total = l.barriers + 8 * 2 * kUpKvWgStages;
+  return l;
+}
+
+/// Whether `chip` runs the wgmma build for `s` (checkUpProjKvShape already
+/// holds L to whole 64-column slices).
+inline bool upProjKvUsesWgmma(Chip chip, const UpProjKvShape &s) {
+  return chip == Chip::SM90a && s.elem != ActType::F32;
+}
+
+/// Kernel `mla_up_proj_kv`. The mma.sync build: grid (ceil(S / 64),
+/// ceil(N*(P+V) / 64)), block 128, dynamic shared memory
+/// upProjKvSharedBytes(). The wgmma build: grid (ceil(N*(P+V) / 256),
+/// ceil(S / 128)), block 384, upProjKvWgSmemLayout().total bytes, latent and
+/// kv_b_proj as TMA descriptors. Parameters, in order:
+///   latent     [S, L]          elem (a pointer, or a descriptor)
+///   kv_b_proj  [N*(P+V), L]    elem (a pointer, or a descriptor)
 ///   k_nope     [S, N, P]       elem
 ///   v          [S, N, V]       elem
 ///   S                          i32
 inline constexpr const char *kUpProjKvKernel = "mla_up_proj_kv";
 inline constexpr int kUpProjKvNumParams = 5;
 
-inline LaunchDims upProjKvLaunchDims(const UpProjKvShape &s, int64_t rows) {
+inline LaunchDims upProjKvLaunchDims(Chip chip, const UpProjKvShape &s,
+                                     int64_t rows) {
   LaunchDims dims;
+  if (upProjKvUsesWgmma(chip, s)) {
+    dims.gridX = static_cast<uint32_t>((s.columns() + kUpKvWgTileN - 1) /
+                                       kUpKvWgTileN);
+    dims.gridY = static_cast<uint32_t>((rows + kUpKvWgTileM - 1) /
+                                       kUpKvWgTileM);
+    dims.blockX = static_cast<uint32_t>(kUpKvWgThreads);
+    return dims;
+  }
   dims.gridX = static_cast<uint32_t>((rows + kUpKvTileM - 1) / kUpKvTileM);
   dims.gridY =
       static_cast<uint32_t>((s.columns() + kUpKvTileN - 1) / kUpKvTileN);

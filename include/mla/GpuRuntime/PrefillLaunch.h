@@ -57,8 +57,11 @@ llvm::Error launchMergeStates(const CudaKernel &kernel, CUstream stream,
 
 /// Arguments of `mla_up_proj_kv`: latent [rows, L], kvBProj [N*(P+V), L],
 /// kNope [rows, N, P], v [rows, N, V].
+/// `chip` is the spec's: on sm_90a the launch passes latent and kv_b_proj
+/// (16-byte aligned, dense rows) as TMA descriptors.
 struct UpProjKvArgs {
   UpProjKvShape shape;
+  Chip chip = Chip::SM90a;
   CUdeviceptr latent = 0, kvBProj = 0, kNope = 0, v = 0;
   int64_t rows = 0;
 };

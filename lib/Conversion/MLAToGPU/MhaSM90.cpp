@@ -3,7 +3,8 @@
 // The tensor-core build of `mla_mha` (contract in mla/Contract/PrefillABI.h).
 // One CTA owns one head and a 128-row tile of one request's queries:
 //
-//  * warpgroup 0 (the producer) shrinks to 24 registers; one thread loads
+//  * warpgroup 0 (the producer) shrinks to 24 registers
+//    (splitWarpgroupRoles); one thread loads
 //    the Q tile and then, block by block, the K and V blocks of 128 keys by
 //    TMA into rings of kMhaStages slots. K and V slots each have a "full"
 //    and an "empty" mbarrier, so QK^T starts before V has landed and a K
@@ -47,7 +48,6 @@ namespace {
 constexpr int64_t kM = abi::kMhaTileM, kN = abi::kMhaTileN,
                   kStages = abi::kMhaStages;
 constexpr int64_t kBoxBytes = 128; // one swizzled row of kMhaBoxColumns
-constexpr int64_t kProducerRegisters = 24, kConsumerRegisters = 240;
 constexpr int64_t kConsumerThreads = 256;
 
 /// What this CTA computes: its request's offsets and lengths, its first
@@ -274,7 +274,6 @@ void MhaSM90Kernel::loadBoxes(Value map, Value dst, MBarrier bar, Value row,
 }
 
 void MhaSM90Kernel::produce(const Work &w) {
-  decreaseRegisters(d, kProducerRegisters);
   d.ifThen(d.eq(tid, d.c32(0)), [&] {
     MBarrier q = qFull();
     q.arriveExpectTx(d.c32(kM * s.qkDim * 2));
@@ -483,7 +482,6 @@ void MhaSM90Kernel::store(const Work &w, const RowState &st) {
 }
 
 void MhaSM90Kernel::consume(const Work &w) {
-  increaseRegisters(d, kConsumerRegisters);
   Value ctid = d.sub(tid, d.c32(128));
   wg = d.divu(ctid, d.c32(128));
   lane = d.bitAnd(tid, d.c32(31));
@@ -522,13 +520,8 @@ void MhaSM90Kernel::emit(StringRef name) {
   // found is uniform over the CTA: spare CTAs leave before any barrier.
   d.ifThen(w.found, [&] {
     initBarriers();
-    Value producer = d.slt(tid, d.c32(128));
-    auto ifOp = scf::IfOp::create(b, producer, /*withElseRegion=*/true);
-    OpBuilder::InsertionGuard guard(b);
-    b.setInsertionPointToStart(ifOp.thenBlock());
-    produce(w);
-    b.setInsertionPointToStart(ifOp.elseBlock());
-    consume(w);
+    splitWarpgroupRoles(
+        d, tid, [&] { produce(w); }, [&] { consume(w); });
   });
   LLVM::ReturnOp::create(b, ValueRange{});
 }

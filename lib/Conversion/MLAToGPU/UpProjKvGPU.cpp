@@ -10,10 +10,12 @@
 // otherwise; P and V are even, so an accumulator pair never straddles the
 // split and is stored as one 32-bit vector.
 //
-// This is the mma.sync version (as ProjectionGPU.cpp); a wgmma mainloop from
-// Box128B tiles is the next step for sm_90a.
+// This is the mma.sync build (sm_100a and wherever upProjKvUsesWgmma says
+// no); sm_90a runs the warp-specialised wgmma GEMM of UpProjKvSM90.cpp.
 //
 //===----------------------------------------------------------------------===//
+
+#include "UpProjKvSM90.h"
 
 #include "mla/Contract/PrefillABI.h"
 #include "mla/Conversion/MLAToGPU/MLAToGPU.h"
@@ -193,7 +195,7 @@ void UpProjKvKernel::storeTile(ArrayRef<Value> accs) {
 namespace mla::gpu_codegen {
 
 LogicalResult emitUpProjKvKernels(OpBuilder &builder, Operation *upProjKvOp,
-                                  gpu::Chip) {
+                                  gpu::Chip chip) {
   auto op = cast<UpProjKvOp>(upProjKvOp);
   auto latentTy = cast<RankedTensorType>(op.getLatent().getType());
   auto wTy = cast<RankedTensorType>(op.getKvBProj().getType());
@@ -224,8 +226,11 @@ LogicalResult emitUpProjKvKernels(OpBuilder &builder, Operation *upProjKvOp,
                             << shape.valueDim << ": " << why;
   Operation *module = builder.getInsertionBlock()->getParentOp();
   ImplicitLocOpBuilder b(op.getLoc(), builder);
-  UpProjKvKernel(b, shape, elem)
-      .emit(uniqueSymbolName(module, abi::kUpProjKvKernel));
+  std::string name = uniqueSymbolName(module, abi::kUpProjKvKernel);
+  if (abi::upProjKvUsesWgmma(chip, shape))
+    sm90::emitUpProjKvSM90(b, name, shape, elem);
+  else
+    UpProjKvKernel(b, shape, elem).emit(name);
   return success();
 }
 

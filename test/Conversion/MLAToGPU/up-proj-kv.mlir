@@ -1,8 +1,9 @@
-// RUN: mla-opt %s --convert-mla-to-gpu=chip=sm_90a | FileCheck %s
+// RUN: mla-opt %s --convert-mla-to-gpu=chip=sm_100a | FileCheck %s
 // RUN: %if ptxas %{ env CUDA_ROOT=/usr/local/cuda mla-opt %s --mla-to-nvvm="chip=sm_90a format=bin" -o /dev/null %}
 // RUN: %if ptxas %{ env CUDA_ROOT=/usr/local/cuda mla-opt %s --mla-to-nvvm="chip=sm_100a format=bin" -o /dev/null %}
 
-// `mla_up_proj_kv`: [S, 512] x [512, N*(P+V)] with mma.sync. Slice 0 is
+// `mla_up_proj_kv`, the mma.sync build (sm_100a; sm_90a runs the wgmma
+// build of up-proj-kv-sm90.mlir): [S, 512] x [512, N*(P+V)] with mma.sync. Slice 0 is
 // staged before the loop (8 zero-filling 16-byte cp.async per thread: 4 of
 // the latent tile, 4 of the kv_b_proj tile, one commit group); each of the
 // 8 K steps waits for its slice, barriers, stages the next one (if any)
