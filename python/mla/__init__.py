@@ -23,8 +23,8 @@ cache of the activations' dtype), "fp8_e4m3" (uint8 e4m3 codes with a per-tensor
 Invalid arguments raise ValueError before anything runs (a cache is never partly written); compiler
 failures raise RuntimeError.
 
-`decode`, `absorb_q`, `up_proj_out`, `gather_cache`, `up_proj_kv`, `merge_states` and `mha` also run on
-the GPU when one of their arrays is a PyTorch CUDA tensor, and `cache_write` when kv_c or kv_cache is (see
+`decode`, `absorb_q`, `up_proj_out`, `gather_cache`, `up_proj_kv`, `merge_states`, `mha` and `prefill` also
+run on the GPU when one of their arrays is a PyTorch CUDA tensor, and `cache_write` when kv_c or kv_cache is (see
 `mla.gpu`): that path needs neither numpy nor the
 MLIR-built CPU library, so a GPU-only installation (scripts/build-gpu-carry.sh) imports this package
 without them and raises ImportError only when a CPU function is called.
@@ -410,7 +410,6 @@ def _mha_cpu(q, k, v, cu_seqlens_q, cu_seqlens_k, softmax_scale, causal):
     return out, lse
 
 
-@_cpu
 def prefill(q, kv_c, k_pe, kv_b_proj, kv_cache, block_table, query_start_loc, seq_lens, *, softmax_scale,
             v_head_dim, workspace_rows=None, kv_format="auto", kv_scale=None):
     """Chunked-context MLA prefill: new tokens attend causally to each other and to their request's
@@ -418,8 +417,22 @@ def prefill(q, kv_c, k_pe, kv_b_proj, kv_cache, block_table, query_start_loc, se
 
     q [T, N, P+R], kv_c [T, L] and k_pe [T, R] or [T, 1, R] (the new tokens), kv_b_proj [N*(P+V), L],
     kv_cache, block_table [B, max_pages], query_start_loc [B+1], seq_lens [B] (context + new tokens).
-    Returns out [T, N, v_head_dim] in q's dtype.
+    Returns out [T, N, v_head_dim] in q's dtype. When q is a torch CUDA tensor the call runs
+    `mla.gpu.prefill` on its device (bfloat16 or float16; the same chunks).
     """
+    if any(_is_torch_cuda(a) for a in (q, kv_c, k_pe, kv_b_proj, kv_cache)):
+        from . import gpu
+
+        return gpu.prefill(q, kv_c, k_pe, kv_b_proj, kv_cache, block_table, query_start_loc, seq_lens,
+                           softmax_scale=softmax_scale, v_head_dim=v_head_dim, workspace_rows=workspace_rows,
+                           kv_format=kv_format, kv_scale=kv_scale)
+    return _prefill_cpu(q, kv_c, k_pe, kv_b_proj, kv_cache, block_table, query_start_loc, seq_lens,
+                        softmax_scale, v_head_dim, workspace_rows, kv_format, kv_scale)
+
+
+@_cpu
+def _prefill_cpu(q, kv_c, k_pe, kv_b_proj, kv_cache, block_table, query_start_loc, seq_lens, softmax_scale,
+                 v_head_dim, workspace_rows, kv_format, kv_scale):
     arrays = [_array("q", q), _array("kv_c", kv_c), _array("k_pe", k_pe), _array("kv_b_proj", kv_b_proj),
               _array("kv_cache", kv_cache), _indices("block_table", block_table),
               _indices("query_start_loc", query_start_loc), _indices("seq_lens", seq_lens)]
@@ -434,17 +447,3 @@ def prefill(q, kv_c, k_pe, kv_b_proj, kv_cache, block_table, query_start_loc, se
     return out
 
 
-@_cpu
-def runtime_stats():
-    """The JIT cache's counters: calls answered from it, compilations, their total wall time in seconds,
-    and the kernels it holds."""
-    s = _capi.RuntimeStats()
-    _capi.lib.mlaGetRuntimeStats(ctypes.byref(s))
-    return {"cache_hits": s.cacheHits, "compiles": s.compiles, "compile_seconds": s.compileSeconds,
-            "cached_kernels": s.cachedKernels}
-
-
-@_cpu
-def clear_kernel_cache():
-    """Drop every compiled kernel and reset runtime_stats()."""
-    _capi.lib.mlaClearKernelCache()
