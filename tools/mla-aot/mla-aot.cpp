@@ -9,11 +9,12 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "mla/JIT/GpuJit.h"
-#include "mla/JIT/PassOptions.h"
+#include "mla/Contract/ChunkedPrefill.h"
+#include "mla/Contract/KernelSpec.h"
 #include "mla/Contract/Version.h"
 #include "mla/GpuRuntime/KernelCache.h"
-#include "mla/Contract/KernelSpec.h"
+#include "mla/JIT/GpuJit.h"
+#include "mla/JIT/PassOptions.h"
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/CachePruning.h"
 #include "llvm/Support/CommandLine.h"
@@ -26,6 +27,7 @@
 #include <chrono>
 #include <cmath>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -151,31 +153,28 @@ std::vector<KernelSpec> getDeepSeekSpecs() {
                 ActType::BF16};
     result.push_back(up);
   }
-  // Chunked prefill: gathers of every row format into a bf16 workspace, the
-  // up-projection, the LSE merge of V = 128 outputs and the attention.
-  for (CacheFormat format :
-       {CacheFormat::BF16, CacheFormat::F16, CacheFormat::F32,
-        CacheFormat::FP8E4M3, CacheFormat::FP8E4M3Token,
-        CacheFormat::FP8DsMla}) {
-    GatherCacheKernelSpec spec;
-    spec.shape.row = {/*latentDim=*/512, /*ropeDim=*/64, ActType::BF16, format,
-                      /*scale=*/1.0f};
-    spec.shape.pageSize = 64;
-    result.push_back(spec);
-  }
+  // Chunked prefill: the kernels mlaGpuPrefill runs for every row format
+  // (a bf16 workspace) at N in {16, 128}: the gather, the up-projection,
+  // causal and non-causal attention and the LSE merge of V = 128 outputs.
+  std::set<std::string> seen;
   for (int64_t heads : {16, 128}) {
-    UpProjKvKernelSpec up;
-    up.shape = {heads, /*latentDim=*/512, /*nopeDim=*/128, /*valueDim=*/128,
-                ActType::BF16};
-    result.push_back(up);
-    MergeStatesKernelSpec merge;
-    merge.shape = {heads, /*headDim=V*/ 128, ActType::BF16};
-    result.push_back(merge);
-    for (bool causal : {false, true}) {
-      MhaKernelSpec mha;
-      mha.shape = {heads, /*qkDim=P+R*/ 192, /*vDim=*/128, ActType::BF16,
-                   causal, static_cast<float>(1.0 / std::sqrt(192.0))};
-      result.push_back(mha);
+    for (CacheFormat format :
+         {CacheFormat::BF16, CacheFormat::F16, CacheFormat::F32,
+          CacheFormat::FP8E4M3, CacheFormat::FP8E4M3Token,
+          CacheFormat::FP8DsMla}) {
+      ChunkedPrefillShape shape; // DeepSeek-V3's widths, bf16
+      shape.numHeads = heads;
+      shape.scale = static_cast<float>(1.0 / std::sqrt(192.0));
+      shape.format = format;
+      shape.kvScale = 1.0f;
+      shape.pageSize = 64;
+      ChunkedPrefillSpecs set = getChunkedPrefillSpecs(Chip::SM90a, shape);
+      for (KernelSpec spec :
+           {KernelSpec(set.gather), KernelSpec(set.upProjKv),
+            KernelSpec(set.causalMha), KernelSpec(set.contextMha),
+            KernelSpec(set.merge)})
+        if (seen.insert(toString(spec)).second)
+          result.push_back(spec);
     }
   }
   return result;
