@@ -27,7 +27,6 @@
 #include <chrono>
 #include <cmath>
 #include <optional>
-#include <set>
 #include <string>
 #include <vector>
 
@@ -153,29 +152,30 @@ std::vector<KernelSpec> getDeepSeekSpecs() {
                 ActType::BF16};
     result.push_back(up);
   }
-  // Chunked prefill: the kernels mlaGpuPrefill runs for every row format
-  // (a bf16 workspace) at N in {16, 128}: the gather, the up-projection,
-  // causal and non-causal attention and the LSE merge of V = 128 outputs.
-  std::set<std::string> seen;
+  // Chunked prefill: the kernels mlaGpuPrefill runs (getChunkedPrefillSpecs)
+  // on sm_90a in bf16: the gather from every row format, then for N in
+  // {16, 128} the up-projection, the LSE merge of V = 128 outputs and the
+  // attention (non-causal to the context, causal among the new tokens).
+  auto prefillSpecs = [](int64_t heads, CacheFormat format) {
+    ChunkedPrefillShape shape; // DeepSeek-V3's widths, bf16
+    shape.numHeads = heads;
+    shape.scale = static_cast<float>(1.0 / std::sqrt(192.0));
+    shape.format = format;
+    shape.kvScale = 1.0f;
+    shape.pageSize = 64;
+    return getChunkedPrefillSpecs(Chip::SM90a, shape);
+  };
+  for (CacheFormat format :
+       {CacheFormat::BF16, CacheFormat::F16, CacheFormat::F32,
+        CacheFormat::FP8E4M3, CacheFormat::FP8E4M3Token,
+        CacheFormat::FP8DsMla})
+    result.push_back(prefillSpecs(16, format).gather);
   for (int64_t heads : {16, 128}) {
-    for (CacheFormat format :
-         {CacheFormat::BF16, CacheFormat::F16, CacheFormat::F32,
-          CacheFormat::FP8E4M3, CacheFormat::FP8E4M3Token,
-          CacheFormat::FP8DsMla}) {
-      ChunkedPrefillShape shape; // DeepSeek-V3's widths, bf16
-      shape.numHeads = heads;
-      shape.scale = static_cast<float>(1.0 / std::sqrt(192.0));
-      shape.format = format;
-      shape.kvScale = 1.0f;
-      shape.pageSize = 64;
-      ChunkedPrefillSpecs set = getChunkedPrefillSpecs(Chip::SM90a, shape);
-      for (KernelSpec spec :
-           {KernelSpec(set.gather), KernelSpec(set.upProjKv),
-            KernelSpec(set.causalMha), KernelSpec(set.contextMha),
-            KernelSpec(set.merge)})
-        if (seen.insert(toString(spec)).second)
-          result.push_back(spec);
-    }
+    ChunkedPrefillSpecs set = prefillSpecs(heads, CacheFormat::BF16);
+    result.push_back(set.upProjKv);
+    result.push_back(set.merge);
+    result.push_back(set.contextMha);
+    result.push_back(set.causalMha);
   }
   return result;
 }
