@@ -447,3 +447,17 @@ def _prefill_cpu(q, kv_c, k_pe, kv_b_proj, kv_cache, block_table, query_start_lo
     return out
 
 
+@_cpu
+def runtime_stats():
+    """The JIT cache's counters: calls answered from it, compilations, their total wall time in seconds,
+    and the kernels it holds."""
+    s = _capi.RuntimeStats()
+    _capi.lib.mlaGetRuntimeStats(ctypes.byref(s))
+    return {"cache_hits": s.cacheHits, "compiles": s.compiles, "compile_seconds": s.compileSeconds,
+            "cached_kernels": s.cachedKernels}
+
+
+@_cpu
+def clear_kernel_cache():
+    """Drop every compiled kernel and reset runtime_stats()."""
+    _capi.lib.mlaClearKernelCache()
