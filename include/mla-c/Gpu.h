@@ -1,10 +1,11 @@
 /*===-- mla-c/Gpu.h - C API of the mla GPU runtime ---------------*- C -*-===*\
 |*                                                                            *|
-|* MLA decode, the cache write before it and the absorbed projections around  *|
-|* it on an NVIDIA GPU from kernels compiled ahead of time: this              *|
-|* library (libMLAGpuCAPI.so) links neither MLIR nor the CUDA runtime, only   *|
-|* libcuda at run time (dlopen), so a serving process or the Python package   *|
-|* can use it on a machine where only the driver is installed.                *|
+|* MLA decode, the cache write before it, the absorbed projections around it  *|
+|* and the chunked prefill on an NVIDIA GPU from kernels compiled ahead of    *|
+|* time: this library (libMLAGpuCAPI.so) links neither MLIR nor the CUDA      *|
+|* runtime, only libcuda at run time (dlopen), so a serving process or the    *|
+|* Python package can use it on a machine where only the driver is            *|
+|* installed.                                                                 *|
 |*                                                                            *|
 |* Kernel images are looked up in the kernel cache directory                  *|
 |* ($MLA_KERNEL_CACHE_DIR, else $XDG_CACHE_HOME/mla, else ~/.cache/mla) under *|
@@ -368,9 +369,73 @@ int mlaGpuMha(const char *spec, int32_t device, const mlaGpuTensor *q,
               uint64_t out, uint64_t lse, void *stream, char *err,
               size_t errLen);
 
-/* Drops every loaded kernel (decode, cache write, projections and the
- * prefill pieces) and resets
- * the statistics. */
+/* The options of a prefill, as mlaPrefillOptions (mla-c/Runtime.h): with
+ * `hasWorkspaceRows`, at most `workspaceRows` context rows are
+ * up-projected at once; else the CPU path's default budget (32768 rows;
+ * 65536 on sm_100a), in both cases clamped to the block table's capacity.
+ * The cache's format is `cache` (fp8_e4m3's kvScale is baked into the
+ * gather kernel, so each scale is its own kernel). */
+typedef struct mlaGpuPrefillOptions {
+  double softmaxScale;
+  int64_t vHeadDim;
+  int32_t hasWorkspaceRows;
+  int64_t workspaceRows;
+  mlaGpuCacheFormat cache;
+} mlaGpuPrefillOptions;
+
+/* Checks a prefill's tensors and options by the argument rules (the CPU
+ * mlaPrefill's, with the GPU's types), without a GPU: q [T, N, P+R],
+ * kvC [T, L], kPe [T, R] or [T, 1, R] and kvBProj [N*(P+V), L] of one dtype
+ * (bf16 or f16), kvCache [pages, page, row] (any float type for "auto", or
+ * uint8 rows of an fp8 format), blockTable int32 [B, maxPages],
+ * queryStartLoc int32 [B+1], seqLens int32 [B] (context + new tokens). The
+ * three host copies are required: their values are checked (query_start_loc
+ * from 0 to T, seq_lens within the table and at least each request's new
+ * tokens, every context page a page of the cache). */
+int mlaGpuCheckPrefill(
+    const mlaGpuTensor *q, const mlaGpuTensor *kvC, const mlaGpuTensor *kPe,
+    const mlaGpuTensor *kvBProj, const mlaGpuTensor *kvCache,
+    const mlaGpuTensor *blockTable, const mlaGpuTensor *queryStartLoc,
+    const mlaGpuTensor *seqLens, const int32_t *blockTableHost,
+    const int32_t *queryStartLocHost, const int32_t *seqLensHost,
+    const mlaGpuPrefillOptions *options, char *err, size_t errLen);
+
+/* The whole chunked-context MLA prefill on the GPU, the CPU mlaPrefill's
+ * semantics: the new tokens attend causally to each other and to their
+ * request's cached context (which prefill only reads), whose latent rows
+ * are gathered, up-projected and attended to at most `workspaceRows` at a
+ * time, chunked exactly as the CPU path chunks them
+ * (mla/Contract/ChunkedPrefill.h). out [T, N, V] is of q's dtype. The
+ * tensors as mlaGpuCheckPrefill says (device pointers, 16-byte aligned);
+ * the host copies of the tables are required, because the chunks are
+ * planned on the host: a caller holding them only on the device must copy
+ * them first, which synchronises. `chip` is "sm_90a" or "sm_100a", or NULL
+ * for the chip of device `device`; the kernels are the specs
+ * getChunkedPrefillSpecs names for it (mla-aot --shapes deepseek builds
+ * them for DeepSeek-V3 on sm_90a).
+ *
+ * With `workspace` 0 nothing runs: the call validates the arguments and
+ * stores the device workspace the call needs in `*workspaceBytes` (it
+ * depends on the tables' values: the largest chunk). Otherwise
+ * `*workspaceBytes` is the size of `workspace`; the call makes the primary
+ * context of `device` current when the current one is on another device,
+ * loads the kernels (once per spec set and context) and enqueues everything
+ * on `stream`: kernels, strided device copies, and one small host-to-device
+ * copy of each chunk's gather tables (from pageable memory, so the call is
+ * not graph-capturable). */
+int mlaGpuPrefill(const char *chip, int32_t device, const mlaGpuTensor *q,
+                  const mlaGpuTensor *kvC, const mlaGpuTensor *kPe,
+                  const mlaGpuTensor *kvBProj, const mlaGpuTensor *kvCache,
+                  const mlaGpuTensor *blockTable,
+                  const mlaGpuTensor *queryStartLoc,
+                  const mlaGpuTensor *seqLens, const int32_t *blockTableHost,
+                  const int32_t *queryStartLocHost, const int32_t *seqLensHost,
+                  const mlaGpuPrefillOptions *options, uint64_t out,
+                  uint64_t workspace, size_t *workspaceBytes, void *stream,
+                  char *err, size_t errLen);
+
+/* Drops every loaded kernel (decode, cache write, projections, the
+ * prefill pieces and whole prefills) and resets the statistics. */
 void mlaGpuClearDecoders(void);
 
 /* The process's kernel loads, like mlaGetRuntimeStats for the CPU: calls

@@ -13,6 +13,7 @@
 #include "mla/Contract/Error.h"
 #include "mla/Contract/Version.h"
 #include "mla/GpuRuntime/CacheProjectionLaunch.h"
+#include "mla/GpuRuntime/ChunkedPrefill.h"
 #include "mla/GpuRuntime/GpuDecode.h"
 #include "mla/GpuRuntime/PrefillLaunch.h"
 #include "llvm/ADT/Twine.h"
@@ -83,6 +84,9 @@ struct State {
   /// Single-kernel images (cache write, projections) by spec text.
   std::map<std::pair<std::string, CUcontext>, std::unique_ptr<CudaKernel>>
       kernels;
+  /// Whole prefills' kernel sets, by their spec texts.
+  std::map<std::pair<std::string, CUcontext>, std::unique_ptr<ChunkedPrefill>>
+      prefills;
   std::map<int32_t, CUcontext> primaryContexts;
   std::map<int32_t, int64_t> numSms;
   /// mlaGpuGetRuntimeStats's counters, reset by mlaGpuClearDecoders.
@@ -1242,6 +1246,169 @@ llvm::Error mha(const char *specText, int32_t device, const MhaCall &call,
   return launchKernel(*spec, device, args, stream, loadMhaKernel, launchMha);
 }
 
+//===----------------------------------------------------------------------===//
+// Prefill
+//===----------------------------------------------------------------------===//
+
+/// A prefill as the C API receives it.
+struct PrefillCall {
+  const mlaGpuTensor *q, *kvC, *kPe, *kvBProj, *cache, *blockTable,
+      *queryStartLoc, *seqLens;
+  const int32_t *blockTableHost, *queryStartLocHost, *seqLensHost;
+  const mlaGpuPrefillOptions *options;
+};
+
+llvm::Expected<mla::PrefillCall> checkPrefillCall(const PrefillCall &call) {
+  if (!call.options)
+    return invalid("options is NULL");
+  auto t = unwrapAll<8>(
+      {{{call.q, "q", nullptr},
+        {call.kvC, "kv_c", nullptr},
+        {call.kPe, "k_pe", nullptr},
+        {call.kvBProj, "kv_b_proj", nullptr},
+        {call.cache, "kv_cache", nullptr},
+        {call.blockTable, "block_table", call.blockTableHost},
+        {call.queryStartLoc, "query_start_loc", call.queryStartLocHost},
+        {call.seqLens, "seq_lens", call.seqLensHost}}});
+  if (!t)
+    return t.takeError();
+  auto &[q, kvC, kPe, w, cache, table, qsl, lens] = *t;
+  const mlaGpuPrefillOptions &o = *call.options;
+  mla::PrefillOptions options;
+  options.softmaxScale = o.softmaxScale;
+  options.vHeadDim = o.vHeadDim;
+  if (o.hasWorkspaceRows)
+    options.workspaceRows = o.workspaceRows;
+  options.cache = unwrap(o.cache);
+  return mla::checkPrefill(mla::Device::GPU, q, kvC, kPe, w, cache, table, qsl,
+                           lens, options);
+}
+
+/// The row format of a checked cache (its layout keyword).
+CacheFormat cacheFormatOf(const mla::CheckedCache &cache) {
+  llvm::StringRef layout = cache.layoutFormat;
+  if (layout == "bf16")
+    return CacheFormat::BF16;
+  if (layout == "f16")
+    return CacheFormat::F16;
+  if (layout == "f32")
+    return CacheFormat::F32;
+  if (layout == "fp8_e4m3")
+    return CacheFormat::FP8E4M3;
+  if (layout == "fp8_e4m3_token")
+    return CacheFormat::FP8E4M3Token;
+  return CacheFormat::FP8DsMla;
+}
+
+ChunkedPrefillShape prefillShape(const mla::PrefillCall &c) {
+  ChunkedPrefillShape shape;
+  shape.numHeads = c.numHeads;
+  shape.nopeDim = c.nopeDim;
+  shape.ropeDim = c.ropeDim;
+  shape.latentDim = c.latentDim;
+  shape.valueDim = c.valueDim;
+  shape.elem = getActType(c.dtype);
+  shape.scale = c.softmaxScale;
+  shape.format = cacheFormatOf(c.cache);
+  shape.kvScale = c.cache.scale.value_or(1.0f);
+  shape.pageSize = c.cache.pageSize;
+  return shape;
+}
+
+/// The prefill kernels of `specs` in context `context`, loaded on first
+/// use. Caller holds the state lock.
+llvm::Expected<const ChunkedPrefill &>
+getPrefill(State &s, const ChunkedPrefillSpecs &specs, CUcontext context) {
+  std::string text = toString(specs.gather) + "; " + toString(specs.upProjKv) +
+                     "; " + toString(specs.causalMha) + "; " +
+                     toString(specs.contextMha) + "; " + toString(specs.merge);
+  auto key = std::make_pair(text, context);
+  if (auto it = s.prefills.find(key); it != s.prefills.end()) {
+    ++s.stats.hits;
+    return *it->second;
+  }
+  LoadCounter counter(s.stats);
+  llvm::Expected<KernelCache> cache = KernelCache::openDefault();
+  if (!cache)
+    return counter.failed(cache.takeError());
+  llvm::Expected<ChunkedPrefill> prefill =
+      ChunkedPrefill::fromCache(specs, *cache);
+  if (!prefill)
+    return counter.failed(prefill.takeError());
+  auto &slot = s.prefills[key];
+  slot = std::make_unique<ChunkedPrefill>(std::move(*prefill));
+  return *slot;
+}
+
+llvm::Expected<Chip> resolveChip(const char *chip, int32_t device) {
+  if (!chip)
+    return chipOfDevice(device);
+  Chip parsed;
+  if (!parseChip(chip, parsed))
+    return invalid(Twine("unknown chip '") + chip +
+                   "' (expected sm_90a or sm_100a)");
+  return parsed;
+}
+
+llvm::Error prefill(const char *chipName, int32_t device,
+                    const PrefillCall &call, uint64_t out, uint64_t workspace,
+                    size_t *workspaceBytes, CUstream stream) {
+  llvm::Expected<mla::PrefillCall> checked = checkPrefillCall(call);
+  if (!checked)
+    return checked.takeError();
+  if (!workspaceBytes)
+    return invalid("workspaceBytes is null");
+  llvm::Expected<Chip> chip = resolveChip(chipName, device);
+  if (!chip)
+    return chip.takeError();
+  ChunkedPrefillShape shape = prefillShape(*checked);
+  ChunkedPrefillSpecs specs = getChunkedPrefillSpecs(*chip, shape);
+  if (const char *why = checkChunkedPrefillSpecs(specs); *why)
+    return invalid(Twine("no GPU prefill kernels for these arguments: ") + why);
+  int64_t batch = checked->batch, maxPages = call.blockTable->shape[1];
+  int64_t rows = checked->workspaceRows.value_or(
+      mla::defaultPrefillWorkspaceRows(*chip == Chip::SM100a ? 128 : 64));
+  mla::PrefillChunkPlan plan(llvm::ArrayRef(call.queryStartLocHost, batch + 1),
+                             llvm::ArrayRef(call.seqLensHost, batch), rows,
+                             shape.pageSize, batch * maxPages * shape.pageSize);
+  ChunkedPrefillWorkspace layout = getChunkedPrefillWorkspace(
+      shape, checked->tokens, batch, plan.getMaxChunkRows());
+  if (!workspace) {
+    *workspaceBytes = layout.totalBytes;
+    return llvm::Error::success();
+  }
+  ChunkedPrefillArgs args;
+  args.q = call.q->data;
+  args.kvC = call.kvC->data;
+  args.kPe = call.kPe->data;
+  args.kvBProj = call.kvBProj->data;
+  args.cache = call.cache->data;
+  args.blockTable = call.blockTable->data;
+  args.queryStartLoc = call.queryStartLoc->data;
+  args.out = out;
+  args.workspace = workspace;
+  args.workspaceBytes = *workspaceBytes;
+  args.tokens = checked->tokens;
+  args.batch = batch;
+  args.maxPages = maxPages;
+  args.numPages = checked->cache.pages;
+  if (llvm::Error error = ChunkedPrefill::check(specs, shape, args, plan))
+    return error;
+  if (args.tokens == 0)
+    return llvm::Error::success();
+
+  State &s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  llvm::Expected<CUcontext> context = useDevice(s, device);
+  if (!context)
+    return context.takeError();
+  llvm::Expected<const ChunkedPrefill &> runner =
+      getPrefill(s, specs, *context);
+  if (!runner)
+    return runner.takeError();
+  return runner->run(stream, shape, args, plan);
+}
+
 } // namespace
 
 extern "C" int mlaGpuDecodeSpec(const char *chip, int32_t device,
@@ -1533,11 +1700,45 @@ extern "C" int mlaGpuMha(const char *spec, int32_t device,
                 err, errLen);
 }
 
+extern "C" int mlaGpuCheckPrefill(
+    const mlaGpuTensor *q, const mlaGpuTensor *kvC, const mlaGpuTensor *kPe,
+    const mlaGpuTensor *kvBProj, const mlaGpuTensor *kvCache,
+    const mlaGpuTensor *blockTable, const mlaGpuTensor *queryStartLoc,
+    const mlaGpuTensor *seqLens, const int32_t *blockTableHost,
+    const int32_t *queryStartLocHost, const int32_t *seqLensHost,
+    const mlaGpuPrefillOptions *options, char *err, size_t errLen) {
+  PrefillCall call{
+      q,           kvC,           kPe,     kvBProj,        kvCache,
+      blockTable,  queryStartLoc, seqLens, blockTableHost, queryStartLocHost,
+      seqLensHost, options};
+  return report(checkPrefillCall(call).takeError(), err, errLen);
+}
+
+extern "C" int
+mlaGpuPrefill(const char *chip, int32_t device, const mlaGpuTensor *q,
+              const mlaGpuTensor *kvC, const mlaGpuTensor *kPe,
+              const mlaGpuTensor *kvBProj, const mlaGpuTensor *kvCache,
+              const mlaGpuTensor *blockTable, const mlaGpuTensor *queryStartLoc,
+              const mlaGpuTensor *seqLens, const int32_t *blockTableHost,
+              const int32_t *queryStartLocHost, const int32_t *seqLensHost,
+              const mlaGpuPrefillOptions *options, uint64_t out,
+              uint64_t workspace, size_t *workspaceBytes, void *stream,
+              char *err, size_t errLen) {
+  PrefillCall call{
+      q,           kvC,           kPe,     kvBProj,        kvCache,
+      blockTable,  queryStartLoc, seqLens, blockTableHost, queryStartLocHost,
+      seqLensHost, options};
+  return report(prefill(chip, device, call, out, workspace, workspaceBytes,
+                        static_cast<CUstream>(stream)),
+                err, errLen);
+}
+
 extern "C" void mlaGpuClearDecoders(void) {
   State &s = state();
   std::lock_guard<std::mutex> lock(s.mutex);
   s.decoders.clear();
   s.kernels.clear();
+  s.prefills.clear();
   s.stats = {};
 }
 
@@ -1547,7 +1748,8 @@ extern "C" void mlaGpuGetRuntimeStats(mlaGpuRuntimeStats *stats) {
   State &s = state();
   std::lock_guard<std::mutex> lock(s.mutex);
   *stats = s.stats;
-  stats->loadedKernels = s.decoders.size() + s.kernels.size();
+  stats->loadedKernels =
+      s.decoders.size() + s.kernels.size() + s.prefills.size();
 }
 
 extern "C" const char *mlaGpuGetVersion(void) { return mla::getVersion(); }

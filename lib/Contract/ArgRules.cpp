@@ -921,11 +921,15 @@ llvm::Expected<MhaCall> mla::checkMha(Device device, const HostTensor &qT,
 /// q, kv_c, k_pe, kv_b_proj and the options: everything but the cache and
 /// the tables.
 static llvm::Expected<PrefillCall>
-checkPrefillActivations(const Arg &q, const Arg &kvC, const Arg &kPe,
-                        const Arg &w, const PrefillOptions &options) {
+checkPrefillActivations(Device device, const Arg &q, const Arg &kvC,
+                        const Arg &kPe, const Arg &w,
+                        const PrefillOptions &options) {
   if (llvm::Error err = checkRank(q, 3, "[T, N, P+R]"))
     return std::move(err);
-  if (llvm::Error err = checkFloat(q, kCpuFloats))
+  // The GPU up-projection runs on tensor cores: bf16 or f16.
+  if (llvm::Error err = checkFloat(q, device == Device::CPU
+                                          ? llvm::ArrayRef(kCpuFloats)
+                                          : llvm::ArrayRef(kGpuDecodeFloats)))
     return std::move(err);
   if (llvm::Error err = checkRank(kvC, 2, "[T, L]"))
     return std::move(err);
@@ -1002,7 +1006,7 @@ static llvm::Error checkQueryStartLoc(const Arg &qsl, int64_t batch,
 }
 
 llvm::Expected<PrefillCall>
-mla::checkPrefill(const HostTensor &qT, const HostTensor &kvCT,
+mla::checkPrefill(Device device, const HostTensor &qT, const HostTensor &kvCT,
                   const HostTensor &kPeT, const HostTensor &kvBProjT,
                   const HostTensor &kvCacheT, const HostTensor &blockTableT,
                   const HostTensor &queryStartLocT, const HostTensor &seqLensT,
@@ -1012,17 +1016,25 @@ mla::checkPrefill(const HostTensor &qT, const HostTensor &kvCT,
       blockTable{blockTableT, "block_table"},
       qsl{queryStartLocT, "query_start_loc"}, seqLens{seqLensT, "seq_lens"};
   llvm::Expected<PrefillCall> call =
-      checkPrefillActivations(q, kvC, kPe, w, options);
+      checkPrefillActivations(device, q, kvC, kPe, w, options);
   if (!call)
     return call.takeError();
-  llvm::Expected<CheckedCache> cache = checkCache(
-      Device::CPU, kvCache, options.cache, call->latentDim, call->ropeDim, q);
+  // The GPU gather converts any float cache to the activations' type.
+  llvm::Expected<CheckedCache> cache =
+      checkCache(device, kvCache, options.cache, call->latentDim, call->ropeDim,
+                 q, /*converts=*/device == Device::GPU);
   if (!cache)
     return cache.takeError();
   call->cache = std::move(*cache);
   if (llvm::Error err = checkRank(blockTable, 2, "[B, max_pages]"))
     return std::move(err);
   call->batch = blockTable.dim(0);
+  // Both runtimes plan the context chunks from the tables' values.
+  for (const Arg *table : {&blockTable, &qsl, &seqLens})
+    if (!table->tensor.data)
+      return makeInvalidArgumentError(
+          "prefill needs the host copy of " + table->name +
+          " (the context chunks are planned on the host)");
   if (llvm::Error err = checkQueryStartLoc(qsl, call->batch, call->tokens))
     return std::move(err);
   if (llvm::Error err = checkTableShapes(blockTable, seqLens, call->batch,

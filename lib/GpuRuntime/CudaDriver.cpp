@@ -53,6 +53,7 @@ CudaDriver::load(const char *library) {
   resolve(api.ctxGetDevice, MLA_CU_SYMBOL(cuCtxGetDevice));
   resolve(api.memcpyHtoDAsync, MLA_CU_SYMBOL(cuMemcpyHtoDAsync));
   resolve(api.tensorMapEncodeTiled, MLA_CU_SYMBOL(cuTensorMapEncodeTiled));
+  resolve(api.memcpy2DAsync, MLA_CU_SYMBOL(cuMemcpy2DAsync));
   resolve(api.memsetD8Async, MLA_CU_SYMBOL(cuMemsetD8Async));
   resolve(api.streamCreate, MLA_CU_SYMBOL(cuStreamCreate));
   resolve(api.streamDestroy, MLA_CU_SYMBOL(cuStreamDestroy));

@@ -336,8 +336,8 @@ mla::buildPrefill(MLIRContext &ctx, const HostTensor &q, const HostTensor &kvC,
                   const HostTensor &queryStartLoc, const HostTensor &seqLens,
                   const PrefillOptions &options) {
   llvm::Expected<PrefillCall> call =
-      checkPrefill(q, kvC, kPe, kvBProj, kvCache, blockTable, queryStartLoc,
-                   seqLens, options);
+      checkPrefill(Device::CPU, q, kvC, kPe, kvBProj, kvCache, blockTable,
+                   queryStartLoc, seqLens, options);
   if (!call)
     return call.takeError();
   llvm::SmallVector<int64_t, 4> outShape{call->tokens, call->numHeads,

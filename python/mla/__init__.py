@@ -28,8 +28,8 @@ have the result's shape and dtype, be C-contiguous and writeable: engines own th
 Invalid arguments raise ValueError before anything runs (a cache is never partly written); compiler
 failures raise RuntimeError.
 
-`decode`, `absorb_q`, `up_proj_out`, `gather_cache`, `up_proj_kv`, `merge_states` and `mha` also run on
-the GPU when one of their arrays is a PyTorch CUDA tensor, and `cache_write` when kv_c or kv_cache is (see
+`decode`, `absorb_q`, `up_proj_out`, `gather_cache`, `up_proj_kv`, `merge_states`, `mha` and `prefill` also
+run on the GPU when one of their arrays is a PyTorch CUDA tensor, and `cache_write` when kv_c or kv_cache is (see
 `mla.gpu`): that path needs neither numpy nor the
 MLIR-built CPU library, so a GPU-only installation (scripts/build-gpu-carry.sh) imports this package
 without them and raises ImportError only when a CPU function is called.
@@ -539,7 +539,6 @@ def _mha_cpu(q, k, v, cu_seqlens_q, cu_seqlens_k, softmax_scale, causal, out, ls
     return result, result_lse
 
 
-@_cpu
 def prefill(q, kv_c, k_pe, kv_b_proj, kv_cache, block_table, query_start_loc, seq_lens, *, softmax_scale,
             v_head_dim, workspace_rows=None, kv_format="auto", kv_scale=None, out=None):
     """Chunked-context MLA prefill: new tokens attend causally to each other and to their request's
@@ -548,8 +547,22 @@ def prefill(q, kv_c, k_pe, kv_b_proj, kv_cache, block_table, query_start_loc, se
     q [T, N, P+R], kv_c [T, L] and k_pe [T, R] or [T, 1, R] (the new tokens), kv_b_proj [N*(P+V), L],
     kv_cache, block_table [B, max_pages], query_start_loc [B+1], seq_lens [B] (context + new tokens).
     Returns out [T, N, v_head_dim] in q's dtype (written into `out` when that preallocated array is
-    given).
+    given). When q is a torch CUDA tensor the call runs `mla.gpu.prefill` on its device (bfloat16 or
+    float16; the same chunks).
     """
+    if any(_is_torch_cuda(a) for a in (q, kv_c, k_pe, kv_b_proj, kv_cache)):
+        from . import gpu
+
+        return gpu.prefill(q, kv_c, k_pe, kv_b_proj, kv_cache, block_table, query_start_loc, seq_lens,
+                           softmax_scale=softmax_scale, v_head_dim=v_head_dim, workspace_rows=workspace_rows,
+                           kv_format=kv_format, kv_scale=kv_scale, out=out)
+    return _prefill_cpu(q, kv_c, k_pe, kv_b_proj, kv_cache, block_table, query_start_loc, seq_lens,
+                        softmax_scale, v_head_dim, workspace_rows, kv_format, kv_scale, out)
+
+
+@_cpu
+def _prefill_cpu(q, kv_c, k_pe, kv_b_proj, kv_cache, block_table, query_start_loc, seq_lens, softmax_scale,
+                 v_head_dim, workspace_rows, kv_format, kv_scale, out):
     arrays = [_array("q", q), _array("kv_c", kv_c), _array("k_pe", k_pe), _array("kv_b_proj", kv_b_proj),
               _array("kv_cache", kv_cache), _indices("block_table", block_table),
               _indices("query_start_loc", query_start_loc), _indices("seq_lens", seq_lens)]

@@ -1,7 +1,7 @@
 """MLA on an NVIDIA GPU (sm_90a, sm_100a) for PyTorch CUDA tensors.
 
-`mla.decode`, `mla.cache_write`, `mla.absorb_q` and `mla.up_proj_out` come here when their first tensor
-(or, for cache_write, kv_cache) is a CUDA tensor. The kernels are compiled ahead of time by `mla-aot` on a
+`mla.decode`, `mla.cache_write`, `mla.absorb_q`, `mla.up_proj_out`, the chunked-prefill pieces and
+`mla.prefill` come here when their first tensor (or, for cache_write, kv_cache) is a CUDA tensor. The kernels are compiled ahead of time by `mla-aot` on a
 machine with MLIR and looked up in the kernel cache ($MLA_KERNEL_CACHE_DIR, else $XDG_CACHE_HOME/mla, else
 ~/.cache/mla); this module needs neither MLIR nor numpy, only torch and libMLAGpuCAPI.so (the C API in
 include/mla-c/Gpu.h), loaded with ctypes from $MLA_GPU_LIB or the package's _lib directory. torch is
@@ -31,7 +31,7 @@ from . import _c_string  # the one NUL-byte rule for string options, shared with
 
 __all__ = ["DecodePlan", "KernelNotFoundError", "SPLIT_POLICIES", "absorb_q", "cache_write", "cache_write_spec",
            "clear_decoders", "decode", "decode_spec", "gather_cache", "gather_cache_spec", "kernel_spec",
-           "merge_states", "merge_states_spec", "mha", "mha_spec", "plan_decode", "projection_spec", "runtime_stats",
+           "merge_states", "merge_states_spec", "mha", "mha_spec", "plan_decode", "prefill", "projection_spec", "runtime_stats",
            "up_proj_kv", "up_proj_kv_spec", "up_proj_out"]
 
 SUCCESS = 0
@@ -70,6 +70,11 @@ class _DecodeOptions(ctypes.Structure):
     _fields_ = [("headDimV", ctypes.c_int64), ("softmaxScale", ctypes.c_double), ("causal", ctypes.c_int32),
                 ("hasNumSplits", ctypes.c_int32), ("numSplits", ctypes.c_int64),
                 ("splitPolicy", ctypes.c_int32), ("cache", _CacheFormat)]
+
+
+class _PrefillOptions(ctypes.Structure):
+    _fields_ = [("softmaxScale", ctypes.c_double), ("vHeadDim", ctypes.c_int64),
+                ("hasWorkspaceRows", ctypes.c_int32), ("workspaceRows", ctypes.c_int64), ("cache", _CacheFormat)]
 
 
 _lib = None
@@ -115,6 +120,9 @@ def _library():
         "mlaGpuUpProjKv": [p, i32, t, t, u64, u64, ctypes.c_void_p] + err,
         "mlaGpuCheckMha": [t, t, t, t, t, lens, lens, ctypes.c_double, i32] + err,
         "mlaGpuMha": [p, i32, t, t, t, t, t, lens, lens, u64, u64, ctypes.c_void_p] + err,
+        "mlaGpuCheckPrefill": [t] * 8 + [lens] * 3 + [ctypes.POINTER(_PrefillOptions)] + err,
+        "mlaGpuPrefill": [p, i32] + [t] * 8 + [lens] * 3 + [ctypes.POINTER(_PrefillOptions), u64, u64,
+                                                          ctypes.POINTER(size), ctypes.c_void_p] + err,
     }
     for name, argtypes in signatures.items():
         fn = getattr(lib, name)
@@ -917,3 +925,60 @@ def mha(q, k, v, cu_seqlens_q, cu_seqlens_k, *, softmax_scale, causal=False, out
     _launch(torch, q.device, "mlaGpuMha", spec, *[ctypes.byref(t) for t in described], *ptrs, out.data_ptr(),
             lse.data_ptr())
     return out, lse
+
+
+def prefill(q, kv_c, k_pe, kv_b_proj, kv_cache, block_table, query_start_loc, seq_lens, *, softmax_scale,
+            v_head_dim, workspace_rows=None, kv_format="auto", kv_scale=None, out=None):
+    """`mla.prefill` on the GPU: the whole chunked-context prefill (new tokens' causal attention, then per
+    context chunk gather -> up-projection -> attention -> LSE merge) on q's device and current stream, with
+    the CPU path's keywords, semantics and chunking. Returns out [T, N, v_head_dim] in q's dtype.
+
+    q [T, N, P+R], kv_c [T, L], k_pe [T, R] or [T, 1, R] and kv_b_proj [N*(P+V), L] bfloat16 or float16
+    (one dtype), contiguous CUDA tensors; kv_cache [pages, page_size, row] on q's device, read only:
+    kv_format "auto" takes any float cache (bfloat16, float16 or float32, converted as gathered), the fp8
+    formats a uint8 cache as in `cache_write`. block_table [B, max_pages], query_start_loc [B+1] and
+    seq_lens [B] (context + new tokens) are integers, CUDA or CPU: they are copied to the host (a
+    synchronisation for CUDA tensors) because the context chunks are planned there, and checked by the C
+    rules before anything is enqueued. `workspace_rows` bounds the context rows up-projected at once
+    (default: the CPU path's budget); the device workspace (up-projected K/V of max(T, chunk) rows plus the
+    running states) is allocated once per call with torch's allocator. `out` is an optional preallocated
+    output (a contiguous tensor of the result's shape and dtype on q's device).
+    """
+    torch = _torch()
+    tables = [_int32_table(torch, n, v) for n, v in
+              (("block_table", block_table), ("query_start_loc", query_start_loc), ("seq_lens", seq_lens))]
+    hosts, ptrs = [t[0] for t in tables], [t[1] for t in tables]
+    opts = _PrefillOptions()
+    opts.softmaxScale = _float("softmax_scale", softmax_scale)
+    opts.vHeadDim = _int("v_head_dim", v_head_dim)
+    if workspace_rows is not None:
+        opts.hasWorkspaceRows = 1
+        opts.workspaceRows = _int("workspace_rows", workspace_rows)
+    opts.cache = _cache_format(kv_format, kv_scale)
+    names = ("q", "kv_c", "k_pe", "kv_b_proj", "kv_cache", "block_table", "query_start_loc", "seq_lens")
+    checked = [_describe(torch, n, v, data=False) for n, v in zip(names, (q, kv_c, k_pe, kv_b_proj, kv_cache,
+                                                                          *hosts))]
+    _call("mlaGpuCheckPrefill", *[ctypes.byref(t) for t in checked], *ptrs, ctypes.byref(opts))
+    _same_device({"q": q, "kv_c": kv_c, "k_pe": k_pe, "kv_b_proj": kv_b_proj, "kv_cache": kv_cache}, "q")
+
+    tokens, heads = q.shape[0], q.shape[1]
+    out = _output(torch, "out", out, (tokens, heads, opts.vHeadDim), q.dtype, q.device,
+                  {"q": q, "kv_c": kv_c, "k_pe": k_pe, "kv_b_proj": kv_b_proj, "kv_cache": kv_cache})
+    device_tables = [_on_device(v, h, q.device) for v, h in zip((block_table, query_start_loc, seq_lens), hosts)]
+    described = [_describe(torch, n, v) for n, v in zip(names, (q, kv_c, k_pe, kv_b_proj, kv_cache,
+                                                                 *device_tables))]
+    refs = [ctypes.byref(t) for t in described]
+    device = q.device.index if q.device.index is not None else torch.cuda.current_device()
+    chip = _chip(torch, q.device).encode()
+    with torch.cuda.device(device):
+        stream = ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
+        size = ctypes.c_size_t(0)
+
+        def call(workspace):
+            _call("mlaGpuPrefill", chip, device, *refs, *ptrs, ctypes.byref(opts), out.data_ptr(), workspace,
+                  ctypes.byref(size), stream)
+
+        call(0)  # validates, plans the chunks and sizes the workspace; enqueues nothing
+        workspace = torch.empty(max(size.value, 1), dtype=torch.uint8, device=q.device)
+        call(workspace.data_ptr())
+    return out

@@ -9,11 +9,12 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "mla/JIT/GpuJit.h"
-#include "mla/JIT/PassOptions.h"
+#include "mla/Contract/ChunkedPrefill.h"
+#include "mla/Contract/KernelSpec.h"
 #include "mla/Contract/Version.h"
 #include "mla/GpuRuntime/KernelCache.h"
-#include "mla/Contract/KernelSpec.h"
+#include "mla/JIT/GpuJit.h"
+#include "mla/JIT/PassOptions.h"
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/CachePruning.h"
 #include "llvm/Support/CommandLine.h"
@@ -150,32 +151,30 @@ std::vector<KernelSpec> getDeepSeekSpecs() {
                 ActType::BF16};
     result.push_back(up);
   }
-  // Chunked prefill: gathers of every row format into a bf16 workspace, the
-  // up-projection, the LSE merge of V = 128 outputs and the attention.
+  // Chunked prefill: the kernels mlaGpuPrefill runs (getChunkedPrefillSpecs)
+  // on sm_90a in bf16: the gather from every row format, then for N in
+  // {16, 128} the up-projection, the LSE merge of V = 128 outputs and the
+  // attention (non-causal to the context, causal among the new tokens).
+  auto prefillSpecs = [](int64_t heads, CacheFormat format) {
+    ChunkedPrefillShape shape; // DeepSeek-V3's widths, bf16
+    shape.numHeads = heads;
+    shape.scale = static_cast<float>(1.0 / std::sqrt(192.0));
+    shape.format = format;
+    shape.kvScale = 1.0f;
+    shape.pageSize = 64;
+    return getChunkedPrefillSpecs(Chip::SM90a, shape);
+  };
   for (CacheFormat format :
        {CacheFormat::BF16, CacheFormat::F16, CacheFormat::F32,
         CacheFormat::FP8E4M3, CacheFormat::FP8E4M3Token,
-        CacheFormat::FP8DsMla}) {
-    GatherCacheKernelSpec spec;
-    spec.shape.row = {/*latentDim=*/512, /*ropeDim=*/64, ActType::BF16, format,
-                      /*scale=*/1.0f};
-    spec.shape.pageSize = 64;
-    result.push_back(spec);
-  }
+        CacheFormat::FP8DsMla})
+    result.push_back(prefillSpecs(16, format).gather);
   for (int64_t heads : {16, 128}) {
-    UpProjKvKernelSpec up;
-    up.shape = {heads, /*latentDim=*/512, /*nopeDim=*/128, /*valueDim=*/128,
-                ActType::BF16};
-    result.push_back(up);
-    MergeStatesKernelSpec merge;
-    merge.shape = {heads, /*headDim=V*/ 128, ActType::BF16};
-    result.push_back(merge);
-    for (bool causal : {false, true}) {
-      MhaKernelSpec mha;
-      mha.shape = {heads, /*qkDim=P+R*/ 192, /*vDim=*/128, ActType::BF16,
-                   causal, static_cast<float>(1.0 / std::sqrt(192.0))};
-      result.push_back(mha);
-    }
+    ChunkedPrefillSpecs set = prefillSpecs(heads, CacheFormat::BF16);
+    result.push_back(set.upProjKv);
+    result.push_back(set.merge);
+    result.push_back(set.contextMha);
+    result.push_back(set.causalMha);
   }
   // Equal qk and v widths, the generality check of the tensor-core mha.
   for (int64_t width : {64, 128})

@@ -316,8 +316,8 @@ TEST(ArgRules, PrefillTablesAgree) {
   options.softmaxScale = 0.1;
   options.vHeadDim = 5;
   auto check = [&] {
-    return checkPrefill(q, kvC, kPe, w, cache, blockTable, queryStartLoc,
-                        seqLens, options);
+    return checkPrefill(Device::CPU, q, kvC, kPe, w, cache, blockTable,
+                        queryStartLoc, seqLens, options);
   };
   llvm::Expected<PrefillCall> call = check();
   ASSERT_TRUE(!!call) << messageOf(call.takeError());
@@ -331,6 +331,43 @@ TEST(ArgRules, PrefillTablesAgree) {
   EXPECT_NE(messageOf(check()).find("seq_lens[0] = 2 is shorter than request "
                                     "0's 3 new tokens"),
             std::string::npos);
+}
+
+TEST(ArgRules, GpuPrefillTakesHalfActivationsAndAnyFloatCache) {
+  std::vector<int32_t> table{0, 1, 2, 3, 4, 5};
+  std::vector<int32_t> qsl{0, 3, 5}, lens{5, 20};
+  HostTensor q = tensor(DType::bf16, {5, 3, 24});
+  HostTensor kvC = tensor(DType::bf16, {5, 64});
+  HostTensor kPe = tensor(DType::bf16, {5, 1, 16});
+  HostTensor w = tensor(DType::bf16, {39, 64});
+  HostTensor cache = tensor(DType::f32, {6, 8, 80});
+  HostTensor blockTable = tensor(DType::i32, {2, 3}, table.data());
+  HostTensor queryStartLoc = tensor(DType::i32, {3}, qsl.data());
+  HostTensor seqLens = tensor(DType::i32, {2}, lens.data());
+  PrefillOptions options;
+  options.softmaxScale = 0.1;
+  options.vHeadDim = 5;
+  auto check = [&](Device device) {
+    return checkPrefill(device, q, kvC, kPe, w, cache, blockTable,
+                        queryStartLoc, seqLens, options);
+  };
+  // An f32 cache of page size 8 serves bf16 activations on the GPU only.
+  llvm::Expected<PrefillCall> call = check(Device::GPU);
+  ASSERT_TRUE(!!call) << messageOf(call.takeError());
+  EXPECT_EQ(call->cache.layoutFormat, "f32");
+  EXPECT_EQ(call->cache.pageSize, 8);
+  EXPECT_EQ(messageOf(check(Device::CPU)),
+            "q must be float32 or float16, got bfloat16");
+  for (HostTensor *t : {&q, &kvC, &kPe, &w})
+    t->dtype = DType::f32;
+  EXPECT_EQ(messageOf(check(Device::GPU)),
+            "q must be bfloat16 or float16, got float32");
+  for (HostTensor *t : {&q, &kvC, &kPe, &w})
+    t->dtype = DType::f16;
+  seqLens.data = nullptr;
+  EXPECT_EQ(messageOf(check(Device::GPU)),
+            "prefill needs the host copy of seq_lens (the context chunks are "
+            "planned on the host)");
 }
 
 TEST(ArgRules, SharedValueRules) {

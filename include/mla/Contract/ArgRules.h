@@ -202,7 +202,10 @@ llvm::Expected<MhaCall> checkMha(Device device, const HostTensor &q,
 
 /// prefill(q [T, N, P+R], kv_c [T, L], k_pe [T, R] or [T, 1, R],
 /// kv_b_proj [N*(P+V), L], kv_cache, block_table [B, max_pages],
-/// query_start_loc [B+1], seq_lens [B]), every table on the host.
+/// query_start_loc [B+1], seq_lens [B]), every table on the host (on the
+/// GPU too: the runtime plans the context chunks from them). On the GPU the
+/// activations are bf16 or f16 and a float cache ("auto") may be of any
+/// float type (the gather converts it).
 struct PrefillCall {
   DType dtype = DType::f32;
   int64_t tokens = 0, numHeads = 0, nopeDim = 0, ropeDim = 0, latentDim = 0,
@@ -212,10 +215,11 @@ struct PrefillCall {
   CheckedCache cache;
 };
 llvm::Expected<PrefillCall>
-checkPrefill(const HostTensor &q, const HostTensor &kvC, const HostTensor &kPe,
-             const HostTensor &kvBProj, const HostTensor &kvCache,
-             const HostTensor &blockTable, const HostTensor &queryStartLoc,
-             const HostTensor &seqLens, const PrefillOptions &options);
+checkPrefill(Device device, const HostTensor &q, const HostTensor &kvC,
+             const HostTensor &kPe, const HostTensor &kvBProj,
+             const HostTensor &kvCache, const HostTensor &blockTable,
+             const HostTensor &queryStartLoc, const HostTensor &seqLens,
+             const PrefillOptions &options);
 
 /// seq_lens values against a block table of `maxPages` pages of `pageSize`
 /// positions: each in [0, capacity] and, for causal decode with

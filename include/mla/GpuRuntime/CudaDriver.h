@@ -44,6 +44,9 @@ struct CudaDriverApi {
   decltype(&::cuTensorMapEncodeTiled) tensorMapEncodeTiled;
   /// Uploads split bounds ahead of a decode (GpuDecoder::uploadBounds).
   decltype(&::cuMemcpyHtoDAsync) memcpyHtoDAsync;
+  /// Strided device copies of a chunked prefill: the keys' RoPE broadcast
+  /// and the dense latent (ChunkedPrefill::run).
+  decltype(&::cuMemcpy2DAsync) memcpy2DAsync;
   /// Memory management, streams and events, for tests and tools only: the
   /// runtime itself works on buffers and streams its caller owns.
   decltype(&::cuMemAlloc) memAlloc;

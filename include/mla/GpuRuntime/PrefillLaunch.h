@@ -61,9 +61,9 @@ llvm::Error launchMergeStates(const CudaKernel &kernel, CUstream stream,
 /// (16-byte aligned, dense rows) as TMA descriptors.
 struct UpProjKvArgs {
   UpProjKvShape shape;
-  Chip chip = Chip::SM90a;
   CUdeviceptr latent = 0, kvBProj = 0, kNope = 0, v = 0;
   int64_t rows = 0;
+  Chip chip = Chip::SM90a;
 };
 
 llvm::Error checkUpProjKvArgs(const UpProjKvArgs &args);

@@ -14,8 +14,9 @@
 // Everything between the widened inputs and the result is f32, so a bf16 or
 // f16 prefill rounds once, at the end, however many chunks it merges.
 //
-// Chunk policy. Request i has ctx_i = seq_lens[i] - q_len_i context rows.
-// With n requests that have context and s = W / n:
+// Chunk policy (mla/Contract/ChunkedPrefill.h plans the same chunks on the
+// host for the GPU runtime). Request i has ctx_i = seq_lens[i] - q_len_i
+// context rows. With n requests that have context and s = W / n:
 //   - s >= page_size: every request advances by the same C = s rounded down
 //     to a page multiple per chunk (vLLM's policy); chunk k covers positions
 //     [k*C, (k+1)*C) of every request, so chunk starts are page-aligned and a
@@ -30,6 +31,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "mla/Contract/ChunkedPrefill.h"
 #include "mla/Dialect/MLA/Transforms/Passes.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Arith/Utils/Utils.h"
@@ -47,16 +49,6 @@ namespace mla {
 
 using namespace mlir;
 using namespace mla;
-
-int64_t mla::defaultPrefillWorkspaceRows(int64_t maxModelLen,
-                                         int64_t maxNumSeqs, int64_t pageSize) {
-  // vLLM's MLA backend: room for 8 full-length requests or 4 pages per
-  // request, capped at 64K rows, and never below one page per request (vLLM
-  // asserts that floor; here it wins over the cap).
-  int64_t budget = std::min(
-      std::max(8 * maxModelLen, 4 * maxNumSeqs * pageSize), int64_t{64 * 1024});
-  return std::max(budget, maxNumSeqs * pageSize);
-}
 
 namespace {
 

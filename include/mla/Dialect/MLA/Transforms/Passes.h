@@ -25,10 +25,6 @@ void populateChunkPrefillPatterns(mlir::RewritePatternSet &patterns,
 /// The rewrite of mla-split-kv (decode -> decode_partial + combine).
 void populateSplitKVPatterns(mlir::RewritePatternSet &patterns);
 
-/// The primer's default workspace budget (section 7).
-int64_t defaultPrefillWorkspaceRows(int64_t maxModelLen, int64_t maxNumSeqs,
-                                    int64_t pageSize);
-
 #define GEN_PASS_REGISTRATION
 #include "mla/Dialect/MLA/Transforms/Passes.h.inc"
 
