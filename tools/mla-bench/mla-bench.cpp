@@ -542,10 +542,11 @@ llvm::Expected<bool> checkShape(const CudaDriver &driver,
       benchShape ? std::vector<int32_t>(shape.batch, shape.seq)
                  : checkSeqLens(shape);
   bench::DecodeInputs host;
-  host.softmaxScale = kSoftmaxScale;
   llvm::Expected<Problem> problem = makeProblem(driver, s, lens, rng, &host);
   if (!problem)
     return problem.takeError();
+  // After makeProblem, which assigns the inputs anew.
+  host.softmaxScale = kSoftmaxScale;
   std::vector<double> refOut, refLse;
   bench::referenceDecode(s, host, refOut, refLse,
                          std::max(1u, std::thread::hardware_concurrency()));
