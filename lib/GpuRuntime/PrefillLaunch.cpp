@@ -160,9 +160,11 @@ Error mla::gpu::checkUpProjKvArgs(const UpProjKvArgs &a) {
     return err;
   if (Error err = checkPointer(name, "kv_b_proj", a.kvBProj, 16))
     return err;
-  if (Error err = checkPointer(name, "k_nope", a.kNope, 4))
+  // The wgmma build stores 16-byte vectors, the mma.sync one element pairs.
+  unsigned align = upProjKvUsesWgmma(a.chip, a.shape) ? 16 : 4;
+  if (Error err = checkPointer(name, "k_nope", a.kNope, align))
     return err;
-  return checkPointer(name, "v", a.v, 4);
+  return checkPointer(name, "v", a.v, align);
 }
 
 Error mla::gpu::launchUpProjKv(const CudaKernel &kernel, CUstream stream,

@@ -8,9 +8,9 @@
 // K-major like A) by TMA into a kUpKvWgStages-deep ring with full/empty
 // mbarriers; the two consumer warpgroups (240 registers) each accumulate
 // 64 x 256 in f32 with m64n256k16 wgmmas, keeping one slice's group in
-// flight while the next is issued, and store their rows straight from
-// registers: column c = n*(P+V) + j goes to k_nope[s, n, j] for j < P and to
-// v[s, n, j - P] otherwise.
+// flight while the next is issued, and store their rows through shared
+// memory as whole 512-byte rows of 16-byte vectors: column c = n*(P+V) + j
+// goes to k_nope[s, n, j] for j < P and to v[s, n, j - P] otherwise.
 //
 //===----------------------------------------------------------------------===//
 
@@ -22,6 +22,7 @@
 #include "mla/GPUCodegen/SmemTile.h"
 #include "mla/GPUCodegen/Tma.h"
 #include "mla/GPUCodegen/Wgmma.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 
 using namespace mlir;
 using namespace mla::gpu_codegen;
@@ -61,7 +62,10 @@ private:
   /// Issues the four k16 steps of K slice `k` (in ring slot `stage`).
   WgmmaAccum issueSlice(WarpgroupMma &mma, const WgmmaAccum &acc, Value stage,
                         bool first);
+  /// Stages the consumer's rows in shared memory, then storeRows.
   void store(const WgmmaAccum &acc);
+  /// Copies the staged rows at `area` to k_nope / v, 16 bytes per lane.
+  void storeRows(Value area, Value wtid);
 
   ImplicitLocOpBuilder &b;
   DeviceBuilder d;
@@ -155,35 +159,59 @@ void UpProjKvSM90Kernel::consume() {
 }
 
 void UpProjKvSM90Kernel::store(const WgmmaAccum &acc) {
+  // Both consumers first finish with the ring (the other's last wgmmas may
+  // still read it), then each stages its 64 x 256 rows in shared memory:
+  // rows padded by 16 bytes so the accumulator pairs land conflict-free.
+  constexpr int64_t rowBytes = kN * 2 + 16;
+  NVVM::BarrierOp::create(b, TypeRange{}, d.c32(1), d.c32(kConsumerThreads),
+                          NVVM::BarrierReductionAttr(), Value());
   Value ctid = d.sub(tid, d.c32(128));
+  Value wtid = d.bitAnd(ctid, d.c32(127));
   Value lane = d.bitAnd(tid, d.c32(31));
-  Value warp = d.bitAnd(d.divu(ctid, d.c32(32)), d.c32(3));
-  Value row = d.add(d.mul(rowTile, d.c32(kM)),
-                    d.add(d.mul(wg, d.c32(64)),
-                          d.add(d.mul(warp, d.c32(16)),
-                                d.divu(lane, d.c32(4)))));
-  Value col0 = d.add(d.mul(colTile, d.c32(kN)),
-                     d.mul(d.bitAnd(lane, d.c32(3)), d.c32(2)));
-  int64_t width = s.nopeDim + s.valueDim;
-  for (int64_t j = 0; j < kN / 8; ++j) {
-    Value c = d.add(col0, d.c32(8 * j));
-    Value head = d.divu(c, d.c32(width)), within = d.remu(c, d.c32(width));
-    Value isK = d.slt(within, d.c32(s.nopeDim));
+  Value warp = d.divu(wtid, d.c32(32));
+  Value area = d.mul(wg, d.c32(64 * rowBytes));
+  Value r = d.add(d.mul(warp, d.c32(16)), d.divu(lane, d.c32(4)));
+  Value pairByte = d.mul(d.bitAnd(lane, d.c32(3)), d.c32(4));
+  for (int64_t j = 0; j < kN / 8; ++j)
     for (int64_t h = 0; h < 2; ++h) {
-      Value r = d.add(row, d.c32(8 * h));
-      d.ifThen(d.andi(d.slt(r, rows), d.slt(c, d.c32(s.columns()))), [&] {
-        Value token = d.add(d.mul(d.zext64(r), d.c64(s.numHeads)),
-                            d.zext64(head));
-        Value kIdx = d.add(d.mul(token, d.c64(s.nopeDim)), d.zext64(within));
-        Value vIdx = d.add(d.mul(token, d.c64(s.valueDim)),
-                           d.zext64(d.sub(within, d.c32(s.nopeDim))));
-        Value at = d.select(isK, d.gep(kNope, elem, kIdx),
-                            d.gep(vOut, elem, vIdx));
-        d.store(d.pack2(acc.regs[4 * j + 2 * h], acc.regs[4 * j + 2 * h + 1],
-                        elem),
-                at, 4);
-      });
+      Value off = d.add(area, d.add(d.mul(d.add(r, d.c32(8 * h)),
+                                          d.c32(rowBytes)),
+                                    d.add(d.c32(16 * j), pairByte)));
+      d.store(d.pack2(acc.regs[4 * j + 2 * h], acc.regs[4 * j + 2 * h + 1],
+                      elem),
+              d.gepBytes(smem, off), 4);
     }
+  NVVM::BarrierOp::create(b, TypeRange{}, d.add(d.c32(2), wg), d.c32(128),
+                          NVVM::BarrierReductionAttr(), Value());
+  storeRows(area, wtid);
+}
+
+void UpProjKvSM90Kernel::storeRows(Value area, Value wtid) {
+  // A warp stores one whole 512-byte row per instruction, 16 bytes a lane;
+  // 8 columns never straddle the k_nope/v split (P and V are multiples of 8).
+  constexpr int64_t rowBytes = kN * 2 + 16, chunks = kN / 8;
+  int64_t width = s.nopeDim + s.valueDim;
+  auto v4 = VectorType::get({4}, d.i32);
+  for (int64_t it = 0; it < 64 * chunks / 128; ++it) {
+    Value i = d.add(d.c32(it * 128), wtid);
+    Value row = d.divu(i, d.c32(chunks)), chunk = d.remu(i, d.c32(chunks));
+    Value data = d.load(v4, d.gepBytes(smem, d.add(area, d.add(
+                                  d.mul(row, d.c32(rowBytes)),
+                                  d.mul(chunk, d.c32(16))))), 16);
+    Value grow = d.add(d.mul(rowTile, d.c32(kM)),
+                       d.add(d.mul(wg, d.c32(64)), row));
+    Value gcol = d.add(d.mul(colTile, d.c32(kN)), d.mul(chunk, d.c32(8)));
+    d.ifThen(d.andi(d.slt(grow, rows), d.slt(gcol, d.c32(s.columns()))), [&] {
+      Value head = d.divu(gcol, d.c32(width)), within = d.remu(gcol, d.c32(width));
+      Value token = d.add(d.mul(d.zext64(grow), d.c64(s.numHeads)),
+                          d.zext64(head));
+      Value kIdx = d.add(d.mul(token, d.c64(s.nopeDim)), d.zext64(within));
+      Value vIdx = d.add(d.mul(token, d.c64(s.valueDim)),
+                         d.zext64(d.sub(within, d.c32(s.nopeDim))));
+      Value at = d.select(d.slt(within, d.c32(s.nopeDim)),
+                          d.gep(kNope, elem, kIdx), d.gep(vOut, elem, vIdx));
+      d.store(data, at, 16);
+    });
   }
 }
 

@@ -31,10 +31,17 @@
 // CHECK:           nvvm.wgmma.wait.group.sync.aligned 1
 // CHECK:           nvvm.mbarrier.arrive
 // CHECK:         nvvm.wgmma.wait.group.sync.aligned 0
-// Column c = n*(P+V) + j goes to k_nope when j < P, else to v.
+// The tile leaves through shared memory: both consumers meet on named
+// barrier 1 (256 threads), stage their rows as bf16 pairs, meet per
+// warpgroup, then store 16-byte vectors; column c = n*(P+V) + j goes to
+// k_nope when j < P, else to v.
+// CHECK:         nvvm.barrier id = %{{.*}} number_of_threads = %c256_i32
+// CHECK:         llvm.store %{{.*}} {alignment = 4 : i64} : i32, !llvm.ptr<3>
+// CHECK:         nvvm.barrier id = %{{.*}} number_of_threads = %c128_i32
+// CHECK:         llvm.load %{{.*}} {alignment = 16 : i64} : !llvm.ptr<3> -> vector<4xi32>
 // CHECK:         arith.remui %{{.*}}, %c256_i32{{[_0-9]*}} : i32
 // CHECK:         arith.cmpi slt, %{{.*}}, %c128_i32{{[_0-9]*}} : i32
-// CHECK:         llvm.store %{{.*}} {alignment = 4 : i64} : i32, !llvm.ptr<1>
+// CHECK:         llvm.store %{{.*}} {alignment = 16 : i64} : vector<4xi32>, !llvm.ptr<1>
 // PTX-LABEL: .entry mla_up_proj_kv(
 // PTX:         .param .align 64 .b8 mla_up_proj_kv_param_0[128]
 // PTX:         cp.async.bulk.tensor.3d
