@@ -153,6 +153,9 @@ Value DeviceBuilder::zext64(Value x) { return arith::ExtUIOp::create(b, i64, x);
 Value DeviceBuilder::fadd(Value x, Value y) { return arith::AddFOp::create(b, x, y); }
 Value DeviceBuilder::fsub(Value x, Value y) { return arith::SubFOp::create(b, x, y); }
 Value DeviceBuilder::fmul(Value x, Value y) { return arith::MulFOp::create(b, x, y); }
+Value DeviceBuilder::fma(Value x, Value y, Value z) {
+  return LLVM::FMAOp::create(b, x, y, z);
+}
 Value DeviceBuilder::fdiv(Value x, Value y) { return arith::DivFOp::create(b, x, y); }
 Value DeviceBuilder::fmax(Value x, Value y) { return LLVM::MaxNumOp::create(b, x, y); }
 Value DeviceBuilder::fmaximum(Value x, Value y) {

@@ -26,6 +26,28 @@ Value softmax::quadMax(DeviceBuilder &d, Value v) {
   return xorAllReduce(d, v, Combiner::Max, {1, 2});
 }
 
+Value softmax::treeReduce(DeviceBuilder &d, ArrayRef<Value> values,
+                          Combiner combiner) {
+  assert(!values.empty() && "nothing to reduce");
+  SmallVector<Value> level(values);
+  while (level.size() > 1) {
+    SmallVector<Value> next;
+    for (size_t i = 0; i + 1 < level.size(); i += 2)
+      next.push_back(combiner == Combiner::Max
+                         ? softmax::max(d, level[i], level[i + 1])
+                         : d.fadd(level[i], level[i + 1]));
+    if (level.size() % 2)
+      next.push_back(level.back());
+    level = std::move(next);
+  }
+  return level.front();
+}
+
+Value softmax::scaledProbability(DeviceBuilder &d, Value s, Value scaleLog2,
+                                 Value mUse) {
+  return d.exp2(d.fma(s, scaleLog2, d.fsub(d.f(0.0f), mUse)));
+}
+
 Value softmax::quadSum(DeviceBuilder &d, Value v) {
   return xorAllReduce(d, v, Combiner::Sum, {1, 2});
 }

@@ -94,6 +94,9 @@ public:
   mlir::Value fsub(mlir::Value x, mlir::Value y);
   mlir::Value fmul(mlir::Value x, mlir::Value y);
   mlir::Value fdiv(mlir::Value x, mlir::Value y);
+  /// x * y + z with one rounding (llvm.intr.fma: PTX fma.rn.f32; a separate
+  /// multiply and add are emitted as mul.rn/add.rn, which ptxas never fuses).
+  mlir::Value fma(mlir::Value x, mlir::Value y, mlir::Value z);
   /// llvm.intr.maxnum (a NaN operand gives the other one).
   mlir::Value fmax(mlir::Value x, mlir::Value y);
   /// llvm.intr.maximum (NaN-propagating).

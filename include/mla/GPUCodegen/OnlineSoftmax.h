@@ -36,6 +36,13 @@ mlir::Value xorAllReduce(DeviceBuilder &d, mlir::Value v, Combiner combiner,
                          llvm::ArrayRef<int> laneMasks);
 /// The four lanes of a quad share a row of an mma.sync/wgmma accumulator.
 mlir::Value quadMax(DeviceBuilder &d, mlir::Value v);
+/// The max or sum of `values` by a balanced tree: log2(n) dependent steps
+/// instead of n, so the reductions of a row's scores overlap.
+mlir::Value treeReduce(DeviceBuilder &d, llvm::ArrayRef<mlir::Value> values,
+                       Combiner combiner);
+/// 2^(s * scaleLog2 - mUse) with the scaling folded into one fma.
+mlir::Value scaledProbability(DeviceBuilder &d, mlir::Value s,
+                              mlir::Value scaleLog2, mlir::Value mUse);
 mlir::Value quadSum(DeviceBuilder &d, mlir::Value v);
 
 /// The running state of a row after a block with max `blockMax`.

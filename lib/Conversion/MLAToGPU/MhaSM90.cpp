@@ -371,25 +371,26 @@ std::array<Value, 2> MhaSM90Kernel::softmaxFold(const WgmmaAccum &sc,
   WgmmaAccum p;
   p.regs.resize(sc.regs.size());
   std::array<Value, 2> alpha;
+  Value scale = d.f(scaleLog2);
   for (int64_t h = 0; h < 2; ++h) {
-    auto inRow = [&](size_t i) { return int64_t((i % 4) >> 1) == h; };
-    Value rowMax = d.negInf();
+    SmallVector<Value> row;
     for (size_t i = 0; i < sc.regs.size(); ++i)
-      if (inRow(i))
-        rowMax = softmax::max(d, rowMax, sc.regs[i]);
-    rowMax = softmax::quadMax(d, rowMax);
-    softmax::Rescale r = softmax::rescale(
-        d, st.m[h], st.l[h], d.fmul(rowMax, d.f(scaleLog2)));
-    Value sum = r.l;
+      if (int64_t((i % 4) >> 1) == h)
+        row.push_back(sc.regs[i]);
+    Value rowMax = softmax::quadMax(
+        d, softmax::treeReduce(d, row, softmax::Combiner::Max));
+    softmax::Rescale r =
+        softmax::rescale(d, st.m[h], st.l[h], d.fmul(rowMax, scale));
+    SmallVector<Value> probs;
     for (size_t i = 0; i < sc.regs.size(); ++i) {
-      if (!inRow(i))
+      if (int64_t((i % 4) >> 1) != h)
         continue;
-      p.regs[i] = softmax::probability(
-          d, d.fmul(sc.regs[i], d.f(scaleLog2)), r.mUse);
-      sum = d.fadd(sum, p.regs[i]);
+      p.regs[i] = softmax::scaledProbability(d, sc.regs[i], scale, r.mUse);
+      probs.push_back(p.regs[i]);
     }
     st.m[h] = r.mNew;
-    st.l[h] = sum;
+    st.l[h] =
+        d.fadd(r.l, softmax::treeReduce(d, probs, softmax::Combiner::Sum));
     alpha[h] = r.alpha;
   }
   st.p.clear();
