@@ -266,6 +266,11 @@ def decode(q, kv_cache, block_table, seq_lens, *, head_dim_v, softmax_scale, cau
     if _is_torch_cuda(q) or any(_is_torch_cuda(v) for v in (kv_cache, block_table, seq_lens)):
         from . import gpu
 
+        # A device plan runs the call itself, checking every tensor against the plan; gpu.decode's keyword
+        # call and default checks cost a tenth of the planned call's host budget. Anything else (a plan with
+        # options it fixes, or no device plan at all) takes gpu.decode, which explains what is wrong.
+        if type(plan) is gpu.DecodePlan and num_splits is None and kv_format == "auto" and kv_scale is None:
+            return plan._run(q, kv_cache, block_table, seq_lens, head_dim_v, softmax_scale, causal, out, lse)
         return gpu.decode(q, kv_cache, block_table, seq_lens, head_dim_v=head_dim_v,
                           softmax_scale=softmax_scale, causal=causal, num_splits=num_splits,
                           kv_format=kv_format, kv_scale=kv_scale, plan=plan, out=out, lse=lse)

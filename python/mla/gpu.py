@@ -423,13 +423,19 @@ def decode(q, kv_cache, block_table, seq_lens, *, head_dim_v, softmax_scale, cau
     return out, lse
 
 
-def _raw_stream(torch, device):
-    """torch's current stream on `device` as a CUstream value. torch._C._cuda_getCurrentRawStream costs a
-    fraction of current_stream().cuda_stream, which matters on the planned path's host budget."""
+def _raw_stream_function(torch):
+    """The function of a device index that returns torch's current stream there as a CUstream value.
+    torch._C._cuda_getCurrentRawStream costs a fraction of current_stream().cuda_stream, which matters on
+    the planned path's host budget."""
     raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
     if raw is not None:
-        return raw(device)
-    return torch.cuda.current_stream(device).cuda_stream
+        return raw
+    return lambda device: torch.cuda.current_stream(device).cuda_stream
+
+
+def _raw_stream(torch, device):
+    """torch's current stream on `device` as a CUstream value."""
+    return _raw_stream_function(torch)(device)
 
 
 class DecodePlan:
@@ -447,6 +453,9 @@ class DecodePlan:
         self.max_batch = max_batch
         self.num_splits = lib.mlaGpuDecodePlanNumSplits(handle)
         self._err = ctypes.create_string_buffer(_ERROR_BYTES)
+        # Looked up once: a planned call's host budget has no room for attribute searches.
+        self._launch = lib.mlaGpuDecodeRun
+        self._stream = _raw_stream_function(torch)
 
     def __del__(self):
         handle, self._handle = getattr(self, "_handle", None), None
@@ -463,8 +472,14 @@ class DecodePlan:
         described = [_describe(torch, n, v) for n, v in zip(names, values)]
         stream = ctypes.c_void_p(_raw_stream(torch, self._device_index))
         _call("mlaGpuDecodePlanUpdate", self._handle, *[ctypes.byref(t) for t in described], stream)
-        self._shapes = tuple(tuple(v.shape) for v in values)
-        self._dtype = q.dtype
+        self._set_step(tuple(tuple(v.shape) for v in values), q.dtype)
+
+    def _set_step(self, shapes, dtype):
+        """Records the step planned last: the shapes of (q, kv_cache, block_table, seq_lens), q's dtype, and
+        the out and lse shapes they give, which a planned call checks its outputs against."""
+        self._shapes, self._dtype = shapes, dtype
+        b, sq, h = shapes[0][0], shapes[0][1], shapes[0][2]
+        self._output_shapes = ((b, sq, h, self._head_dim_v), (b, h, sq))
 
     def _run(self, q, kv_cache, block_table, seq_lens, head_dim_v, softmax_scale, causal, out, lse):
         # The host budget of a planned call is a few microseconds of Python: one pass of cheap tests
@@ -487,19 +502,18 @@ class DecodePlan:
         if out is None or lse is None:
             out, lse = _outputs(torch, q, self._head_dim_v, out, lse)
         else:
+            out_shape, lse_shape = self._output_shapes
             try:
-                ok = (out.shape == (shapes[0][0], shapes[0][1], shapes[0][2], self._head_dim_v)
-                      and lse.shape == (shapes[0][0], shapes[0][2], shapes[0][1]) and out.dtype == dtype
+                ok = (out.shape == out_shape and lse.shape == lse_shape and out.dtype == dtype
                       and lse.dtype == torch.float32 and out.get_device() == dev and lse.get_device() == dev
                       and out.is_contiguous() and lse.is_contiguous())
             except AttributeError:
                 ok = False
             if not ok:
                 _outputs(torch, q, self._head_dim_v, out, lse)  # raises with the precise message
-        code = self._lib.mlaGpuDecodeRun(self._handle, q.data_ptr(), kv_cache.data_ptr(),
-                                         block_table.data_ptr(), seq_lens.data_ptr(), out.data_ptr(),
-                                         lse.data_ptr(), _float("softmax_scale", softmax_scale),
-                                         _raw_stream(torch, dev), self._err, _ERROR_BYTES)
+        code = self._launch(self._handle, q.data_ptr(), kv_cache.data_ptr(), block_table.data_ptr(),
+                            seq_lens.data_ptr(), out.data_ptr(), lse.data_ptr(), _float("softmax_scale", softmax_scale),
+                            self._stream(dev), self._err, _ERROR_BYTES)
         if code != SUCCESS:
             _check(code, self._err)
         return out, lse

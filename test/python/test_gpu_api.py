@@ -324,12 +324,11 @@ class FakeRunLibrary:
 @pytest.mark.skipif(not HAS_TORCH, reason="torch is not installed: the plan checks need torch tensors")
 def test_planned_call_checks_against_the_plan(monkeypatch):
     import torch
-    monkeypatch.setattr(gpu, "_raw_stream", lambda torch, device: 1234)
+    monkeypatch.setattr(gpu, "_raw_stream_function", lambda torch: lambda device: 1234)
     fake = FakeRunLibrary()
     inputs = cpu_inputs(torch)
     plan = gpu.DecodePlan(torch, fake, 1, None, None, torch.device("cpu"), None, 512, False, 4)
-    plan._shapes = tuple(tuple(v.shape) for v in inputs.values())
-    plan._dtype = torch.bfloat16
+    plan._set_step(tuple(tuple(v.shape) for v in inputs.values()), torch.bfloat16)
     plan._device_index = -1  # what get_device() says of a CPU tensor
     assert plan.num_splits == 3
     out = torch.empty(2, 1, 16, 512, dtype=torch.bfloat16)
