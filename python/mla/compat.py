@@ -15,7 +15,7 @@ is written.
 
 import dataclasses
 
-from . import _is_torch_cuda, cache_write, decode, merge_states
+from . import _is_torch_cuda, cache_write, decode, merge_states, plan_decode
 
 __all__ = ["MlaMetadata", "concat_and_cache_mla", "flash_mla_with_kvcache", "get_mla_metadata",
            "merge_attn_states"]
@@ -67,12 +67,15 @@ class MlaMetadata:
     """What `get_mla_metadata` returns and `flash_mla_with_kvcache` takes as tile_scheduler_metadata.
 
     Like FlashMLA's scheduling metadata it is bound to a problem on its first use (batch, query rows,
-    heads, page size, causality, cache format) and later calls must match it. The split-KV plan itself is
-    made by mla on the host on every call for now; with `plan_decode` this object becomes that plan,
-    computed once on the device.
+    heads, page size, causality, cache format) and later calls must match it, and it belongs to one
+    batch step: make it again when cache_seqlens change. On the GPU the first call of the step makes
+    mla's device plan (`mla.plan_decode`: split bounds computed on the GPU from cache_seqlens) and every
+    later call of the step (the other layers) decodes with it, with no host synchronisation; on the CPU
+    the splits are planned per call.
     """
 
     config: tuple = None
+    plan: object = dataclasses.field(default=None, repr=False, compare=False)
 
     _FIELDS = ("batch size", "seq_len_q", "num_heads_q", "page_block_size", "num_heads_k", "causal",
                "is_fp8_kvcache")
@@ -136,7 +139,12 @@ def flash_mla_with_kvcache(q, k_cache, block_table, cache_seqlens, head_dim_v, t
                    causal=causal, kv_format="fp8_ds_mla" if is_fp8_kvcache else "auto")
     k_cache = _fp8_bytes(k_cache)
     if any(_is_torch_cuda(v) for v in (q, k_cache, block_table, cache_seqlens)):
-        return decode(q, k_cache, block_table, cache_seqlens, **options)
+        if is_fp8_kvcache:
+            return decode(q, k_cache, block_table, cache_seqlens, **options)
+        if tile_scheduler_metadata.plan is None:
+            tile_scheduler_metadata.plan = plan_decode(q, k_cache, block_table, cache_seqlens,
+                                                       head_dim_v=head_dim_v, causal=causal)
+        return decode(q, k_cache, block_table, cache_seqlens, plan=tile_scheduler_metadata.plan, **options)
     out, lse = decode(_host("q", q), _host("k_cache", k_cache), _host("block_table", block_table),
                       _host("cache_seqlens", cache_seqlens), **options)
     return _torch_results((out, lse), q)

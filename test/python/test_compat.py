@@ -170,6 +170,14 @@ def test_flash_mla_with_kvcache_gpu(s_q, causal):
     assert out.is_cuda and out.dtype == torch.bfloat16 and lse.dtype == torch.float32
     np.testing.assert_allclose(out.float().cpu().numpy(), expected_out, rtol=2e-2, atol=2e-2)
     np.testing.assert_allclose(lse.cpu().numpy(), expected_lse, rtol=1e-3, atol=1e-3)
+    # The step's first call made the device plan; the next layer's call decodes with it, unchanged.
+    assert isinstance(tile_scheduler_metadata.plan, mla.gpu.DecodePlan)
+    plan = tile_scheduler_metadata.plan
+    out2, lse2 = compat.flash_mla_with_kvcache(q_bf.cuda(), k_bf.cuda(), torch.from_numpy(block_table).cuda(),
+                                               cache_seqlens_t, dv, tile_scheduler_metadata, num_splits,
+                                               softmax_scale=scale, causal=causal)
+    assert tile_scheduler_metadata.plan is plan
+    assert torch.equal(out2, out) and torch.equal(lse2, lse)
 
 
 # ---------------------------------------------------------------------------------------------------
