@@ -194,20 +194,6 @@ llvm::Expected<int64_t> getNumSms(State &s, int32_t ordinal) {
   return count;
 }
 
-llvm::Expected<Chip> chipOfDevice(int32_t ordinal) {
-  llvm::Expected<std::pair<int, int>> cc =
-      CudaRuntime::getComputeCapability(ordinal);
-  if (!cc)
-    return cc.takeError();
-  if (cc->first == 9)
-    return Chip::SM90a;
-  if (cc->first == 10)
-    return Chip::SM100a;
-  return invalid("device " + Twine(ordinal) + " is sm_" + Twine(cc->first) +
-                 Twine(cc->second) +
-                 "; mla's GPU kernels target sm_90a and sm_100a");
-}
-
 llvm::Expected<std::string>
 buildSpec(const char *chip, int32_t device, int64_t numHeads,
           int64_t queryRows, int64_t latentDim, int64_t ropeDim,
@@ -218,7 +204,7 @@ buildSpec(const char *chip, int32_t device, int64_t numHeads,
       return invalid(Twine("unknown chip '") + chip +
                      "' (expected sm_90a or sm_100a)");
   } else {
-    llvm::Expected<Chip> found = chipOfDevice(device);
+    llvm::Expected<Chip> found = CudaRuntime::getChip(device);
     if (!found)
       return found.takeError();
     spec.chip = *found;
@@ -1342,7 +1328,7 @@ getPrefill(State &s, const ChunkedPrefillSpecs &specs, CUcontext context) {
 
 llvm::Expected<Chip> resolveChip(const char *chip, int32_t device) {
   if (!chip)
-    return chipOfDevice(device);
+    return CudaRuntime::getChip(device);
   Chip parsed;
   if (!parseChip(chip, parsed))
     return invalid(Twine("unknown chip '") + chip +

@@ -7,9 +7,12 @@
 //===----------------------------------------------------------------------===//
 
 #include "mla/GpuRuntime/CudaDriver.h"
+
+#include <system_error>
 #include <algorithm>
 #include <dlfcn.h>
 #include <iterator>
+#include <system_error>
 #include <type_traits>
 
 using namespace mla::gpu;
@@ -156,6 +159,21 @@ CudaRuntime::getComputeCapability(int ordinal) {
           "cuDeviceGetAttribute"))
     return std::move(error);
   return std::make_pair(major, minor);
+}
+
+llvm::Expected<Chip> CudaRuntime::getChip(int ordinal) {
+  llvm::Expected<std::pair<int, int>> cc = getComputeCapability(ordinal);
+  if (!cc)
+    return cc.takeError();
+  if (cc->first == 9)
+    return Chip::SM90a;
+  if (cc->first == 10)
+    return Chip::SM100a;
+  return llvm::createStringError(
+      std::make_error_code(std::errc::invalid_argument),
+      "device " + llvm::Twine(ordinal) + " is sm_" + llvm::Twine(cc->first) +
+          llvm::Twine(cc->second) +
+          "; mla's GPU kernels target sm_90a and sm_100a");
 }
 
 CudaKernel &CudaKernel::operator=(CudaKernel &&other) noexcept {

@@ -106,22 +106,10 @@ struct Shape {
   bool causal;
 };
 
-llvm::Expected<Chip> deviceChip() {
-  llvm::Expected<std::pair<int, int>> cc = CudaRuntime::getComputeCapability();
-  if (!cc)
-    return cc.takeError();
-  if (cc->first == 9)
-    return Chip::SM90a;
-  if (cc->first == 10)
-    return Chip::SM100a;
-  return llvm::createStringError("device 0 is sm_" + llvm::Twine(cc->first) +
-                                 llvm::Twine(cc->second) +
-                                 "; the decode kernels target sm_90a/sm_100a");
-}
 
 llvm::Expected<Chip> targetChip() {
   if (chipOpt.empty())
-    return deviceChip();
+    return CudaRuntime::getChip();
   Chip chip;
   if (!parseChip(chipOpt, chip))
     return llvm::createStringError("unknown --chip '" + chipOpt + "'");

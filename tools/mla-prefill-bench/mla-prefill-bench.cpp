@@ -80,16 +80,7 @@ llvm::Expected<Chip> targetChip() {
       return llvm::createStringError("unknown --chip '" + chipOpt + "'");
     return chip;
   }
-  llvm::Expected<std::pair<int, int>> cc = CudaRuntime::getComputeCapability();
-  if (!cc)
-    return cc.takeError();
-  if (cc->first == 9)
-    return Chip::SM90a;
-  if (cc->first == 10)
-    return Chip::SM100a;
-  return llvm::createStringError("device 0 is sm_" + llvm::Twine(cc->first) +
-                                 llvm::Twine(cc->second) +
-                                 "; the prefill kernels target sm_90a/sm_100a");
+  return CudaRuntime::getChip();
 }
 
 llvm::Expected<bool> runMain() {

@@ -15,6 +15,7 @@
 #ifndef MLA_GPURUNTIME_CUDADRIVER_H
 #define MLA_GPURUNTIME_CUDADRIVER_H
 
+#include "mla/Contract/KernelABI.h"
 #include "llvm/ADT/Twine.h"
 #include "llvm/Support/Error.h"
 #include <cuda.h>
@@ -108,6 +109,11 @@ public:
   /// The (major, minor) compute capability of device `ordinal`.
   static llvm::Expected<std::pair<int, int>>
   getComputeCapability(int ordinal = 0);
+
+  /// The chip mla's kernels are built for on device `ordinal`: sm_90a on a
+  /// compute capability 9.x device, sm_100a on 10.x; other devices fail with
+  /// std::errc::invalid_argument naming the device.
+  static llvm::Expected<Chip> getChip(int ordinal = 0);
 };
 
 /// Grid or block extents of a launch.
