@@ -8,7 +8,6 @@
 
 #include "mla/GpuRuntime/CudaDriver.h"
 
-#include <system_error>
 #include <algorithm>
 #include <dlfcn.h>
 #include <iterator>
