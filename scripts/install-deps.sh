@@ -4,7 +4,7 @@
 set -euo pipefail
 
 PKGS=(llvm-22-dev libmlir-22-dev mlir-22-tools llvm-22-tools cmake ninja-build g++
-      python3 python3-numpy python3-pytest python3-pip zlib1g-dev libzstd-dev libgtest-dev)
+      python3 python3-numpy python3-pytest python3-pip zlib1g-dev libzstd-dev libgtest-dev clang-format-22)
 
 missing=()
 for p in "${PKGS[@]}"; do

@@ -62,6 +62,11 @@ for cap in _gpu_compute_capabilities():
     if cap.startswith("10."):
         config.available_features.add("cuda-sm100")
 
+# The formatting check needs the clang-format of the LLVM mla builds with
+# (scripts/install-deps.sh installs it); older ones format differently.
+if shutil.which("clang-format-22"):
+    config.available_features.add("clang-format")
+
 if shutil.which("ptxas", path=os.environ.get("PATH", "") + os.pathsep + "/usr/local/cuda/bin"):
     config.available_features.add("ptxas")
 

@@ -86,7 +86,7 @@ typedef struct mlaGpuDecodeOptions {
 #define MLA_GPU_SPLIT_HEURISTIC 0       /* vLLM Triton MLA's count */
 #define MLA_GPU_SPLIT_BALANCED 1        /* FlashMLA's balanced schedule */
 #define MLA_GPU_SPLIT_BATCH_INVARIANT 2 /* one piece per request */
-#define MLA_GPU_SPLIT_GRID 3            /* one count fitted to the SMs (default) */
+#define MLA_GPU_SPLIT_GRID 3 /* one count fitted to the SMs (default) */
 
 /* Writes the canonical spec text of a decode kernel into `spec` (`specLen`
  * bytes, NUL included). `chip` is "sm_90a" or "sm_100a", or NULL for the
@@ -137,9 +137,9 @@ int mlaGpuDecode(const char *spec, int32_t device, const mlaGpuTensor *q,
                  const mlaGpuTensor *cache, const mlaGpuTensor *blockTable,
                  const mlaGpuTensor *seqLens, const int32_t *seqLensHost,
                  const int32_t *blockTableHost,
-                 const mlaGpuDecodeOptions *options, uint64_t out,
-                 uint64_t lse, uint64_t workspace, size_t *workspaceBytes,
-                 void *stream, char *err, size_t errLen);
+                 const mlaGpuDecodeOptions *options, uint64_t out, uint64_t lse,
+                 uint64_t workspace, size_t *workspaceBytes, void *stream,
+                 char *err, size_t errLen);
 
 /* Plan/run decode (FlashInfer's plan/run, FlashMLA's scheduler metadata):
  * the split bounds are computed on the device from device seq_lens by the
@@ -171,11 +171,10 @@ int mlaGpuDecodePlanCreate(const char *spec, int32_t device,
                            const mlaGpuTensor *q, const mlaGpuTensor *cache,
                            const mlaGpuTensor *blockTable,
                            const mlaGpuTensor *seqLens,
-                           const mlaGpuDecodeOptions *options,
-                           int64_t maxBatch, int64_t maxSeqLen,
-                           uint64_t workspace, size_t *workspaceBytes,
-                           uint64_t status, mlaGpuDecodePlan **plan, char *err,
-                           size_t errLen);
+                           const mlaGpuDecodeOptions *options, int64_t maxBatch,
+                           int64_t maxSeqLen, uint64_t workspace,
+                           size_t *workspaceBytes, uint64_t status,
+                           mlaGpuDecodePlan **plan, char *err, size_t errLen);
 
 /* S, the pieces per request of `plan` (0 for NULL). */
 int64_t mlaGpuDecodePlanNumSplits(const mlaGpuDecodePlan *plan);
@@ -193,8 +192,8 @@ void mlaGpuDecodePlanDestroy(mlaGpuDecodePlan *plan);
 int mlaGpuDecodePlanUpdate(mlaGpuDecodePlan *plan, const mlaGpuTensor *q,
                            const mlaGpuTensor *cache,
                            const mlaGpuTensor *blockTable,
-                           const mlaGpuTensor *seqLens, void *stream,
-                           char *err, size_t errLen);
+                           const mlaGpuTensor *seqLens, void *stream, char *err,
+                           size_t errLen);
 
 /* Enqueues the decode of the step planned last on `stream`: q, cache,
  * blockTable, seqLens, out and lse device pointers of that step's shapes
@@ -219,8 +218,8 @@ int mlaGpuDecodePlanCheck(mlaGpuDecodePlan *plan, void *stream, char *err,
  * --spec takes, keys in any order, scales as decimals or f32 bit patterns)
  * into `spec` (`specLen` bytes, NUL included). Fails on malformed text or a
  * shape no kernel of the family can run. */
-int mlaGpuCanonicalSpec(const char *text, char *spec, size_t specLen,
-                        char *err, size_t errLen);
+int mlaGpuCanonicalSpec(const char *text, char *spec, size_t specLen, char *err,
+                        size_t errLen);
 
 /* Checks a cache write's tensors and format by the argument rules, without
  * a spec or a GPU: kvC [T, L] and kPe [T, R] or [T, 1, R] (bf16, f16 or f32,
@@ -281,16 +280,12 @@ int mlaGpuUpProjOut(const char *spec, int32_t device, const mlaGpuTensor *o,
  * three tables (all, or none) also their values: cuRows non-decreasing from
  * >= 0, starts >= 0 and every gathered position in a block-table page that
  * is a page of the cache. */
-int mlaGpuCheckGatherCache(const mlaGpuTensor *kvCache,
-                           const mlaGpuTensor *blockTable,
-                           const mlaGpuTensor *starts,
-                           const mlaGpuTensor *cuRows,
-                           const int32_t *blockTableHost,
-                           const int32_t *startsHost,
-                           const int32_t *cuRowsHost,
-                           const mlaGpuTensor *workspace, int64_t latentDim,
-                           const mlaGpuCacheFormat *format, char *err,
-                           size_t errLen);
+int mlaGpuCheckGatherCache(
+    const mlaGpuTensor *kvCache, const mlaGpuTensor *blockTable,
+    const mlaGpuTensor *starts, const mlaGpuTensor *cuRows,
+    const int32_t *blockTableHost, const int32_t *startsHost,
+    const int32_t *cuRowsHost, const mlaGpuTensor *workspace, int64_t latentDim,
+    const mlaGpuCacheFormat *format, char *err, size_t errLen);
 
 /* vLLM's gather_and_maybe_dequant_cache for the "gather_cache" kernel `spec`
  * (which fixes L, R, the page size, the cache row format and the workspace
@@ -330,19 +325,17 @@ int mlaGpuMergeStates(const char *spec, int32_t device,
 /* Checks up_proj_kv's tensors by the argument rules, without a spec or a
  * GPU: latent [S, L] and kvBProj [N*(P+V), L] of one dtype (bf16, f16 or
  * f32). */
-int mlaGpuCheckUpProjKv(const mlaGpuTensor *latent,
-                        const mlaGpuTensor *kvBProj, int64_t numHeads,
-                        int64_t qkNopeHeadDim, int64_t vHeadDim, char *err,
-                        size_t errLen);
+int mlaGpuCheckUpProjKv(const mlaGpuTensor *latent, const mlaGpuTensor *kvBProj,
+                        int64_t numHeads, int64_t qkNopeHeadDim,
+                        int64_t vHeadDim, char *err, size_t errLen);
 
 /* latent [S, L] x kvBProj [N*(P+V), L]^T -> kNope [S, N, P] and
  * v [S, N, V] (latent's dtype) for the "up_proj_kv" kernel `spec`, which
  * fixes N, P and V. latent and kvBProj must be 16-byte aligned. One kernel
  * on `stream`. */
-int mlaGpuUpProjKv(const char *spec, int32_t device,
-                   const mlaGpuTensor *latent, const mlaGpuTensor *kvBProj,
-                   uint64_t kNope, uint64_t v, void *stream, char *err,
-                   size_t errLen);
+int mlaGpuUpProjKv(const char *spec, int32_t device, const mlaGpuTensor *latent,
+                   const mlaGpuTensor *kvBProj, uint64_t kNope, uint64_t v,
+                   void *stream, char *err, size_t errLen);
 
 /* Checks mha's tensors by the argument rules, without a spec or a GPU:
  * q [T, N, D], k [S, N, D], v [S, N, V] of one dtype (bf16, f16 or f32),
@@ -351,9 +344,9 @@ int mlaGpuUpProjKv(const char *spec, int32_t device,
 int mlaGpuCheckMha(const mlaGpuTensor *q, const mlaGpuTensor *k,
                    const mlaGpuTensor *v, const mlaGpuTensor *cuSeqlensQ,
                    const mlaGpuTensor *cuSeqlensK,
-                   const int32_t *cuSeqlensQHost,
-                   const int32_t *cuSeqlensKHost, double softmaxScale,
-                   int32_t causal, char *err, size_t errLen);
+                   const int32_t *cuSeqlensQHost, const int32_t *cuSeqlensKHost,
+                   double softmaxScale, int32_t causal, char *err,
+                   size_t errLen);
 
 /* Varlen attention with LSE for the "mha" kernel `spec` (the first,
  * CUDA-core version; the spec fixes N, D, V, the dtype, the scale and

@@ -31,9 +31,8 @@ extern "C" {
  * A malformed spec is MLA_ERROR_INVALID_ARGUMENT; a failed compile or
  * store is MLA_ERROR_COMPILE, with the compiler's diagnostics. Thread-safe;
  * concurrent processes may fill one directory. */
-int mlaCompileGpuKernel(const char *spec, const char *cacheDir,
-                        int32_t *wasHit, char *path, size_t pathLen, char *err,
-                        size_t errLen);
+int mlaCompileGpuKernel(const char *spec, const char *cacheDir, int32_t *wasHit,
+                        char *path, size_t pathLen, char *err, size_t errLen);
 
 #ifdef __cplusplus
 }

@@ -112,8 +112,8 @@ int mlaUpProjOut(const mlaTensor *o, const mlaTensor *wUv, mlaTensor *out,
 
 /* vLLM's merge_attn_states: out_* [T, N, H], lse_* float32 [N, T]. */
 int mlaMergeStates(const mlaTensor *outA, const mlaTensor *lseA,
-                   const mlaTensor *outB, const mlaTensor *lseB,
-                   mlaTensor *out, mlaTensor *lse, char *err, size_t errLen);
+                   const mlaTensor *outB, const mlaTensor *lseB, mlaTensor *out,
+                   mlaTensor *lse, char *err, size_t errLen);
 
 /* The chunked prefill's gather: workspace row r in [cu_rows[b], cu_rows[b+1])
  * receives cache position starts[b] + r - cu_rows[b] of request b (through

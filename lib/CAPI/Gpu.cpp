@@ -153,8 +153,8 @@ llvm::Expected<CUcontext> useDevice(State &s, int32_t ordinal) {
     return std::move(error);
   if (current) {
     CUdevice currentDevice;
-    if (llvm::Error error = driver->check(api.ctxGetDevice(&currentDevice),
-                                          "cuCtxGetDevice"))
+    if (llvm::Error error =
+            driver->check(api.ctxGetDevice(&currentDevice), "cuCtxGetDevice"))
       return std::move(error);
     if (currentDevice == *device)
       return current;
@@ -194,10 +194,11 @@ llvm::Expected<int64_t> getNumSms(State &s, int32_t ordinal) {
   return count;
 }
 
-llvm::Expected<std::string>
-buildSpec(const char *chip, int32_t device, int64_t numHeads,
-          int64_t queryRows, int64_t latentDim, int64_t ropeDim,
-          int64_t pageSize, int32_t dtype, int32_t causal, const char *tile) {
+llvm::Expected<std::string> buildSpec(const char *chip, int32_t device,
+                                      int64_t numHeads, int64_t queryRows,
+                                      int64_t latentDim, int64_t ropeDim,
+                                      int64_t pageSize, int32_t dtype,
+                                      int32_t causal, const char *tile) {
   DecodeKernelSpec spec;
   if (chip) {
     if (!parseChip(chip, spec.chip))
@@ -211,17 +212,17 @@ buildSpec(const char *chip, int32_t device, int64_t numHeads,
   }
   if (dtype != MLA_GPU_DTYPE_BF16 && dtype != MLA_GPU_DTYPE_F16)
     return invalid("dtype must be MLA_GPU_DTYPE_BF16 or MLA_GPU_DTYPE_F16, "
-                   "got " + Twine(dtype));
+                   "got " +
+                   Twine(dtype));
   auto positive = [](int64_t v, const char *name) -> llvm::Error {
     if (v < 1 || v > (1 << 20))
       return invalid(Twine(name) + " must be in [1, 1048576], got " + Twine(v));
     return llvm::Error::success();
   };
-  for (auto [value, name] :
-       {std::pair{numHeads, "the number of heads"},
-        std::pair{queryRows, "the number of query rows"},
-        std::pair{latentDim, "the latent width L"},
-        std::pair{pageSize, "the page size"}})
+  for (auto [value, name] : {std::pair{numHeads, "the number of heads"},
+                             std::pair{queryRows, "the number of query rows"},
+                             std::pair{latentDim, "the latent width L"},
+                             std::pair{pageSize, "the page size"}})
     if (llvm::Error error = positive(value, name))
       return std::move(error);
   if (ropeDim < 0 || ropeDim > (1 << 20))
@@ -234,7 +235,8 @@ buildSpec(const char *chip, int32_t device, int64_t numHeads,
   spec.shape.latentDim = latentDim;
   spec.shape.ropeDim = ropeDim;
   spec.shape.pageSize = pageSize;
-  spec.shape.elem = dtype == MLA_GPU_DTYPE_BF16 ? ElemType::BF16 : ElemType::F16;
+  spec.shape.elem =
+      dtype == MLA_GPU_DTYPE_BF16 ? ElemType::BF16 : ElemType::F16;
   spec.shape.causal = causal != 0;
   std::string text = toString(spec);
   text = text.substr(0, text.rfind(" tile="));
@@ -484,9 +486,9 @@ llvm::Expected<SplitBounds> planDecode(State &s, const DecodeCall &call,
                : planCapacityBounds(batch, capacity, count, alignTokens);
   }
   if (!call.seqLensHost)
-    return planCapacityBounds(
-        batch, capacity, mla::plan::heuristicNumSplits(capacity, *numSms),
-        alignTokens);
+    return planCapacityBounds(batch, capacity,
+                              mla::plan::heuristicNumSplits(capacity, *numSms),
+                              alignTokens);
   return planBounds(lens, decodePlanOptions(spec, policy, *numSms));
 }
 
@@ -504,9 +506,8 @@ llvm::Error decode(const char *specText, int32_t device, const DecodeCall &call,
   if (!workspaceBytes)
     return invalid("workspaceBytes is null");
   // Sizes first (with one split: the count is checked once planned).
-  if (llvm::Error error = checkDecodeSizes(*spec, checked->batch,
-                                           checked->maxPages,
-                                           checked->cache.pages, 1))
+  if (llvm::Error error = checkDecodeSizes(
+          *spec, checked->batch, checked->maxPages, checked->cache.pages, 1))
     return error;
   if (!call.seqLensHost && !checked->numSplits &&
       call.options->splitPolicy != MLA_GPU_SPLIT_HEURISTIC &&
@@ -554,9 +555,8 @@ llvm::Error decode(const char *specText, int32_t device, const DecodeCall &call,
       getDecoder(s, *spec, *context);
   if (!decoder)
     return decoder.takeError();
-  if (llvm::Error error =
-          (*decoder)->uploadBounds(stream, args.workspace, args.workspaceBytes,
-                                   args.batch, *bounds))
+  if (llvm::Error error = (*decoder)->uploadBounds(
+          stream, args.workspace, args.workspaceBytes, args.batch, *bounds))
     return error;
   return (*decoder)->run(stream, args);
 }
@@ -762,20 +762,20 @@ llvm::Error checkPlanStatus(mlaGpuDecodePlan *plan, CUstream stream) {
   if (llvm::Error error = usePlanContext(*plan))
     return error;
   const CudaDriverApi &api = driver->api();
-  if (llvm::Error error = driver->check(api.streamSynchronize(stream),
-                                        "cuStreamSynchronize"))
+  if (llvm::Error error =
+          driver->check(api.streamSynchronize(stream), "cuStreamSynchronize"))
     return error;
   int32_t status = 0;
-  if (llvm::Error error = driver->check(
-          api.memcpyDtoH(&status, plan->status, sizeof(status)),
-          "cuMemcpyDtoH(plan status)"))
+  if (llvm::Error error =
+          driver->check(api.memcpyDtoH(&status, plan->status, sizeof(status)),
+                        "cuMemcpyDtoH(plan status)"))
     return error;
   if (!status)
     return llvm::Error::success();
   int32_t zero = 0;
-  if (llvm::Error error = driver->check(
-          api.memcpyHtoD(plan->status, &zero, sizeof(zero)),
-          "cuMemcpyHtoD(plan status)"))
+  if (llvm::Error error =
+          driver->check(api.memcpyHtoD(plan->status, &zero, sizeof(zero)),
+                        "cuMemcpyHtoD(plan status)"))
     return error;
   return decodePlanStatusError(status);
 }
@@ -800,14 +800,13 @@ checkCacheWriteCall(const CacheWriteCall &call,
       {call.slotMapping, "slot_mapping"},
       {call.cache, "kv_cache"}};
   for (auto [i, arg] : llvm::enumerate(in)) {
-    llvm::Expected<mla::HostTensor> unwrapped = unwrap(
-        arg.first, arg.second, i == 2 ? call.slotMappingHost : nullptr);
+    llvm::Expected<mla::HostTensor> unwrapped =
+        unwrap(arg.first, arg.second, i == 2 ? call.slotMappingHost : nullptr);
     if (!unwrapped)
       return unwrapped.takeError();
     t[i] = std::move(*unwrapped);
   }
-  return mla::checkCacheWrite(mla::Device::GPU, t[0], t[1], t[3], t[2],
-                              format);
+  return mla::checkCacheWrite(mla::Device::GPU, t[0], t[1], t[3], t[2], format);
 }
 
 /// The kv_format (and kv_scale) of rows in `shape`'s format.
@@ -912,7 +911,8 @@ llvm::Expected<mla::ProjectionCall> checkProjectionCall(ProjectionKind kind,
   llvm::Expected<mla::HostTensor> in = unwrap(x, absorb ? "q" : "o");
   if (!in)
     return in.takeError();
-  llvm::Expected<mla::HostTensor> weight = unwrap(w, absorb ? "w_uk_t" : "w_uv");
+  llvm::Expected<mla::HostTensor> weight =
+      unwrap(w, absorb ? "w_uk_t" : "w_uv");
   if (!weight)
     return weight.takeError();
   return absorb ? mla::checkAbsorbQ(mla::Device::GPU, *in, *weight)
@@ -920,20 +920,18 @@ llvm::Expected<mla::ProjectionCall> checkProjectionCall(ProjectionKind kind,
 }
 
 llvm::Error project(ProjectionKind kind, const char *specText, int32_t device,
-                    const mlaGpuTensor *x, const mlaGpuTensor *w,
-                    uint64_t out, CUstream stream) {
+                    const mlaGpuTensor *x, const mlaGpuTensor *w, uint64_t out,
+                    CUstream stream) {
   bool absorb = kind == ProjectionKind::AbsorbQ;
   const char *family = absorb ? "absorb_q" : "up_proj_out";
-  llvm::Expected<ProjectionKernelSpec> spec =
-      parseFamily<ProjectionKernelSpec>(specText, family,
-                                        parseProjectionKernelSpec);
+  llvm::Expected<ProjectionKernelSpec> spec = parseFamily<ProjectionKernelSpec>(
+      specText, family, parseProjectionKernelSpec);
   if (!spec)
     return spec.takeError();
   if (spec->kind != kind)
     return invalid(Twine("the kernel spec '") + specText + "' is not an " +
                    family + " spec");
-  llvm::Expected<mla::ProjectionCall> checked =
-      checkProjectionCall(kind, x, w);
+  llvm::Expected<mla::ProjectionCall> checked = checkProjectionCall(kind, x, w);
   if (!checked)
     return checked.takeError();
   ProjectionKernelSpec needed = *spec;
@@ -972,12 +970,10 @@ llvm::Error project(ProjectionKind kind, const char *specText, int32_t device,
 /// Loads `spec`'s kernel in device `device`'s context and launches it with
 /// checked `args` on `stream`.
 template <typename Spec, typename Args>
-llvm::Error launchKernel(const Spec &spec, int32_t device, const Args &args,
-                         CUstream stream,
-                         llvm::Expected<CudaKernel> (*load)(const Spec &,
-                                                            const KernelCache &),
-                         llvm::Error (*launch)(const CudaKernel &, CUstream,
-                                               const Args &)) {
+llvm::Error launchKernel(
+    const Spec &spec, int32_t device, const Args &args, CUstream stream,
+    llvm::Expected<CudaKernel> (*load)(const Spec &, const KernelCache &),
+    llvm::Error (*launch)(const CudaKernel &, CUstream, const Args &)) {
   State &s = state();
   std::lock_guard<std::mutex> lock(s.mutex);
   llvm::Expected<CUcontext> context = useDevice(s, device);
@@ -992,10 +988,10 @@ llvm::Error launchKernel(const Spec &spec, int32_t device, const Args &args,
 
 /// The descriptions of `in` (tensor, name, host copy or NULL).
 template <size_t N>
-llvm::Expected<std::array<mla::HostTensor, N>> unwrapAll(
-    const std::array<std::tuple<const mlaGpuTensor *, const char *,
-                                const int32_t *>,
-                     N> &in) {
+llvm::Expected<std::array<mla::HostTensor, N>>
+unwrapAll(const std::array<
+          std::tuple<const mlaGpuTensor *, const char *, const int32_t *>, N>
+              &in) {
   std::array<mla::HostTensor, N> t;
   for (auto [i, arg] : llvm::enumerate(in)) {
     llvm::Expected<mla::HostTensor> unwrapped =
@@ -1074,9 +1070,10 @@ llvm::Error gatherCache(const char *specText, int32_t device,
 // merge_states and up_proj_kv
 //===----------------------------------------------------------------------===//
 
-llvm::Expected<mla::MergeStatesCall>
-checkMergeCall(const mlaGpuTensor *outA, const mlaGpuTensor *lseA,
-               const mlaGpuTensor *outB, const mlaGpuTensor *lseB) {
+llvm::Expected<mla::MergeStatesCall> checkMergeCall(const mlaGpuTensor *outA,
+                                                    const mlaGpuTensor *lseA,
+                                                    const mlaGpuTensor *outB,
+                                                    const mlaGpuTensor *lseB) {
   auto t = unwrapAll<4>({{{outA, "out_a", nullptr},
                           {lseA, "lse_a", nullptr},
                           {outB, "out_b", nullptr},
@@ -1179,12 +1176,12 @@ struct MhaCall {
 
 llvm::Expected<mla::MhaCall> checkMhaCall(const MhaCall &call, double scale,
                                           bool causal) {
-  auto t = unwrapAll<5>(
-      {{{call.q, "q", nullptr},
-        {call.k, "k", nullptr},
-        {call.v, "v", nullptr},
-        {call.cuSeqlensQ, "cu_seqlens_q", call.cuSeqlensQHost},
-        {call.cuSeqlensK, "cu_seqlens_k", call.cuSeqlensKHost}}});
+  auto t =
+      unwrapAll<5>({{{call.q, "q", nullptr},
+                     {call.k, "k", nullptr},
+                     {call.v, "v", nullptr},
+                     {call.cuSeqlensQ, "cu_seqlens_q", call.cuSeqlensQHost},
+                     {call.cuSeqlensK, "cu_seqlens_k", call.cuSeqlensKHost}}});
   if (!t)
     return t.takeError();
   auto &[q, k, v, cuQ, cuK] = *t;
@@ -1400,12 +1397,12 @@ llvm::Error prefill(const char *chipName, int32_t device,
 extern "C" int mlaGpuDecodeSpec(const char *chip, int32_t device,
                                 int64_t numHeads, int64_t queryRows,
                                 int64_t latentDim, int64_t ropeDim,
-                                int64_t pageSize, int32_t dtype,
-                                int32_t causal, const char *tile, char *spec,
-                                size_t specLen, char *err, size_t errLen) {
+                                int64_t pageSize, int32_t dtype, int32_t causal,
+                                const char *tile, char *spec, size_t specLen,
+                                char *err, size_t errLen) {
   llvm::Expected<std::string> text =
-      buildSpec(chip, device, numHeads, queryRows, latentDim, ropeDim,
-                pageSize, dtype, causal, tile);
+      buildSpec(chip, device, numHeads, queryRows, latentDim, ropeDim, pageSize,
+                dtype, causal, tile);
   if (!text)
     return report(text.takeError(), err, errLen);
   if (!spec || specLen <= text->size())
@@ -1416,29 +1413,24 @@ extern "C" int mlaGpuDecodeSpec(const char *chip, int32_t device,
   return MLA_GPU_SUCCESS;
 }
 
-extern "C" int mlaGpuCheckDecode(const mlaGpuTensor *q,
-                                 const mlaGpuTensor *cache,
-                                 const mlaGpuTensor *blockTable,
-                                 const mlaGpuTensor *seqLens,
-                                 const int32_t *seqLensHost,
-                                 const int32_t *blockTableHost,
-                                 const mlaGpuDecodeOptions *options, char *err,
-                                 size_t errLen) {
+extern "C" int
+mlaGpuCheckDecode(const mlaGpuTensor *q, const mlaGpuTensor *cache,
+                  const mlaGpuTensor *blockTable, const mlaGpuTensor *seqLens,
+                  const int32_t *seqLensHost, const int32_t *blockTableHost,
+                  const mlaGpuDecodeOptions *options, char *err,
+                  size_t errLen) {
   DecodeCall call{q,           cache,          blockTable, seqLens,
                   seqLensHost, blockTableHost, options};
   return report(checkDecodeCall(call).takeError(), err, errLen);
 }
 
-extern "C" int mlaGpuDecode(const char *spec, int32_t device,
-                            const mlaGpuTensor *q, const mlaGpuTensor *cache,
-                            const mlaGpuTensor *blockTable,
-                            const mlaGpuTensor *seqLens,
-                            const int32_t *seqLensHost,
-                            const int32_t *blockTableHost,
-                            const mlaGpuDecodeOptions *options, uint64_t out,
-                            uint64_t lse, uint64_t workspace,
-                            size_t *workspaceBytes, void *stream, char *err,
-                            size_t errLen) {
+extern "C" int
+mlaGpuDecode(const char *spec, int32_t device, const mlaGpuTensor *q,
+             const mlaGpuTensor *cache, const mlaGpuTensor *blockTable,
+             const mlaGpuTensor *seqLens, const int32_t *seqLensHost,
+             const int32_t *blockTableHost, const mlaGpuDecodeOptions *options,
+             uint64_t out, uint64_t lse, uint64_t workspace,
+             size_t *workspaceBytes, void *stream, char *err, size_t errLen) {
   DecodeCall call{q,           cache,          blockTable, seqLens,
                   seqLensHost, blockTableHost, options};
   return report(decode(spec, device, call, out, lse, workspace, workspaceBytes,
@@ -1451,8 +1443,8 @@ extern "C" int mlaGpuDecodePlanCreate(
     const mlaGpuTensor *cache, const mlaGpuTensor *blockTable,
     const mlaGpuTensor *seqLens, const mlaGpuDecodeOptions *options,
     int64_t maxBatch, int64_t maxSeqLen, uint64_t workspace,
-    size_t *workspaceBytes, uint64_t status, mlaGpuDecodePlan **plan,
-    char *err, size_t errLen) {
+    size_t *workspaceBytes, uint64_t status, mlaGpuDecodePlan **plan, char *err,
+    size_t errLen) {
   if (!options)
     return report(invalid("options is NULL"), err, errLen);
   // The scale is mlaGpuDecodeRun's argument: a plan serves every scale.
@@ -1469,18 +1461,20 @@ extern "C" int64_t mlaGpuDecodePlanNumSplits(const mlaGpuDecodePlan *plan) {
   return plan ? plan->numSplits : 0;
 }
 
-extern "C" void mlaGpuDecodePlanDestroy(mlaGpuDecodePlan *plan) {
-  delete plan;
-}
+extern "C" void mlaGpuDecodePlanDestroy(mlaGpuDecodePlan *plan) { delete plan; }
 
 extern "C" int mlaGpuDecodePlanUpdate(mlaGpuDecodePlan *plan,
                                       const mlaGpuTensor *q,
                                       const mlaGpuTensor *cache,
                                       const mlaGpuTensor *blockTable,
-                                      const mlaGpuTensor *seqLens,
-                                      void *stream, char *err, size_t errLen) {
-  DecodeCall call{q,       cache,   blockTable,
-                  seqLens, nullptr, nullptr,
+                                      const mlaGpuTensor *seqLens, void *stream,
+                                      char *err, size_t errLen) {
+  DecodeCall call{q,
+                  cache,
+                  blockTable,
+                  seqLens,
+                  nullptr,
+                  nullptr,
                   plan ? &plan->options : nullptr};
   return report(updatePlan(plan, call, static_cast<CUstream>(stream)), err,
                 errLen);
@@ -1509,15 +1503,15 @@ extern "C" int mlaGpuDecodePlanCheck(mlaGpuDecodePlan *plan, void *stream,
                 errLen);
 }
 
-extern "C" int mlaGpuCanonicalSpec(const char *text, char *spec,
-                                   size_t specLen, char *err, size_t errLen) {
+extern "C" int mlaGpuCanonicalSpec(const char *text, char *spec, size_t specLen,
+                                   char *err, size_t errLen) {
   if (!text)
     return report(invalid("the kernel spec is null"), err, errLen);
   KernelSpec parsed;
   std::string why;
   if (!parseKernelSpec(text, parsed, why))
-    return report(invalid(Twine("bad kernel spec '") + text + "': " + why),
-                  err, errLen);
+    return report(invalid(Twine("bad kernel spec '") + text + "': " + why), err,
+                  errLen);
   std::string canonical = toString(parsed);
   if (!spec || specLen <= canonical.size())
     return report(invalid("the spec buffer holds " + Twine(specLen) +
@@ -1533,8 +1527,8 @@ extern "C" int mlaGpuCheckCacheWrite(const mlaGpuTensor *kvC,
                                      const mlaGpuTensor *slotMapping,
                                      const int32_t *slotMappingHost,
                                      const mlaGpuTensor *cache,
-                                     const mlaGpuCacheFormat *format,
-                                     char *err, size_t errLen) {
+                                     const mlaGpuCacheFormat *format, char *err,
+                                     size_t errLen) {
   if (!format)
     return report(invalid("the cache format is NULL"), err, errLen);
   CacheWriteCall call{kvC, kPe, slotMapping, cache, slotMappingHost};
@@ -1542,17 +1536,14 @@ extern "C" int mlaGpuCheckCacheWrite(const mlaGpuTensor *kvC,
                 errLen);
 }
 
-extern "C" int mlaGpuCacheWrite(const char *spec, int32_t device,
-                                const mlaGpuTensor *kvC,
-                                const mlaGpuTensor *kPe,
-                                const mlaGpuTensor *slotMapping,
-                                const int32_t *slotMappingHost,
-                                const mlaGpuTensor *cache, void *stream,
-                                char *err, size_t errLen) {
+extern "C" int
+mlaGpuCacheWrite(const char *spec, int32_t device, const mlaGpuTensor *kvC,
+                 const mlaGpuTensor *kPe, const mlaGpuTensor *slotMapping,
+                 const int32_t *slotMappingHost, const mlaGpuTensor *cache,
+                 void *stream, char *err, size_t errLen) {
   CacheWriteCall call{kvC, kPe, slotMapping, cache, slotMappingHost};
-  return report(
-      cacheWrite(spec, device, call, static_cast<CUstream>(stream)), err,
-      errLen);
+  return report(cacheWrite(spec, device, call, static_cast<CUstream>(stream)),
+                err, errLen);
 }
 
 extern "C" int mlaGpuCheckAbsorbQ(const mlaGpuTensor *q,
@@ -1593,9 +1584,8 @@ extern "C" int mlaGpuCheckGatherCache(
     const mlaGpuTensor *kvCache, const mlaGpuTensor *blockTable,
     const mlaGpuTensor *starts, const mlaGpuTensor *cuRows,
     const int32_t *blockTableHost, const int32_t *startsHost,
-    const int32_t *cuRowsHost, const mlaGpuTensor *workspace,
-    int64_t latentDim, const mlaGpuCacheFormat *format, char *err,
-    size_t errLen) {
+    const int32_t *cuRowsHost, const mlaGpuTensor *workspace, int64_t latentDim,
+    const mlaGpuCacheFormat *format, char *err, size_t errLen) {
   if (!format)
     return report(invalid("the cache format is NULL"), err, errLen);
   GatherCall call{kvCache,        blockTable, starts,     cuRows,
@@ -1604,17 +1594,17 @@ extern "C" int mlaGpuCheckGatherCache(
                 err, errLen);
 }
 
-extern "C" int mlaGpuGatherCache(
-    const char *spec, int32_t device, const mlaGpuTensor *kvCache,
-    const mlaGpuTensor *blockTable, const mlaGpuTensor *starts,
-    const mlaGpuTensor *cuRows, const int32_t *blockTableHost,
-    const int32_t *startsHost, const int32_t *cuRowsHost,
-    const mlaGpuTensor *workspace, void *stream, char *err, size_t errLen) {
+extern "C" int
+mlaGpuGatherCache(const char *spec, int32_t device, const mlaGpuTensor *kvCache,
+                  const mlaGpuTensor *blockTable, const mlaGpuTensor *starts,
+                  const mlaGpuTensor *cuRows, const int32_t *blockTableHost,
+                  const int32_t *startsHost, const int32_t *cuRowsHost,
+                  const mlaGpuTensor *workspace, void *stream, char *err,
+                  size_t errLen) {
   GatherCall call{kvCache,        blockTable, starts,     cuRows,
                   blockTableHost, startsHost, cuRowsHost, workspace};
-  return report(
-      gatherCache(spec, device, call, static_cast<CUstream>(stream)), err,
-      errLen);
+  return report(gatherCache(spec, device, call, static_cast<CUstream>(stream)),
+                err, errLen);
 }
 
 extern "C" int mlaGpuCheckMergeStates(const mlaGpuTensor *outA,
@@ -1626,13 +1616,11 @@ extern "C" int mlaGpuCheckMergeStates(const mlaGpuTensor *outA,
                 errLen);
 }
 
-extern "C" int mlaGpuMergeStates(const char *spec, int32_t device,
-                                 const mlaGpuTensor *outA,
-                                 const mlaGpuTensor *lseA,
-                                 const mlaGpuTensor *outB,
-                                 const mlaGpuTensor *lseB, uint64_t out,
-                                 uint64_t lse, void *stream, char *err,
-                                 size_t errLen) {
+extern "C" int
+mlaGpuMergeStates(const char *spec, int32_t device, const mlaGpuTensor *outA,
+                  const mlaGpuTensor *lseA, const mlaGpuTensor *outB,
+                  const mlaGpuTensor *lseB, uint64_t out, uint64_t lse,
+                  void *stream, char *err, size_t errLen) {
   return report(mergeStates(spec, device, outA, lseA, outB, lseB, out, lse,
                             static_cast<CUstream>(stream)),
                 err, errLen);
@@ -1641,12 +1629,11 @@ extern "C" int mlaGpuMergeStates(const char *spec, int32_t device,
 extern "C" int mlaGpuCheckUpProjKv(const mlaGpuTensor *latent,
                                    const mlaGpuTensor *kvBProj,
                                    int64_t numHeads, int64_t qkNopeHeadDim,
-                                   int64_t vHeadDim, char *err,
-                                   size_t errLen) {
-  return report(checkUpProjKvCall(latent, kvBProj, numHeads, qkNopeHeadDim,
-                                  vHeadDim)
-                    .takeError(),
-                err, errLen);
+                                   int64_t vHeadDim, char *err, size_t errLen) {
+  return report(
+      checkUpProjKvCall(latent, kvBProj, numHeads, qkNopeHeadDim, vHeadDim)
+          .takeError(),
+      err, errLen);
 }
 
 extern "C" int mlaGpuUpProjKv(const char *spec, int32_t device,
@@ -1659,14 +1646,12 @@ extern "C" int mlaGpuUpProjKv(const char *spec, int32_t device,
                 err, errLen);
 }
 
-extern "C" int mlaGpuCheckMha(const mlaGpuTensor *q, const mlaGpuTensor *k,
-                              const mlaGpuTensor *v,
-                              const mlaGpuTensor *cuSeqlensQ,
-                              const mlaGpuTensor *cuSeqlensK,
-                              const int32_t *cuSeqlensQHost,
-                              const int32_t *cuSeqlensKHost,
-                              double softmaxScale, int32_t causal, char *err,
-                              size_t errLen) {
+extern "C" int
+mlaGpuCheckMha(const mlaGpuTensor *q, const mlaGpuTensor *k,
+               const mlaGpuTensor *v, const mlaGpuTensor *cuSeqlensQ,
+               const mlaGpuTensor *cuSeqlensK, const int32_t *cuSeqlensQHost,
+               const int32_t *cuSeqlensKHost, double softmaxScale,
+               int32_t causal, char *err, size_t errLen) {
   MhaCall call{q, k, v, cuSeqlensQ, cuSeqlensK, cuSeqlensQHost, cuSeqlensKHost};
   return report(checkMhaCall(call, softmaxScale, causal != 0).takeError(), err,
                 errLen);
@@ -1678,12 +1663,11 @@ extern "C" int mlaGpuMha(const char *spec, int32_t device,
                          const mlaGpuTensor *cuSeqlensK,
                          const int32_t *cuSeqlensQHost,
                          const int32_t *cuSeqlensKHost, uint64_t out,
-                         uint64_t lse, void *stream, char *err,
-                         size_t errLen) {
+                         uint64_t lse, void *stream, char *err, size_t errLen) {
   MhaCall call{q, k, v, cuSeqlensQ, cuSeqlensK, cuSeqlensQHost, cuSeqlensKHost};
-  return report(mha(spec, device, call, out, lse,
-                    static_cast<CUstream>(stream)),
-                err, errLen);
+  return report(
+      mha(spec, device, call, out, lse, static_cast<CUstream>(stream)), err,
+      errLen);
 }
 
 extern "C" int mlaGpuCheckPrefill(

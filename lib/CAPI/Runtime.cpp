@@ -7,9 +7,9 @@
 //===----------------------------------------------------------------------===//
 
 #include "mla-c/Runtime.h"
-#include "mla/JIT/CpuExecutor.h"
 #include "mla/Contract/Error.h"
 #include "mla/Contract/Version.h"
+#include "mla/JIT/CpuExecutor.h"
 #include "mla/JIT/KernelBuilder.h"
 #include "llvm/ADT/Twine.h"
 #include <algorithm>
@@ -149,8 +149,7 @@ llvm::Error run(llvm::Expected<Kernel> kernel, llvm::ArrayRef<HostTensor> args,
     llvm::Expected<HostTensor> t = unwrap(out.first, out.second);
     if (!t)
       return t.takeError();
-    if (!isCompatibleDType(t->dtype, result.first) ||
-        t->shape != result.second)
+    if (!isCompatibleDType(t->dtype, result.first) || t->shape != result.second)
       return makeInvalidArgumentError(
           Twine("output ") + out.second + " must be " +
           getDTypeName(result.first) + " " + formatShape(result.second) +
@@ -231,10 +230,9 @@ int mlaDecode(const mlaTensor *q, const mlaTensor *kvCache,
     opts.numSplits = options->numSplits;
   opts.cache = std::move(*cache);
   auto &[tq, tc, tb, ts] = *args;
-  std::pair<mlaTensor *, llvm::StringRef> outs[] = {{out, "out"},
-                                                    {lse, "lse"}};
-  if (llvm::Error e = run(buildDecode(getContext(), tq, tc, tb, ts, opts),
-                          *args, outs))
+  std::pair<mlaTensor *, llvm::StringRef> outs[] = {{out, "out"}, {lse, "lse"}};
+  if (llvm::Error e =
+          run(buildDecode(getContext(), tq, tc, tb, ts, opts), *args, outs))
     return report(std::move(e), err, errLen);
   return MLA_SUCCESS;
 }
@@ -252,9 +250,9 @@ int mlaCacheWrite(const mlaTensor *kvC, const mlaTensor *kPe,
   if (!cache)
     return report(cache.takeError(), err, errLen);
   auto &[tkv, tpe, tslots, tcache] = *args;
-  if (llvm::Error e = run(buildCacheWrite(getContext(), tkv, tpe, tcache,
-                                          tslots, *cache),
-                          *args, {}))
+  if (llvm::Error e =
+          run(buildCacheWrite(getContext(), tkv, tpe, tcache, tslots, *cache),
+              *args, {}))
     return report(std::move(e), err, errLen);
   return MLA_SUCCESS;
 }
@@ -267,8 +265,8 @@ int mlaSplitKvBProj(const mlaTensor *kvBProj, int64_t numHeads,
     return report(args.takeError(), err, errLen);
   std::pair<mlaTensor *, llvm::StringRef> outs[] = {{wUkT, "w_uk_t"},
                                                     {wUv, "w_uv"}};
-  if (llvm::Error e = run(buildSplitKvBProj(getContext(), (*args)[0],
-                                            numHeads, qkNopeHeadDim, vHeadDim),
+  if (llvm::Error e = run(buildSplitKvBProj(getContext(), (*args)[0], numHeads,
+                                            qkNopeHeadDim, vHeadDim),
                           *args, outs))
     return report(std::move(e), err, errLen);
   return MLA_SUCCESS;
@@ -292,25 +290,21 @@ int mlaUpProjOut(const mlaTensor *o, const mlaTensor *wUv, mlaTensor *out,
   if (!args)
     return report(args.takeError(), err, errLen);
   std::pair<mlaTensor *, llvm::StringRef> outs[] = {{out, "out"}};
-  if (llvm::Error e =
-          run(buildUpProjOut(getContext(), (*args)[0], (*args)[1]), *args,
-              outs))
+  if (llvm::Error e = run(buildUpProjOut(getContext(), (*args)[0], (*args)[1]),
+                          *args, outs))
     return report(std::move(e), err, errLen);
   return MLA_SUCCESS;
 }
 
 int mlaMergeStates(const mlaTensor *outA, const mlaTensor *lseA,
-                   const mlaTensor *outB, const mlaTensor *lseB,
-                   mlaTensor *out, mlaTensor *lse, char *err, size_t errLen) {
-  auto args = unwrapAll<4>({{{outA, "out_a"},
-                             {lseA, "lse_a"},
-                             {outB, "out_b"},
-                             {lseB, "lse_b"}}});
+                   const mlaTensor *outB, const mlaTensor *lseB, mlaTensor *out,
+                   mlaTensor *lse, char *err, size_t errLen) {
+  auto args = unwrapAll<4>(
+      {{{outA, "out_a"}, {lseA, "lse_a"}, {outB, "out_b"}, {lseB, "lse_b"}}});
   if (!args)
     return report(args.takeError(), err, errLen);
   auto &[ta, tla, tb, tlb] = *args;
-  std::pair<mlaTensor *, llvm::StringRef> outs[] = {{out, "out"},
-                                                    {lse, "lse"}};
+  std::pair<mlaTensor *, llvm::StringRef> outs[] = {{out, "out"}, {lse, "lse"}};
   if (llvm::Error e =
           run(buildMergeStates(getContext(), ta, tla, tb, tlb), *args, outs))
     return report(std::move(e), err, errLen);
@@ -366,8 +360,7 @@ int mlaMha(const mlaTensor *q, const mlaTensor *k, const mlaTensor *v,
   if (!args)
     return report(args.takeError(), err, errLen);
   auto &[tq, tk, tv, tcq, tck] = *args;
-  std::pair<mlaTensor *, llvm::StringRef> outs[] = {{out, "out"},
-                                                    {lse, "lse"}};
+  std::pair<mlaTensor *, llvm::StringRef> outs[] = {{out, "out"}, {lse, "lse"}};
   if (llvm::Error e = run(buildMha(getContext(), tq, tk, tv, tcq, tck,
                                    softmaxScale, causal != 0),
                           *args, outs))

@@ -639,10 +639,11 @@ mla::checkUpProjOut(Device device, const HostTensor &oT, const HostTensor &wT) {
 // Merge
 //===----------------------------------------------------------------------===//
 
-llvm::Expected<MergeStatesCall>
-mla::checkMergeStates(Device device, const HostTensor &outAT,
-                      const HostTensor &lseAT, const HostTensor &outBT,
-                      const HostTensor &lseBT) {
+llvm::Expected<MergeStatesCall> mla::checkMergeStates(Device device,
+                                                      const HostTensor &outAT,
+                                                      const HostTensor &lseAT,
+                                                      const HostTensor &outBT,
+                                                      const HostTensor &lseBT) {
   Arg outA{outAT, "out_a"}, lseA{lseAT, "lse_a"}, outB{outBT, "out_b"},
       lseB{lseBT, "lse_b"};
   if (llvm::Error err = checkRank(outA, 3, "[T, N, H]"))
@@ -681,20 +682,19 @@ static llvm::Error checkGatherValues(const Arg &blockTable, const Arg &starts,
                                      const CheckedCache &cache) {
   int64_t batch = blockTable.dim(0), maxPages = blockTable.dim(1);
   if (cuRows.tensor.getI32(0) < 0)
-    return makeInvalidArgumentError("cu_rows[0] = " +
-                                    Twine(cuRows.tensor.getI32(0)) +
-                                    " is negative");
+    return makeInvalidArgumentError(
+        "cu_rows[0] = " + Twine(cuRows.tensor.getI32(0)) + " is negative");
   for (int64_t b = 0; b < batch; ++b) {
     int64_t first = cuRows.tensor.getI32(b), next = cuRows.tensor.getI32(b + 1);
     int64_t start = starts.tensor.getI32(b);
     if (next < first)
       return makeInvalidArgumentError(
           "cu_rows must be non-decreasing, but cu_rows[" + Twine(b + 1) +
-          "] = " + Twine(next) + " < cu_rows[" + Twine(b) + "] = " +
-          Twine(first));
+          "] = " + Twine(next) + " < cu_rows[" + Twine(b) +
+          "] = " + Twine(first));
     if (start < 0)
-      return makeInvalidArgumentError("starts[" + Twine(b) + "] = " +
-                                      Twine(start) + " is negative");
+      return makeInvalidArgumentError("starts[" + Twine(b) +
+                                      "] = " + Twine(start) + " is negative");
     int64_t rows = std::min(next, wsRows) - std::min(first, wsRows);
     if (rows <= 0)
       continue;
@@ -708,9 +708,8 @@ static llvm::Error checkGatherValues(const Arg &blockTable, const Arg &starts,
       int32_t page = at(blockTable.tensor, b, k);
       if (page < 0 || page >= cache.pages)
         return makeInvalidArgumentError(
-            "block_table[" + Twine(b) + ", " + Twine(k) + "] = " +
-            Twine(page) + " is not a page of kv_cache's " +
-            Twine(cache.pages));
+            "block_table[" + Twine(b) + ", " + Twine(k) + "] = " + Twine(page) +
+            " is not a page of kv_cache's " + Twine(cache.pages));
     }
   }
   return llvm::Error::success();
@@ -803,9 +802,9 @@ mla::checkUpProjKv(Device device, const HostTensor &latentT,
   if (llvm::Error err = checkRank(w, 2, "[N*(P+V), L]"))
     return std::move(err);
   // The GPU kernel runs on tensor cores: bf16 or f16.
-  if (llvm::Error err = checkFloat(latent, device == Device::CPU
-                                               ? llvm::ArrayRef(kCpuFloats)
-                                               : llvm::ArrayRef(kGpuDecodeFloats)))
+  if (llvm::Error err = checkFloat(
+          latent, device == Device::CPU ? llvm::ArrayRef(kCpuFloats)
+                                        : llvm::ArrayRef(kGpuDecodeFloats)))
     return std::move(err);
   if (llvm::Error err = checkSameDType(w, latent))
     return std::move(err);
@@ -815,8 +814,8 @@ mla::checkUpProjKv(Device device, const HostTensor &latentT,
     return std::move(err);
   if (llvm::Error err = checkPositive(latent.dim(1), "latent's width L"))
     return std::move(err);
-  return UpProjKvCall{latentT.dtype, latent.dim(0), numHeads, latent.dim(1),
-                      qkNopeHeadDim, vHeadDim};
+  return UpProjKvCall{latentT.dtype, latent.dim(0), numHeads,
+                      latent.dim(1), qkNopeHeadDim, vHeadDim};
 }
 
 /// cu_seqlens values: from 0, non-decreasing, ending within `rows`.
@@ -824,9 +823,8 @@ static llvm::Error checkSeqlenValues(const Arg &cu, int64_t rows,
                                      const Twine &rowsWhat) {
   int64_t batch = cu.dim(0) - 1;
   if (cu.tensor.getI32(0) != 0)
-    return makeInvalidArgumentError(cu.name + "[0] = " +
-                                    Twine(cu.tensor.getI32(0)) +
-                                    " must be 0");
+    return makeInvalidArgumentError(
+        cu.name + "[0] = " + Twine(cu.tensor.getI32(0)) + " must be 0");
   for (int64_t b = 1; b <= batch; ++b)
     if (cu.tensor.getI32(b) < cu.tensor.getI32(b - 1))
       return makeInvalidArgumentError(
@@ -834,10 +832,9 @@ static llvm::Error checkSeqlenValues(const Arg &cu, int64_t rows,
           Twine(cu.tensor.getI32(b)) + " after " +
           Twine(cu.tensor.getI32(b - 1)));
   if (cu.tensor.getI32(batch) > rows)
-    return makeInvalidArgumentError(cu.name + " ends at " +
-                                    Twine(cu.tensor.getI32(batch)) +
-                                    ", past the " + Twine(rows) + " " +
-                                    rowsWhat);
+    return makeInvalidArgumentError(
+        cu.name + " ends at " + Twine(cu.tensor.getI32(batch)) + ", past the " +
+        Twine(rows) + " " + rowsWhat);
   return llvm::Error::success();
 }
 
@@ -871,12 +868,10 @@ static llvm::Error checkMhaActivations(Device device, const Arg &q,
   return llvm::Error::success();
 }
 
-llvm::Expected<MhaCall> mla::checkMha(Device device, const HostTensor &qT,
-                                      const HostTensor &kT,
-                                      const HostTensor &vT,
-                                      const HostTensor &cuQT,
-                                      const HostTensor &cuKT,
-                                      double softmaxScale, bool causal) {
+llvm::Expected<MhaCall>
+mla::checkMha(Device device, const HostTensor &qT, const HostTensor &kT,
+              const HostTensor &vT, const HostTensor &cuQT,
+              const HostTensor &cuKT, double softmaxScale, bool causal) {
   Arg q{qT, "q"}, k{kT, "k"}, v{vT, "v"}, cuQ{cuQT, "cu_seqlens_q"},
       cuK{cuKT, "cu_seqlens_k"};
   if (llvm::Error err = checkMhaActivations(device, q, k, v))
@@ -892,8 +887,7 @@ llvm::Expected<MhaCall> mla::checkMha(Device device, const HostTensor &qT,
   }
   if (cuQ.dim(0) == 0)
     return makeInvalidArgumentError("cu_seqlens_q must have B+1 >= 1 entries");
-  if (llvm::Error err =
-          checkDim(cuK, 0, cuQ.dim(0), "cu_seqlens_q's length"))
+  if (llvm::Error err = checkDim(cuK, 0, cuQ.dim(0), "cu_seqlens_q's length"))
     return std::move(err);
   if (cuQT.data)
     if (llvm::Error err = checkSeqlenValues(cuQ, q.dim(0), "rows of q"))

@@ -111,10 +111,10 @@ std::string checkDecodeTiling(Chip chip, const DecodeShape &shape,
   // emitters, which unroll over the row, finish.
   if (shape.rowDim() > kMaxDecodeRowDim || shape.numHeads > kMaxDecodeRowDim ||
       shape.queryRows > kMaxDecodeRowDim)
-    return "L+R = " + std::to_string(shape.rowDim()) + ", N = " +
-           std::to_string(shape.numHeads) + " and Sq = " +
-           std::to_string(shape.queryRows) + " must each be at most " +
-           std::to_string(kMaxDecodeRowDim);
+    return "L+R = " + std::to_string(shape.rowDim()) +
+           ", N = " + std::to_string(shape.numHeads) +
+           " and Sq = " + std::to_string(shape.queryRows) +
+           " must each be at most " + std::to_string(kMaxDecodeRowDim);
   if (chip == Chip::SM100a && tiling.wgmma)
     return "wgmma is an sm_90a instruction; sm_100a uses tcgen05";
   if (chip == Chip::SM100a)
@@ -136,13 +136,11 @@ std::string checkDecodeTiling(Chip chip, const DecodeShape &shape,
     return "kv_block = " + str(tiling.kvBlock) + " must give each of the " +
            str(tiling.warpsN) + " warps a multiple of 16 tokens";
   if (shape.pageSize % tiling.kvBlock != 0)
-    return "kv_block = " + str(tiling.kvBlock) +
-           " must divide the page size " + str(shape.pageSize) +
-           " (a block never straddles pages)";
-  if (tiling.wgmma &&
-      (tiling.rowsPerCta != 64 || tiling.warpsN != 2 || tiling.kvBlock != 64 ||
-       shape.rowDim() % 64 != 0 || shape.latentDim % 128 != 0 ||
-       shape.latentDim > 512))
+    return "kv_block = " + str(tiling.kvBlock) + " must divide the page size " +
+           str(shape.pageSize) + " (a block never straddles pages)";
+  if (tiling.wgmma && (tiling.rowsPerCta != 64 || tiling.warpsN != 2 ||
+                       tiling.kvBlock != 64 || shape.rowDim() % 64 != 0 ||
+                       shape.latentDim % 128 != 0 || shape.latentDim > 512))
     return "wgmma needs rows_per_cta 64, warps_n 2, kv_block 64, L+R a "
            "multiple of 64 and L a multiple of 128 up to 512";
   if (tiling.stages < 2)

@@ -166,8 +166,7 @@ bool parseChipField(const std::string &value, Chip &chip, std::string &error) {
   return false;
 }
 
-bool parseActType(const std::string &value, ActType &type,
-                  std::string &error) {
+bool parseActType(const std::string &value, ActType &type, std::string &error) {
   for (ActType t : {ActType::BF16, ActType::F16, ActType::F32})
     if (value == actTypeName(t)) {
       type = t;
@@ -232,8 +231,8 @@ std::string toString(const DecodeKernelSpec &spec) {
      << " Sq=" << s.queryRows << " L=" << s.latentDim << " R=" << s.ropeDim
      << " page=" << s.pageSize
      << " dtype=" << (s.elem == ElemType::BF16 ? "bf16" : "f16")
-     << " causal=" << (s.causal ? 1 : 0) << " tile=" << t.rowsPerCta << 'x' << t.warpsN << 'x' << t.kvBlock << 'x'
-     << t.stages << (t.wgmma ? "w" : "");
+     << " causal=" << (s.causal ? 1 : 0) << " tile=" << t.rowsPerCta << 'x'
+     << t.warpsN << 'x' << t.kvBlock << 'x' << t.stages << (t.wgmma ? "w" : "");
   return os.str();
 }
 
@@ -343,8 +342,7 @@ std::string toString(const CacheWriteKernelSpec &spec) {
 }
 
 bool parseCacheWriteKernelSpec(const std::string &text,
-                               CacheWriteKernelSpec &spec,
-                               std::string &error) {
+                               CacheWriteKernelSpec &spec, std::string &error) {
   Fields fields;
   if (!splitFields(text, fields, error))
     return false;
@@ -436,8 +434,7 @@ std::string toString(const ProjectionKernelSpec &spec) {
 }
 
 bool parseProjectionKernelSpec(const std::string &text,
-                               ProjectionKernelSpec &spec,
-                               std::string &error) {
+                               ProjectionKernelSpec &spec, std::string &error) {
   Fields fields;
   if (!splitFields(text, fields, error))
     return false;
@@ -479,18 +476,18 @@ bool parseProjectionKernelSpec(const std::string &text,
     } else if (!absorb && key == "V") {
       ok = parseCountField(fields, "V", shape.outDim, 1, error);
     } else {
-      error = "unknown key '" + key + "' (expected " +
-              (absorb ? "chip, N, P, L, R or dtype"
-                      : "chip, N, L, V or dtype") +
-              ")";
+      error =
+          "unknown key '" + key + "' (expected " +
+          (absorb ? "chip, N, P, L, R or dtype" : "chip, N, L, V or dtype") +
+          ")";
       ok = false;
     }
     if (!ok)
       return false;
   }
   if (const char *why = checkProjectionShape(shape); *why) {
-    error = std::string("no ") + fields.family + " kernel for this shape: " +
-            why;
+    error =
+        std::string("no ") + fields.family + " kernel for this shape: " + why;
     return false;
   }
   spec = result;
@@ -511,8 +508,8 @@ bool parseGatherCacheKernelSpec(const std::string &text,
   std::string family;
   words >> family;
   if (family != "gather_cache") {
-    error = "a gather kernel spec starts with 'gather_cache', got '" + family +
-            "'";
+    error =
+        "a gather kernel spec starts with 'gather_cache', got '" + family + "'";
     return false;
   }
   std::string rest((std::istreambuf_iterator<char>(words)),
@@ -649,7 +646,8 @@ bool parseMhaKernelSpec(const std::string &text, MhaKernelSpec &spec,
             fields.family + "'";
     return false;
   }
-  if (!checkRequired(fields, {"chip", "N", "D", "V", "dtype", "causal", "scale"},
+  if (!checkRequired(fields,
+                     {"chip", "N", "D", "V", "dtype", "causal", "scale"},
                      "chip, N, D, V, dtype, causal and scale", error))
     return false;
   MhaKernelSpec result;
@@ -770,10 +768,18 @@ template <typename Spec> static std::string keyOf(const Spec &spec) {
 }
 
 std::string cacheKeyFor(const DecodeKernelSpec &spec) { return keyOf(spec); }
-std::string cacheKeyFor(const CacheWriteKernelSpec &spec) { return keyOf(spec); }
-std::string cacheKeyFor(const ProjectionKernelSpec &spec) { return keyOf(spec); }
-std::string cacheKeyFor(const GatherCacheKernelSpec &spec) { return keyOf(spec); }
-std::string cacheKeyFor(const MergeStatesKernelSpec &spec) { return keyOf(spec); }
+std::string cacheKeyFor(const CacheWriteKernelSpec &spec) {
+  return keyOf(spec);
+}
+std::string cacheKeyFor(const ProjectionKernelSpec &spec) {
+  return keyOf(spec);
+}
+std::string cacheKeyFor(const GatherCacheKernelSpec &spec) {
+  return keyOf(spec);
+}
+std::string cacheKeyFor(const MergeStatesKernelSpec &spec) {
+  return keyOf(spec);
+}
 std::string cacheKeyFor(const UpProjKvKernelSpec &spec) { return keyOf(spec); }
 std::string cacheKeyFor(const MhaKernelSpec &spec) { return keyOf(spec); }
 std::string cacheKeyFor(const KernelSpec &spec) {

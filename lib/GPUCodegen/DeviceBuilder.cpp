@@ -14,10 +14,10 @@ using namespace mla::gpu_codegen;
 static constexpr llvm::StringLiteral kDynSmem = "mla_dyn_smem";
 
 mlir::gpu::GPUFuncOp mla::gpu_codegen::createKernel(ImplicitLocOpBuilder &b,
-                                                   StringRef name,
-                                                   ArrayRef<Type> argTypes,
-                                                   int64_t threads,
-                                                   bool setMaxNTid) {
+                                                    StringRef name,
+                                                    ArrayRef<Type> argTypes,
+                                                    int64_t threads,
+                                                    bool setMaxNTid) {
   auto type = b.getFunctionType(argTypes, {});
   auto fn = mlir::gpu::GPUFuncOp::create(b, name, type);
   fn->setAttr(mlir::gpu::GPUDialect::getKernelFuncAttrName(), b.getUnitAttr());
@@ -115,19 +115,45 @@ Value DeviceBuilder::negInf() {
       b, cast<FloatType>(f32), APFloat::getInf(APFloat::IEEEsingle(), true));
 }
 
-Value DeviceBuilder::add(Value x, Value y) { return arith::AddIOp::create(b, x, y); }
-Value DeviceBuilder::sub(Value x, Value y) { return arith::SubIOp::create(b, x, y); }
-Value DeviceBuilder::mul(Value x, Value y) { return arith::MulIOp::create(b, x, y); }
-Value DeviceBuilder::divu(Value x, Value y) { return arith::DivUIOp::create(b, x, y); }
-Value DeviceBuilder::remu(Value x, Value y) { return arith::RemUIOp::create(b, x, y); }
-Value DeviceBuilder::bitXor(Value x, Value y) { return arith::XOrIOp::create(b, x, y); }
-Value DeviceBuilder::bitAnd(Value x, Value y) { return arith::AndIOp::create(b, x, y); }
-Value DeviceBuilder::ori(Value x, Value y) { return arith::OrIOp::create(b, x, y); }
-Value DeviceBuilder::shl(Value x, Value y) { return arith::ShLIOp::create(b, x, y); }
-Value DeviceBuilder::shru(Value x, Value y) { return arith::ShRUIOp::create(b, x, y); }
-Value DeviceBuilder::divs(Value x, Value y) { return arith::DivSIOp::create(b, x, y); }
-Value DeviceBuilder::minsi(Value x, Value y) { return arith::MinSIOp::create(b, x, y); }
-Value DeviceBuilder::maxsi(Value x, Value y) { return arith::MaxSIOp::create(b, x, y); }
+Value DeviceBuilder::add(Value x, Value y) {
+  return arith::AddIOp::create(b, x, y);
+}
+Value DeviceBuilder::sub(Value x, Value y) {
+  return arith::SubIOp::create(b, x, y);
+}
+Value DeviceBuilder::mul(Value x, Value y) {
+  return arith::MulIOp::create(b, x, y);
+}
+Value DeviceBuilder::divu(Value x, Value y) {
+  return arith::DivUIOp::create(b, x, y);
+}
+Value DeviceBuilder::remu(Value x, Value y) {
+  return arith::RemUIOp::create(b, x, y);
+}
+Value DeviceBuilder::bitXor(Value x, Value y) {
+  return arith::XOrIOp::create(b, x, y);
+}
+Value DeviceBuilder::bitAnd(Value x, Value y) {
+  return arith::AndIOp::create(b, x, y);
+}
+Value DeviceBuilder::ori(Value x, Value y) {
+  return arith::OrIOp::create(b, x, y);
+}
+Value DeviceBuilder::shl(Value x, Value y) {
+  return arith::ShLIOp::create(b, x, y);
+}
+Value DeviceBuilder::shru(Value x, Value y) {
+  return arith::ShRUIOp::create(b, x, y);
+}
+Value DeviceBuilder::divs(Value x, Value y) {
+  return arith::DivSIOp::create(b, x, y);
+}
+Value DeviceBuilder::minsi(Value x, Value y) {
+  return arith::MinSIOp::create(b, x, y);
+}
+Value DeviceBuilder::maxsi(Value x, Value y) {
+  return arith::MaxSIOp::create(b, x, y);
+}
 Value DeviceBuilder::cmp(arith::CmpIPredicate p, Value x, Value y) {
   return arith::CmpIOp::create(b, p, x, y);
 }
@@ -143,21 +169,37 @@ Value DeviceBuilder::sge(Value x, Value y) {
 Value DeviceBuilder::eq(Value x, Value y) {
   return arith::CmpIOp::create(b, arith::CmpIPredicate::eq, x, y);
 }
-Value DeviceBuilder::andi(Value x, Value y) { return arith::AndIOp::create(b, x, y); }
+Value DeviceBuilder::andi(Value x, Value y) {
+  return arith::AndIOp::create(b, x, y);
+}
 Value DeviceBuilder::select(Value c, Value x, Value y) {
   return arith::SelectOp::create(b, c, x, y);
 }
-Value DeviceBuilder::toI64(Value x) { return arith::ExtSIOp::create(b, i64, x); }
-Value DeviceBuilder::zext64(Value x) { return arith::ExtUIOp::create(b, i64, x); }
+Value DeviceBuilder::toI64(Value x) {
+  return arith::ExtSIOp::create(b, i64, x);
+}
+Value DeviceBuilder::zext64(Value x) {
+  return arith::ExtUIOp::create(b, i64, x);
+}
 
-Value DeviceBuilder::fadd(Value x, Value y) { return arith::AddFOp::create(b, x, y); }
-Value DeviceBuilder::fsub(Value x, Value y) { return arith::SubFOp::create(b, x, y); }
-Value DeviceBuilder::fmul(Value x, Value y) { return arith::MulFOp::create(b, x, y); }
+Value DeviceBuilder::fadd(Value x, Value y) {
+  return arith::AddFOp::create(b, x, y);
+}
+Value DeviceBuilder::fsub(Value x, Value y) {
+  return arith::SubFOp::create(b, x, y);
+}
+Value DeviceBuilder::fmul(Value x, Value y) {
+  return arith::MulFOp::create(b, x, y);
+}
 Value DeviceBuilder::fma(Value x, Value y, Value z) {
   return LLVM::FMAOp::create(b, x, y, z);
 }
-Value DeviceBuilder::fdiv(Value x, Value y) { return arith::DivFOp::create(b, x, y); }
-Value DeviceBuilder::fmax(Value x, Value y) { return LLVM::MaxNumOp::create(b, x, y); }
+Value DeviceBuilder::fdiv(Value x, Value y) {
+  return arith::DivFOp::create(b, x, y);
+}
+Value DeviceBuilder::fmax(Value x, Value y) {
+  return LLVM::MaxNumOp::create(b, x, y);
+}
 Value DeviceBuilder::fmaximum(Value x, Value y) {
   return LLVM::MaximumOp::create(b, x, y);
 }
@@ -214,11 +256,10 @@ Value DeviceBuilder::shflXor(Value v, int offset) {
 
 void DeviceBuilder::cpAsync16(Value dstShared, Value srcGlobal,
                               Value srcBytes) {
-  NVVM::CpAsyncOp::create(
-      b, dstShared, srcGlobal, b.getI32IntegerAttr(16),
-      NVVM::LoadCacheModifierKindAttr::get(b.getContext(),
-                                           NVVM::LoadCacheModifierKind::CG),
-      srcBytes);
+  NVVM::CpAsyncOp::create(b, dstShared, srcGlobal, b.getI32IntegerAttr(16),
+                          NVVM::LoadCacheModifierKindAttr::get(
+                              b.getContext(), NVVM::LoadCacheModifierKind::CG),
+                          srcBytes);
 }
 void DeviceBuilder::cpAsyncCommit() { NVVM::CpAsyncCommitGroupOp::create(b); }
 void DeviceBuilder::cpAsyncWait(int64_t pending) {
@@ -296,8 +337,8 @@ SmallVector<Value> DeviceBuilder::forLoop(
     if (!block->empty() && block->back().hasTrait<OpTrait::IsTerminator>())
       block->back().erase();
     b.setInsertionPointToEnd(block);
-    SmallVector<Value> next = body(forOp.getInductionVar(),
-                                   forOp.getRegionIterArgs());
+    SmallVector<Value> next =
+        body(forOp.getInductionVar(), forOp.getRegionIterArgs());
     scf::YieldOp::create(b, next);
   }
   return SmallVector<Value>(forOp.getResults());

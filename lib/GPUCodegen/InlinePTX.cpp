@@ -60,16 +60,17 @@ wgmmaText(int64_t n, bool bf16, bool transB, int64_t aRegs) {
   return {text, cons};
 }
 
-static SmallVector<Value> wgmmaAsm(ImplicitLocOpBuilder &b, int64_t n,
-                                   const std::pair<std::string, std::string> &asmText,
-                                   SmallVector<Value> operands) {
+static SmallVector<Value>
+wgmmaAsm(ImplicitLocOpBuilder &b, int64_t n,
+         const std::pair<std::string, std::string> &asmText,
+         SmallVector<Value> operands) {
   SmallVector<Type> fields(n / 2, b.getF32Type());
   auto structType = LLVM::LLVMStructType::getLiteral(b.getContext(), fields);
   Value r = LLVM::InlineAsmOp::create(
                 b, structType, operands, asmText.first, asmText.second,
                 /*has_side_effects=*/true, /*is_align_stack=*/false,
-                LLVM::tailcallkind::TailCallKind::None,
-                LLVM::AsmDialectAttr(), ArrayAttr())
+                LLVM::tailcallkind::TailCallKind::None, LLVM::AsmDialectAttr(),
+                ArrayAttr())
                 .getResult(0);
   SmallVector<Value> out;
   for (int64_t i = 0; i < n / 2; ++i)

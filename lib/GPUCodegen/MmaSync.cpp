@@ -10,8 +10,7 @@ MmaFragA mla::gpu_codegen::loadFragA(DeviceBuilder &d, Value sharedPtr) {
 }
 
 std::array<MmaFragB, 2>
-mla::gpu_codegen::loadFragBPair(DeviceBuilder &d, Value sharedPtr,
-                                bool trans) {
+mla::gpu_codegen::loadFragBPair(DeviceBuilder &d, Value sharedPtr, bool trans) {
   std::array<Value, 4> r = d.ldmatrixX4(sharedPtr, trans);
   return {MmaFragB{{r[0], r[1]}}, MmaFragB{{r[2], r[3]}}};
 }

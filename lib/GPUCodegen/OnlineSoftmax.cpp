@@ -83,8 +83,7 @@ Value softmax::naturalWeight(DeviceBuilder &d, Value lse, Value m) {
   return d.exp2(d.fmul(d.fsub(lse, m), d.f(kLog2e)));
 }
 
-Value softmax::mergedLse(DeviceBuilder &d, Value m, Value sum,
-                         Value nonEmpty) {
+Value softmax::mergedLse(DeviceBuilder &d, Value m, Value sum, Value nonEmpty) {
   Value lse = d.fadd(m, d.fmul(d.log2(sum), d.f(kLn2)));
   return d.select(nonEmpty, lse, d.negInf());
 }

@@ -19,8 +19,7 @@ static void setMaxRegisters(DeviceBuilder &d, int64_t registers,
                             NVVM::SetMaxRegisterAction action) {
   assert(registers >= 24 && registers <= 256 && registers % 8 == 0 &&
          "setmaxnreg takes a multiple of 8 in [24, 256]");
-  NVVM::SetMaxRegisterOp::create(d.b, static_cast<uint32_t>(registers),
-                                 action);
+  NVVM::SetMaxRegisterOp::create(d.b, static_cast<uint32_t>(registers), action);
 }
 
 void mla::gpu_codegen::increaseRegisters(DeviceBuilder &d, int64_t registers) {

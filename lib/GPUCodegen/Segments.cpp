@@ -12,16 +12,16 @@ Value mla::gpu_codegen::upperBound(DeviceBuilder &d, Value offsets, Value size,
   // [lo, hi) brackets the answer; each step halves it.
   ImplicitLocOpBuilder &b = d.b;
   Type i32 = d.i32;
-  auto loop = scf::WhileOp::create(b, TypeRange{i32, i32},
-                                   ValueRange{d.c32(0), size});
+  auto loop =
+      scf::WhileOp::create(b, TypeRange{i32, i32}, ValueRange{d.c32(0), size});
   OpBuilder::InsertionGuard guard(b);
   Block *before = b.createBlock(&loop.getBefore(), {}, {i32, i32},
                                 {b.getLoc(), b.getLoc()});
   scf::ConditionOp::create(
       b, d.slt(before->getArgument(0), before->getArgument(1)),
       before->getArguments());
-  Block *after = b.createBlock(&loop.getAfter(), {}, {i32, i32},
-                               {b.getLoc(), b.getLoc()});
+  Block *after =
+      b.createBlock(&loop.getAfter(), {}, {i32, i32}, {b.getLoc(), b.getLoc()});
   Value lo = after->getArgument(0), hi = after->getArgument(1);
   Value mid = d.shru(d.add(lo, hi), d.c32(1));
   Value atMost = d.sle(d.load(i32, d.gep(offsets, i32, mid), 4), x);

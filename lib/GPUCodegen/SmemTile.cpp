@@ -53,12 +53,11 @@ Value SmemTile::elementOffset(DeviceBuilder &d, Value row, Value col,
     llvm_unreachable("no kernel addresses ChunkXor tiles by element");
   case SmemSwizzle::Box128B:
     assert(rowBytes == 128 && "elementOffset of a multi-box tile");
-    return d.add(
-        d.mul(row, d.c32(128)),
-        d.add(d.mul(d.bitXor(d.divu(col, d.c32(perChunk)),
-                             d.bitAnd(row, d.c32(7))),
-                    d.c32(16)),
-              d.mul(d.remu(col, d.c32(perChunk)), d.c32(elemBytes))));
+    return d.add(d.mul(row, d.c32(128)),
+                 d.add(d.mul(d.bitXor(d.divu(col, d.c32(perChunk)),
+                                      d.bitAnd(row, d.c32(7))),
+                             d.c32(16)),
+                       d.mul(d.remu(col, d.c32(perChunk)), d.c32(elemBytes))));
   }
   llvm_unreachable("unknown shared-memory swizzle");
 }

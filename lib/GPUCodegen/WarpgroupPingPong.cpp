@@ -11,8 +11,7 @@ static constexpr int64_t kTwoWarpgroups = 256;
 
 void WarpgroupPingPong::start() {
   d.ifThen(d.eq(wg, d.c32(1)), [&] {
-    NVVM::BarrierArriveOp::create(d.b, d.c32(firstId),
-                                  d.c32(kTwoWarpgroups));
+    NVVM::BarrierArriveOp::create(d.b, d.c32(firstId), d.c32(kTwoWarpgroups));
   });
 }
 

@@ -31,8 +31,8 @@ Error checkPointer(const char *kernel, const char *name, CUdeviceptr p) {
     return fail(llvm::Twine(kernel) + ": " + name + " is null");
   if (p % 16 != 0)
     return fail(llvm::Twine(kernel) + ": " + name +
-                " must be 16-byte aligned (got 0x" +
-                llvm::Twine::utohexstr(p) + ")");
+                " must be 16-byte aligned (got 0x" + llvm::Twine::utohexstr(p) +
+                ")");
   return Error::success();
 }
 
@@ -97,11 +97,10 @@ Error mla::gpu::checkCacheWriteArgs(const CacheWriteArgs &args) {
     return err;
   if (args.tokens == 0)
     return Error::success();
-  for (auto [arg, p] :
-       {std::pair<const char *, CUdeviceptr>{"kv_c", args.kvC},
-        {"k_pe", args.kPe},
-        {"slot_mapping", args.slotMapping},
-        {"cache", args.cache}})
+  for (auto [arg, p] : {std::pair<const char *, CUdeviceptr>{"kv_c", args.kvC},
+                        {"k_pe", args.kPe},
+                        {"slot_mapping", args.slotMapping},
+                        {"cache", args.cache}})
     if (Error err = checkPointer(name, arg, p))
       return err;
   return Error::success();
@@ -117,7 +116,7 @@ Error mla::gpu::launchCacheWrite(const CudaKernel &kernel, CUstream stream,
               cache = args.cache;
   int32_t tokens = static_cast<int32_t>(args.tokens);
   int32_t numSlots = static_cast<int32_t>(args.numSlots);
-  void *params[kCacheWriteNumParams] = {&kvC,  &kPe,    &slots,
+  void *params[kCacheWriteNumParams] = {&kvC,   &kPe,    &slots,
                                         &cache, &tokens, &numSlots};
   return launch(kernel, stream, cacheWriteLaunchDims(args.tokens), params);
 }
@@ -154,8 +153,7 @@ llvm::Expected<CudaKernel>
 mla::gpu::loadCacheWriteKernel(const CacheWriteKernelSpec &spec,
                                const KernelCache &cache) {
   std::string key = cacheKeyFor(spec);
-  std::optional<std::vector<char>> image =
-      cache.lookup(key, toString(spec));
+  std::optional<std::vector<char>> image = cache.lookup(key, toString(spec));
   if (!image)
     return cache.getMissingEntryError(toString(spec), key);
   return loadKernel(*image, kCacheWriteKernel);
@@ -165,8 +163,7 @@ llvm::Expected<CudaKernel>
 mla::gpu::loadProjectionKernel(const ProjectionKernelSpec &spec,
                                const KernelCache &cache) {
   std::string key = cacheKeyFor(spec);
-  std::optional<std::vector<char>> image =
-      cache.lookup(key, toString(spec));
+  std::optional<std::vector<char>> image = cache.lookup(key, toString(spec));
   if (!image)
     return cache.getMissingEntryError(toString(spec), key);
   return loadKernel(*image, spec.kind == ProjectionKind::AbsorbQ

@@ -73,14 +73,16 @@ mla::gpu::planUniformBounds(llvm::ArrayRef<int32_t> seqLens, int64_t numSplits,
                      " is negative");
     int64_t chunk = llvm::alignTo(llvm::divideCeil(len, numSplits),
                                   static_cast<uint64_t>(alignTokens));
-    appendChunkedRow(result.bounds, len, numSplits, std::max<int64_t>(chunk, 1));
+    appendChunkedRow(result.bounds, len, numSplits,
+                     std::max<int64_t>(chunk, 1));
   }
   return result;
 }
 
-llvm::Expected<SplitBounds>
-mla::gpu::planCapacityBounds(int64_t batch, int64_t capacity,
-                             int64_t numSplits, int64_t alignTokens) {
+llvm::Expected<SplitBounds> mla::gpu::planCapacityBounds(int64_t batch,
+                                                         int64_t capacity,
+                                                         int64_t numSplits,
+                                                         int64_t alignTokens) {
   if (batch < 0 || capacity < 0 || capacity > kInt32Max)
     return invalid("batch (" + Twine(batch) + ") and capacity (" +
                    Twine(capacity) + ") must be non-negative int32 values");
@@ -167,11 +169,13 @@ llvm::Error mla::gpu::checkDecodeArgs(const DecodeKernelSpec &spec,
   };
   // q, cache, out and the workspace are moved in 16-byte vectors; the rest
   // are read or written element by element.
-  const Pointer pointers[] = {
-      {args.q, "q", 16},           {args.cache, "cache", 16},
-      {args.blockTable, "block_table", 4}, {args.seqLens, "seq_lens", 4},
-      {args.out, "out", 16},       {args.lse, "lse", 4},
-      {args.workspace, "workspace", 16}};
+  const Pointer pointers[] = {{args.q, "q", 16},
+                              {args.cache, "cache", 16},
+                              {args.blockTable, "block_table", 4},
+                              {args.seqLens, "seq_lens", 4},
+                              {args.out, "out", 16},
+                              {args.lse, "lse", 4},
+                              {args.workspace, "workspace", 16}};
   for (const Pointer &p : pointers) {
     if (!p.value)
       return invalid(Twine("the device pointer ") + p.name + " is null");
@@ -184,9 +188,10 @@ llvm::Error mla::gpu::checkDecodeArgs(const DecodeKernelSpec &spec,
     return error;
   if (!(args.softmaxScale > 0) || std::isinf(args.softmaxScale))
     return invalid("softmax_scale must be positive and finite in float32, "
-                   "got " + Twine(std::to_string(args.softmaxScale)));
-  return checkWorkspace(spec, args.workspaceBytes, args.batch,
-                        args.layoutBatch, args.numSplits);
+                   "got " +
+                   Twine(std::to_string(args.softmaxScale)));
+  return checkWorkspace(spec, args.workspaceBytes, args.batch, args.layoutBatch,
+                        args.numSplits);
 }
 
 llvm::Error mla::gpu::checkDecodePlanArgs(const DecodeKernelSpec &spec,
@@ -224,13 +229,13 @@ llvm::Error mla::gpu::decodePlanStatusError(int32_t status) {
   if (rules.empty())
     rules = "unknown status bits " + std::to_string(status);
   return invalid("a device-planned decode was given invalid tables since the "
-                 "last check: " + rules +
+                 "last check: " +
+                 rules +
                  "; those requests were planned as empty (out 0, lse -inf)");
 }
 
-llvm::Expected<GpuDecoder>
-GpuDecoder::create(const DecodeKernelSpec &spec,
-                   const std::vector<char> &image) {
+llvm::Expected<GpuDecoder> GpuDecoder::create(const DecodeKernelSpec &spec,
+                                              const std::vector<char> &image) {
   std::string why = checkDecodeTiling(spec.chip, spec.shape, spec.tiling);
   if (!why.empty())
     return invalid("kernel spec '" + toString(spec) + "' is unusable: " + why);
@@ -251,9 +256,9 @@ GpuDecoder::create(const DecodeKernelSpec &spec,
                     std::move(*planner));
 }
 
-llvm::Expected<GpuDecoder>
-GpuDecoder::fromCache(const DecodeKernelSpec &spec, const KernelCache &cache,
-                      const Compiler &fallback) {
+llvm::Expected<GpuDecoder> GpuDecoder::fromCache(const DecodeKernelSpec &spec,
+                                                 const KernelCache &cache,
+                                                 const Compiler &fallback) {
   std::string key = cacheKeyFor(spec);
   if (std::optional<std::vector<char>> image =
           cache.lookup(key, toString(spec)))
@@ -275,26 +280,24 @@ llvm::Error GpuDecoder::uploadBounds(CUstream stream, CUdeviceptr workspace,
   if (!workspace)
     return invalid("the device pointer workspace is null");
   if (batch < 1 || bounds.numSplits < 1 ||
-      bounds.bounds.size() != static_cast<size_t>(batch * (bounds.numSplits + 1)))
+      bounds.bounds.size() !=
+          static_cast<size_t>(batch * (bounds.numSplits + 1)))
     return invalid("split bounds of " + Twine(bounds.bounds.size()) +
                    " entries do not match " + Twine(batch) + " requests x (" +
                    Twine(bounds.numSplits) + " + 1) pieces");
   DecodeWorkspaceLayout layout =
       decodeWorkspaceLayout(spec.shape, batch, bounds.numSplits);
   if (workspaceBytes < layout.totalBytes)
-    return invalid("the workspace holds " + Twine(workspaceBytes) +
-                   " bytes; " + Twine(batch) + " requests in " +
-                   Twine(bounds.numSplits) + " pieces need " +
-                   Twine(layout.totalBytes));
+    return invalid("the workspace holds " + Twine(workspaceBytes) + " bytes; " +
+                   Twine(batch) + " requests in " + Twine(bounds.numSplits) +
+                   " pieces need " + Twine(layout.totalBytes));
   llvm::Expected<const CudaDriver &> driver = CudaRuntime::get();
   if (!driver)
     return driver.takeError();
-  return driver->check(
-      driver->api().memcpyHtoDAsync(workspace + layout.splitBounds,
-                                    bounds.bounds.data(),
-                                    bounds.bounds.size() * sizeof(int32_t),
-                                    stream),
-      "cuMemcpyHtoDAsync(split bounds)");
+  return driver->check(driver->api().memcpyHtoDAsync(
+                           workspace + layout.splitBounds, bounds.bounds.data(),
+                           bounds.bounds.size() * sizeof(int32_t), stream),
+                       "cuMemcpyHtoDAsync(split bounds)");
 }
 
 llvm::Error GpuDecoder::plan(CUstream stream,
@@ -335,9 +338,9 @@ llvm::Error GpuDecoder::run(CUstream stream, const DecodeArgs &args) const {
   int32_t numSplits = static_cast<int32_t>(args.numSplits);
   float softmaxScale = args.softmaxScale;
 
-  void *partialParams[] = {&q,          &cache,      &blockTable, &seqLens,
-                           &splitBounds, &partialOut, &partialLse, &batch,
-                           &maxPages,   &numSplits,  &softmaxScale};
+  void *partialParams[] = {&q,           &cache,      &blockTable,  &seqLens,
+                           &splitBounds, &partialOut, &partialLse,  &batch,
+                           &maxPages,    &numSplits,  &softmaxScale};
   static_assert(std::size(partialParams) == kDecodePartialNumParams);
   void *combineParams[] = {&partialOut, &partialLse, &out,
                            &lse,        &batch,      &numSplits};
@@ -350,8 +353,8 @@ llvm::Error GpuDecoder::run(CUstream stream, const DecodeArgs &args) const {
   Dim3 partialBlock{static_cast<unsigned>(decodeThreadsPerCta(spec.tiling))};
   unsigned smem = static_cast<unsigned>(
       decodeSharedBytes(spec.chip, spec.shape, spec.tiling));
-  if (llvm::Error error =
-          partial.launch(partialGrid, partialBlock, smem, stream, partialParams))
+  if (llvm::Error error = partial.launch(partialGrid, partialBlock, smem,
+                                         stream, partialParams))
     return error;
 
   Dim3 combineGrid{

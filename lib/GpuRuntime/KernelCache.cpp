@@ -17,10 +17,6 @@
 
 #include "mla/GpuRuntime/KernelCache.h"
 
-#include <cerrno>
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallString.h"
 #include "llvm/ADT/StringExtras.h"
@@ -31,9 +27,13 @@
 #include "llvm/Support/WithColor.h"
 #include "llvm/Support/raw_ostream.h"
 #include <algorithm>
+#include <cerrno>
 #include <cstdint>
-#include <tuple>
 #include <cstring>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <tuple>
+#include <unistd.h>
 
 using namespace mla::gpu;
 using llvm::StringRef;
@@ -61,14 +61,15 @@ static void putLE(std::vector<char> &out, uint64_t value, int bytes) {
 static uint64_t getLE(const char *at, int bytes) {
   uint64_t value = 0;
   for (int i = 0; i < bytes; ++i)
-    value |= static_cast<uint64_t>(static_cast<unsigned char>(at[i])) << (8 * i);
+    value |= static_cast<uint64_t>(static_cast<unsigned char>(at[i]))
+             << (8 * i);
   return value;
 }
 
 /// The image inside entry file `file` of spec `specText`, or what is wrong
 /// with the file.
-static llvm::Expected<std::vector<char>>
-decodeEntry(llvm::ArrayRef<char> file, StringRef specText) {
+static llvm::Expected<std::vector<char>> decodeEntry(llvm::ArrayRef<char> file,
+                                                     StringRef specText) {
   if (file.size() < kHeaderBytes)
     return llvm::createStringError("truncated to " + llvm::Twine(file.size()) +
                                    " bytes, shorter than the header");
@@ -150,8 +151,8 @@ std::string KernelCache::getEntryPath(StringRef key) const {
   return std::string(path);
 }
 
-std::optional<std::vector<char>>
-KernelCache::lookup(StringRef key, StringRef specText) const {
+std::optional<std::vector<char>> KernelCache::lookup(StringRef key,
+                                                     StringRef specText) const {
   if (!isValidKey(key))
     return std::nullopt;
   // One read() into a vector sized by fstat: a memory-mapped buffer costs

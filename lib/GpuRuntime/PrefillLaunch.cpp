@@ -101,8 +101,8 @@ Error mla::gpu::launchGatherCache(const CudaKernel &kernel, CUstream stream,
               cuRows = a.cuRows, ws = a.workspace;
   int32_t batch = int32_t(a.batch), maxPages = int32_t(a.maxPages),
           numPages = int32_t(a.numPages), rows = int32_t(a.workspaceRows);
-  void *params[kGatherCacheNumParams] = {&cache,  &table,    &starts,
-                                         &cuRows, &ws,       &batch,
+  void *params[kGatherCacheNumParams] = {&cache,    &table,    &starts,
+                                         &cuRows,   &ws,       &batch,
                                          &maxPages, &numPages, &rows};
   return launch(kernel, stream, gatherCacheLaunchDims(a.workspaceRows), 0,
                 params);
@@ -256,13 +256,11 @@ static Error launchMhaWgmma(const CudaKernel &kernel, CUstream stream,
       *driver, v, s.elem, keyRows, s.numHeads, s.vDim, kMhaTileN);
   if (!vMap)
     return vMap.takeError();
-  CUdeviceptr cuQ = a.cuSeqlensQ, cuK = a.cuSeqlensK, out = a.out,
-              lse = a.lse;
+  CUdeviceptr cuQ = a.cuSeqlensQ, cuK = a.cuSeqlensK, out = a.out, lse = a.lse;
   int32_t batch = int32_t(a.batch), tokens = int32_t(a.tokens);
-  void *params[kMhaNumParams] = {&*qMap, &*kMap,  &*vMap,  &cuQ,   &cuK,
-                                 &out,   &lse,    &batch, &tokens};
-  return launch(kernel, stream,
-                mhaLaunchDims(a.chip, s, a.tokens, a.batch),
+  void *params[kMhaNumParams] = {&*qMap, &*kMap, &*vMap, &cuQ,   &cuK,
+                                 &out,   &lse,   &batch, &tokens};
+  return launch(kernel, stream, mhaLaunchDims(a.chip, s, a.tokens, a.batch),
                 unsigned(mhaSharedBytes(a.chip, s)), params);
 }
 
@@ -274,13 +272,13 @@ Error mla::gpu::launchMha(const CudaKernel &kernel, CUstream stream,
     return Error::success();
   if (mhaUsesWgmma(a.chip, a.shape))
     return launchMhaWgmma(kernel, stream, a);
-  CUdeviceptr q = a.q, k = a.k, v = a.v, cuQ = a.cuSeqlensQ,
-              cuK = a.cuSeqlensK, out = a.out, lse = a.lse;
+  CUdeviceptr q = a.q, k = a.k, v = a.v, cuQ = a.cuSeqlensQ, cuK = a.cuSeqlensK,
+              out = a.out, lse = a.lse;
   int32_t batch = int32_t(a.batch), tokens = int32_t(a.tokens);
   void *params[kMhaNumParams] = {&q,   &k,   &v,     &cuQ,   &cuK,
                                  &out, &lse, &batch, &tokens};
-  return launch(kernel, stream, mhaLaunchDims(a.chip, a.shape, a.tokens, a.batch),
-                0, params);
+  return launch(kernel, stream,
+                mhaLaunchDims(a.chip, a.shape, a.tokens, a.batch), 0, params);
 }
 
 llvm::Expected<CudaKernel>

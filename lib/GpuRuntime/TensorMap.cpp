@@ -27,8 +27,7 @@ mla::gpu::encodeHeadRowsMap(const CudaDriver &driver, CUdeviceptr base,
                    " rows: counts must be positive, the width a multiple "
                    "of 64, the box at most 256 rows");
   // Innermost first: columns, heads, rows. Strides (bytes) of dims 1 and 2.
-  cuuint64_t dims[3] = {cuuint64_t(width), cuuint64_t(heads),
-                        cuuint64_t(rows)};
+  cuuint64_t dims[3] = {cuuint64_t(width), cuuint64_t(heads), cuuint64_t(rows)};
   cuuint64_t strides[2] = {cuuint64_t(width * 2),
                            cuuint64_t(heads * width * 2)};
   cuuint32_t box[3] = {64, 1, cuuint32_t(boxRows)};

@@ -10,13 +10,13 @@
 //===----------------------------------------------------------------------===//
 
 #include "mla/JIT/CpuExecutor.h"
+#include "mla/Contract/Error.h"
+#include "mla/Dialect/MLA/IR/MLADialect.h"
 #include "mla/JIT/DiagnosticCollector.h"
 #include "mla/JIT/HostTypes.h"
 #include "mla/JIT/KernelBuilder.h"
 #include "mla/JIT/PassOptions.h"
 #include "mla/JIT/RuntimeSymbols.h"
-#include "mla/Dialect/MLA/IR/MLADialect.h"
-#include "mla/Contract/Error.h"
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
@@ -122,8 +122,7 @@ LogicalResult checkLoweredSignature(LLVM::LLVMFuncOp func,
 }
 
 double secondsSince(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() -
-                                       start)
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
       .count();
 }
 
@@ -137,8 +136,8 @@ CompiledFunction::CompiledFunction(std::unique_ptr<ExecutionEngine> engine,
                                    void (*entry)(void **),
                                    FunctionSignature signature,
                                    double compileSeconds)
-    : engine(std::move(engine)), entry(entry),
-      signature(std::move(signature)), compileSeconds(compileSeconds) {}
+    : engine(std::move(engine)), entry(entry), signature(std::move(signature)),
+      compileSeconds(compileSeconds) {}
 
 CompiledFunction::~CompiledFunction() = default;
 
@@ -155,13 +154,13 @@ CompiledFunction::call(llvm::ArrayRef<HostTensor> args) const {
     const TensorSpec &spec = signature.args[i];
     bool shapeMatches = arg.shape.size() == spec.shape.size();
     for (size_t d = 0; shapeMatches && d < spec.shape.size(); ++d)
-      shapeMatches = ShapedType::isDynamic(spec.shape[d]) ||
-                     spec.shape[d] == arg.shape[d];
+      shapeMatches =
+          ShapedType::isDynamic(spec.shape[d]) || spec.shape[d] == arg.shape[d];
     if (!shapeMatches || !isCompatibleDType(arg.dtype, spec.dtype))
       return makeInvalidArgumentError(
           "argument " + llvm::Twine(i) + " must be " +
-          getDTypeName(spec.dtype) + " " + formatShape(spec.shape) +
-          ", got " + getDTypeName(arg.dtype) + " " + formatShape(arg.shape));
+          getDTypeName(spec.dtype) + " " + formatShape(spec.shape) + ", got " +
+          getDTypeName(arg.dtype) + " " + formatShape(arg.shape));
     std::vector<int64_t> &desc = descriptors[i];
     size_t rank = arg.shape.size();
     desc.assign(descriptorWords(rank), 0);
@@ -200,8 +199,8 @@ CompiledFunction::call(llvm::ArrayRef<HostTensor> args) const {
     const int64_t *desc = results.data() + offset;
     offset += descriptorWords(rank);
     auto *allocated = reinterpret_cast<void *>(desc[0]);
-    char *data = reinterpret_cast<char *>(desc[1]) +
-                 desc[2] * getDTypeSize(spec.dtype);
+    char *data =
+        reinterpret_cast<char *>(desc[1]) + desc[2] * getDTypeSize(spec.dtype);
     llvm::SmallVector<int64_t, 4> shape(desc + 3, desc + 3 + rank);
     // Deallocation gives every returned buffer to the caller; should two
     // results share one, copy the second so each is freed exactly once.
@@ -265,10 +264,9 @@ CpuExecutor::compileLocked(ModuleOp module, StringRef entry,
   // argument's buffer. In-place updates take a memref argument instead.
   for (auto [i, type] : llvm::enumerate(func.getArgumentTypes()))
     if (isa<TensorType>(type) &&
-        !func.getArgAttr(i, bufferization::BufferizationDialect::
-                                kWritableAttrName))
-      func.setArgAttr(i,
-                      bufferization::BufferizationDialect::kWritableAttrName,
+        !func.getArgAttr(
+            i, bufferization::BufferizationDialect::kWritableAttrName))
+      func.setArgAttr(i, bufferization::BufferizationDialect::kWritableAttrName,
                       BoolAttr::get(context.get(), false));
 
   DiagnosticCollector diagnostics(*context);
@@ -319,11 +317,10 @@ CpuExecutor::compileLocked(ModuleOp module, StringRef entry,
   // happen while `optimize` is alive.
   auto fn = (*engine)->lookupPacked(("_mlir_ciface_" + entry).str());
   if (!fn)
-    return makeCompileError("cannot find the C interface of @" + entry +
-                            ": " + llvm::toString(fn.takeError()));
-  return std::make_unique<CompiledFunction>(std::move(*engine), *fn,
-                                            std::move(*signature),
-                                            secondsSince(start));
+    return makeCompileError("cannot find the C interface of @" + entry + ": " +
+                            llvm::toString(fn.takeError()));
+  return std::make_unique<CompiledFunction>(
+      std::move(*engine), *fn, std::move(*signature), secondsSince(start));
 }
 
 llvm::Expected<std::shared_ptr<const CompiledFunction>>
@@ -351,8 +348,8 @@ CpuExecutor::getOrCompile(ModuleOp module, StringRef entry,
   DiagnosticCollector diagnostics(*context);
   if (failed(verify(module))) {
     stats.compileSeconds += secondsSince(start);
-    return makeCompileError("the module of @" + entry +
-                            " does not verify:\n" + diagnostics.take());
+    return makeCompileError("the module of @" + entry + " does not verify:\n" +
+                            diagnostics.take());
   }
   auto compiled = compileLocked(module, entry, options, start);
   stats.compileSeconds += secondsSince(start);

@@ -12,20 +12,20 @@
 //===----------------------------------------------------------------------===//
 
 #include "mla/JIT/GpuJit.h"
-#include "mla/JIT/DiagnosticCollector.h"
-#include "mla/JIT/PassOptions.h"
 #include "mla/Dialect/MLA/IR/MLADialect.h"
 #include "mla/Dialect/MLA/IR/MLAOps.h"
+#include "mla/JIT/DiagnosticCollector.h"
+#include "mla/JIT/PassOptions.h"
 #include "mla/Pipelines/Pipelines.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
+#include "mlir/IR/Verifier.h"
 #include "mlir/InitAllDialects.h"
 #include "mlir/InitAllExtensions.h"
-#include "mlir/Dialect/Func/IR/FuncOps.h"
-#include "mlir/IR/Builders.h"
-#include "mlir/IR/Verifier.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Target/LLVM/NVVM/Target.h"
 #include "mlir/Target/LLVMIR/Dialect/All.h"
@@ -156,8 +156,8 @@ OwningOpRef<ModuleOp> buildDecodeModule(MLIRContext &ctx,
   // positive values compile the same image.
   auto partial = DecodePartialOp::create(
       b, kb.getLoc(), partialOut, partialLse, kb.getArg(0), kb.getArg(1),
-      kb.getArg(2), kb.getArg(3), kb.getArg(4), layout, b.getF32FloatAttr(1.0f), s.causal ? b.getUnitAttr() : UnitAttr(),
-      b.getI64IntegerAttr(1));
+      kb.getArg(2), kb.getArg(3), kb.getArg(4), layout, b.getF32FloatAttr(1.0f),
+      s.causal ? b.getUnitAttr() : UnitAttr(), b.getI64IntegerAttr(1));
   partial->setAttr(MLADialect::getGpuTilingAttrName(),
                    GpuTilingAttr::get(&ctx, t.rowsPerCta, t.warpsN, t.kvBlock,
                                       t.stages, t.wgmma));
@@ -192,9 +192,8 @@ std::pair<RowFormat, Type> getCacheFormat(MLIRContext &ctx,
 /// The cache tensor type and `#mla.cache_layout` of rows in `s`'s format,
 /// `pageSize` rows a page. The per-tensor scale is baked into fp8_e4m3
 /// kernels only.
-std::pair<Type, CacheLayoutAttr> getCacheRowTypes(MLIRContext &ctx,
-                                                  const CacheWriteShape &s,
-                                                  int64_t pageSize) {
+std::pair<Type, CacheLayoutAttr>
+getCacheRowTypes(MLIRContext &ctx, const CacheWriteShape &s, int64_t pageSize) {
   auto [format, cacheElem] = getCacheFormat(ctx, s.format);
   int64_t elemBytes = cacheElem.getIntOrFloatBitWidth() / 8;
   Type cache =
@@ -217,9 +216,9 @@ OwningOpRef<ModuleOp> buildCacheWriteModule(MLIRContext &ctx,
   Type slots = tensorType({-1}, IntegerType::get(&ctx, 32));
   KernelModuleBuilder kb(ctx, spec.chip, "mla_cache_write",
                          {kvC, kPe, slots, cache}, {cache});
-  auto write = CacheWriteOp::create(kb.getBuilder(), kb.getLoc(), cache,
-                                    kb.getArg(0), kb.getArg(1), kb.getArg(2),
-                                    kb.getArg(3), layout);
+  auto write =
+      CacheWriteOp::create(kb.getBuilder(), kb.getLoc(), cache, kb.getArg(0),
+                           kb.getArg(1), kb.getArg(2), kb.getArg(3), layout);
   return kb.finish(write->getResults());
 }
 
@@ -397,9 +396,9 @@ getOrCompileDecodeKernels(const DecodeKernelSpec &spec,
   return getOrCompileKernels(spec, cache, wasHit);
 }
 
-llvm::Expected<std::vector<char>>
-getOrCompileKernels(const KernelSpec &spec, const KernelCache &cache,
-                    bool *wasHit) {
+llvm::Expected<std::vector<char>> getOrCompileKernels(const KernelSpec &spec,
+                                                      const KernelCache &cache,
+                                                      bool *wasHit) {
   std::string key = cacheKeyFor(spec);
   std::string specText = toString(spec);
   if (std::optional<std::vector<char>> image = cache.lookup(key, specText)) {

@@ -240,11 +240,11 @@ llvm::Expected<Kernel> mla::buildMergeStates(MLIRContext &ctx,
 // Chunked-prefill pieces: gather_cache, up_proj_kv and mha
 //===----------------------------------------------------------------------===//
 
-llvm::Expected<Kernel> mla::buildGatherCache(
-    MLIRContext &ctx, const HostTensor &kvCache, const HostTensor &blockTable,
-    const HostTensor &starts, const HostTensor &cuRows,
-    const HostTensor &workspace, int64_t latentDim,
-    const CacheFormat &format) {
+llvm::Expected<Kernel>
+mla::buildGatherCache(MLIRContext &ctx, const HostTensor &kvCache,
+                      const HostTensor &blockTable, const HostTensor &starts,
+                      const HostTensor &cuRows, const HostTensor &workspace,
+                      int64_t latentDim, const CacheFormat &format) {
   llvm::Expected<GatherCacheCall> call =
       checkGatherCache(Device::CPU, kvCache, blockTable, starts, cuRows,
                        workspace, latentDim, format);
@@ -263,8 +263,8 @@ llvm::Expected<Kernel> mla::buildGatherCache(
   auto ws = bufferization::ToTensorOp::create(
       b, loc, wsTy, eb.getArg(4), /*restrict=*/true, /*writable=*/true);
   auto gathered = GatherCacheOp::create(
-      b, loc, wsTy, eb.getArg(0), eb.getArg(1), eb.getArg(2), eb.getArg(3),
-      ws, getLayout(ctx, call->cache), b.getI64IntegerAttr(call->latentDim));
+      b, loc, wsTy, eb.getArg(0), eb.getArg(1), eb.getArg(2), eb.getArg(3), ws,
+      getLayout(ctx, call->cache), b.getI64IntegerAttr(call->latentDim));
   bufferization::MaterializeInDestinationOp::create(
       b, loc, /*result=*/Type(), gathered, eb.getArg(4), /*restrict=*/true,
       /*writable=*/true);
@@ -273,12 +273,10 @@ llvm::Expected<Kernel> mla::buildGatherCache(
   return kernel;
 }
 
-llvm::Expected<Kernel> mla::buildUpProjKv(MLIRContext &ctx,
-                                          const HostTensor &latent,
-                                          const HostTensor &kvBProj,
-                                          int64_t numHeads,
-                                          int64_t qkNopeHeadDim,
-                                          int64_t vHeadDim) {
+llvm::Expected<Kernel>
+mla::buildUpProjKv(MLIRContext &ctx, const HostTensor &latent,
+                   const HostTensor &kvBProj, int64_t numHeads,
+                   int64_t qkNopeHeadDim, int64_t vHeadDim) {
   llvm::Expected<UpProjKvCall> call = checkUpProjKv(
       Device::CPU, latent, kvBProj, numHeads, qkNopeHeadDim, vHeadDim);
   if (!call)

@@ -22,11 +22,9 @@ using namespace mla;
 /// with more pieces than the static capacity S (a heuristic plan for longer
 /// sequences than the compile-time bound) falls back to S equal pieces,
 /// which is always correct.
-extern "C" void
-_mlir_ciface_mla_plan_split_bounds(StridedMemRefType<int32_t, 1> *seqLens,
-                                   StridedMemRefType<int32_t, 2> *out,
-                                   int64_t policy, int64_t numSmParts,
-                                   int64_t numHeads, int64_t queryRows) {
+extern "C" void _mlir_ciface_mla_plan_split_bounds(
+    StridedMemRefType<int32_t, 1> *seqLens, StridedMemRefType<int32_t, 2> *out,
+    int64_t policy, int64_t numSmParts, int64_t numHeads, int64_t queryRows) {
   int64_t batch = seqLens->sizes[0], capacity = out->sizes[1] - 1;
   std::vector<int32_t> lens(batch);
   for (int64_t b = 0; b < batch; ++b)

@@ -20,7 +20,6 @@
 
 using namespace mlir;
 
-
 void mla::buildMLAToLLVMCpuPipeline(OpPassManager &pm,
                                     const CpuPipelineOptions &options) {
   // 1. Plan for the CPU, then lower mla to tensor-level upstream dialects.

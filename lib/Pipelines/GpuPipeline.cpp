@@ -7,11 +7,11 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "mla/Contract/KernelABI.h"
 #include "mla/Conversion/Passes.h"
 #include "mla/Dialect/MLA/Transforms/Passes.h"
 #include "mla/GPUCodegen/TargetInfo.h"
 #include "mla/Pipelines/Pipelines.h"
-#include "mla/Contract/KernelABI.h"
 #include "mlir/Conversion/Passes.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/GPU/Transforms/Passes.h"
@@ -28,8 +28,8 @@ void mla::buildMLAToNVVMPipeline(OpPassManager &pm,
   bool known = gpu::parseChip(options.chip, chip);
 
   PlanPipelineOptions plan;
-  mla::forwardPlanningOptions(options,
-                              chip == gpu::Chip::SM90a ? "sm90" : "sm100", plan);
+  mla::forwardPlanningOptions(
+      options, chip == gpu::Chip::SM90a ? "sm90" : "sm100", plan);
   buildMLAPlanPipeline(pm, plan);
   pm.addPass(createMLASelectGpuTiling());
 

@@ -166,8 +166,7 @@ std::vector<KernelSpec> getDeepSeekSpecs() {
   };
   for (CacheFormat format :
        {CacheFormat::BF16, CacheFormat::F16, CacheFormat::F32,
-        CacheFormat::FP8E4M3, CacheFormat::FP8E4M3Token,
-        CacheFormat::FP8DsMla})
+        CacheFormat::FP8E4M3, CacheFormat::FP8E4M3Token, CacheFormat::FP8DsMla})
     result.push_back(prefillSpecs(16, format).gather);
   for (int64_t heads : {16, 128}) {
     ChunkedPrefillSpecs set = prefillSpecs(heads, CacheFormat::BF16);
@@ -180,8 +179,9 @@ std::vector<KernelSpec> getDeepSeekSpecs() {
   for (int64_t width : {64, 128})
     for (bool causal : {false, true}) {
       MhaKernelSpec mha;
-      mha.shape = {16, width, width, ActType::BF16, causal,
-                   static_cast<float>(1.0 / std::sqrt(double(width)))};
+      mha.shape = {16,     width,
+                   width,  ActType::BF16,
+                   causal, static_cast<float>(1.0 / std::sqrt(double(width)))};
       result.push_back(mha);
     }
   return result;
@@ -357,7 +357,8 @@ Outcome fill(const KernelSpec &spec, const KernelCache &cache) {
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
   mla::registerJitPassOptions();
-  cl::OptionCategory passCategory("MLIR pass-manager options (of every compile)");
+  cl::OptionCategory passCategory(
+      "MLIR pass-manager options (of every compile)");
   mla::addJitPassOptionsToCategory(passCategory);
   cl::AddExtraVersionPrinter(mla::printVersion);
   cl::HideUnrelatedOptions({&category, &passCategory});

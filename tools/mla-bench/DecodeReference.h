@@ -20,10 +20,10 @@ namespace mla::bench {
 /// Host copies of one decode's inputs, as bf16 bit patterns.
 struct DecodeInputs {
   int64_t batch = 0, maxPages = 0, numPages = 0;
-  std::vector<uint16_t> q;          // [B, Sq, N, L+R]
-  std::vector<uint16_t> cache;      // [numPages, page, L+R]
-  std::vector<int32_t> blockTable;  // [B, maxPages]
-  std::vector<int32_t> seqLens;     // [B]
+  std::vector<uint16_t> q;         // [B, Sq, N, L+R]
+  std::vector<uint16_t> cache;     // [numPages, page, L+R]
+  std::vector<int32_t> blockTable; // [B, maxPages]
+  std::vector<int32_t> seqLens;    // [B]
   double softmaxScale = 0;
 };
 

@@ -19,8 +19,8 @@
 
 #include "DecodeReference.h"
 #include "DeviceBuffer.h"
-#include "mla/GpuRuntime/GpuDecode.h"
 #include "mla/Contract/Version.h"
+#include "mla/GpuRuntime/GpuDecode.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/ScopeExit.h"
 #include "llvm/Support/CommandLine.h"
@@ -51,18 +51,22 @@ static cl::opt<std::string>
     shapesOpt("shapes", cl::cat(benchCategory), cl::init(""),
               cl::desc("'default': the standard decode shapes (ignored when "
                        "--b/--n/--seq/--sq are given)"));
-static cl::opt<int64_t> batchOpt("b", cl::cat(benchCategory), cl::init(0), cl::desc("Batch size"));
-static cl::opt<int64_t> headsOpt("n", cl::cat(benchCategory), cl::init(128), cl::desc("Query heads"));
+static cl::opt<int64_t> batchOpt("b", cl::cat(benchCategory), cl::init(0),
+                                 cl::desc("Batch size"));
+static cl::opt<int64_t> headsOpt("n", cl::cat(benchCategory), cl::init(128),
+                                 cl::desc("Query heads"));
 static cl::opt<int64_t> seqOpt("seq", cl::cat(benchCategory), cl::init(4096),
                                cl::desc("seq_len of every request"));
 static cl::opt<int64_t> sqOpt("sq", cl::cat(benchCategory), cl::init(1),
                               cl::desc("Query rows per request"));
-static cl::opt<bool> causalOpt("causal", cl::cat(benchCategory), cl::desc("Causal query rows"));
+static cl::opt<bool> causalOpt("causal", cl::cat(benchCategory),
+                               cl::desc("Causal query rows"));
 static cl::opt<int> itersOpt("iters", cl::cat(benchCategory), cl::init(20),
                              cl::desc("Timed iterations"));
 static cl::opt<int> warmupOpt("warmup", cl::cat(benchCategory), cl::init(5),
                               cl::desc("Untimed iterations first"));
-static cl::opt<std::string> splitsOpt("splits", cl::cat(benchCategory), cl::init("auto"),
+static cl::opt<std::string> splitsOpt("splits", cl::cat(benchCategory),
+                                      cl::init("auto"),
                                       cl::desc("'auto' (from --policy) or "
                                                "pieces per request"));
 static cl::opt<std::string>
@@ -70,7 +74,8 @@ static cl::opt<std::string>
               cl::desc("Split policy for --splits auto: grid (one uniform "
                        "count fitted to the SMs, chooseGridSplits), "
                        "heuristic, balanced or batch-invariant"));
-static cl::opt<std::string> tileOpt("tile", cl::cat(benchCategory), cl::init(""),
+static cl::opt<std::string> tileOpt("tile", cl::cat(benchCategory),
+                                    cl::init(""),
                                     cl::desc("Tiling RxWxKxS (default: "
                                              "chooseDecodeTiling)"));
 static cl::opt<bool> noFlush("no-flush", cl::cat(benchCategory),
@@ -82,13 +87,14 @@ static cl::opt<bool> checkBench(
     "check-bench", cl::cat(benchCategory),
     cl::desc("With --check: check the timing shapes (batch capped at 4, "
              "every request at seq) instead of the mixed-length batches"));
-static cl::opt<bool> noPoison(
-    "no-poison",
-    cl::desc("--check: fill unused cache slots with zeros, not NaN"));
+static cl::opt<bool>
+    noPoison("no-poison",
+             cl::desc("--check: fill unused cache slots with zeros, not NaN"));
 static cl::opt<bool> listSpecs("list-specs", cl::cat(benchCategory),
                                cl::desc("Print the kernel specs the timing "
                                         "shapes and --check use, and exit"));
-static cl::opt<std::string> chipOpt("chip", cl::cat(benchCategory), cl::init(""),
+static cl::opt<std::string> chipOpt("chip", cl::cat(benchCategory),
+                                    cl::init(""),
                                     cl::desc("sm_90a or sm_100a (default: "
                                              "device 0's)"));
 
@@ -105,7 +111,6 @@ struct Shape {
   int64_t batch, heads, seq, sq;
   bool causal;
 };
-
 
 llvm::Expected<Chip> targetChip() {
   if (chipOpt.empty())
@@ -197,7 +202,8 @@ llvm::Expected<SplitBounds> planFor(const DecodeKernelSpec &spec,
     int64_t k = 0;
     if (splits.getAsInteger(10, k) || k < 1)
       return llvm::createStringError("--splits must be 'auto' or a positive "
-                                     "integer, got '" + splits + "'");
+                                     "integer, got '" +
+                                     splits + "'");
     return planUniformBounds(lens, k, spec.shape.pageSize);
   }
   if (policy == "grid") {
@@ -264,10 +270,12 @@ llvm::Expected<Problem> makeProblem(const CudaDriver &driver,
   size_t outCount = batch * shape.queryRows * shape.numHeads * shape.latentDim;
   size_t lseCount = batch * shape.numHeads * shape.queryRows;
   auto alloc = [&](size_t bytes) { return DeviceBuffer::alloc(driver, bytes); };
-  llvm::Expected<DeviceBuffer> q = alloc(qCount * 2), cache = alloc(cacheCount * 2),
+  llvm::Expected<DeviceBuffer> q = alloc(qCount * 2),
+                               cache = alloc(cacheCount * 2),
                                bt = alloc(table.size() * 4),
                                sl = alloc(lens.size() * 4),
-                               out = alloc(outCount * 2), lse = alloc(lseCount * 4);
+                               out = alloc(outCount * 2),
+                               lse = alloc(lseCount * 4);
   for (llvm::Expected<DeviceBuffer> *b : {&q, &cache, &bt, &sl, &out, &lse})
     if (!*b)
       return b->takeError();
@@ -289,8 +297,13 @@ llvm::Expected<Problem> makeProblem(const CudaDriver &driver,
     if (llvm::Error error =
             upload(driver, cache->get(), cacheHost.data(), cacheCount * 2))
       return std::move(error);
-    *host = {batch, maxPages, numPages, std::move(qHost), std::move(cacheHost),
-             table, std::vector<int32_t>(lens.begin(), lens.end())};
+    *host = {batch,
+             maxPages,
+             numPages,
+             std::move(qHost),
+             std::move(cacheHost),
+             table,
+             std::vector<int32_t>(lens.begin(), lens.end())};
   } else if (llvm::Error error = fillDevice(driver, cache->get(), cacheCount,
                                             randomBf16(1 << 24, rng))) {
     return std::move(error);
@@ -298,18 +311,18 @@ llvm::Expected<Problem> makeProblem(const CudaDriver &driver,
   if (llvm::Error error =
           upload(driver, bt->get(), table.data(), table.size() * 4))
     return std::move(error);
-  if (llvm::Error error = upload(driver, sl->get(), lens.data(), lens.size() * 4))
+  if (llvm::Error error =
+          upload(driver, sl->get(), lens.data(), lens.size() * 4))
     return std::move(error);
-  return Problem{batch,         maxPages,      numPages,
-                 std::move(*q), std::move(*cache), std::move(*bt),
-                 std::move(*sl), std::move(*out), std::move(*lse)};
+  return Problem{batch,          maxPages,          numPages,
+                 std::move(*q),  std::move(*cache), std::move(*bt),
+                 std::move(*sl), std::move(*out),   std::move(*lse)};
 }
 
 /// Uploads `bounds` into a fresh workspace and returns it with the args.
-llvm::Expected<DeviceBuffer> prepare(const CudaDriver &driver,
-                                     const GpuDecoder &decoder,
-                                     const Problem &p, const SplitBounds &bounds,
-                                     DecodeArgs &args) {
+llvm::Expected<DeviceBuffer>
+prepare(const CudaDriver &driver, const GpuDecoder &decoder, const Problem &p,
+        const SplitBounds &bounds, DecodeArgs &args) {
   size_t bytes = decoder.workspaceBytes(p.batch, bounds.numSplits);
   llvm::Expected<DeviceBuffer> workspace = DeviceBuffer::alloc(driver, bytes);
   if (!workspace)
@@ -362,8 +375,8 @@ llvm::Error timeShape(const CudaDriver &driver, const KernelCache &cache,
   auto destroyStream =
       llvm::scope_exit([&] { (void)api.streamDestroy(stream); });
   CUevent start, stop;
-  if (llvm::Error error = driver.check(api.eventCreate(&start, CU_EVENT_DEFAULT),
-                                       "cuEventCreate"))
+  if (llvm::Error error = driver.check(
+          api.eventCreate(&start, CU_EVENT_DEFAULT), "cuEventCreate"))
     return error;
   auto destroyStart = llvm::scope_exit([&] { (void)api.eventDestroy(start); });
   if (llvm::Error error = driver.check(api.eventCreate(&stop, CU_EVENT_DEFAULT),
@@ -382,12 +395,12 @@ llvm::Error timeShape(const CudaDriver &driver, const KernelCache &cache,
   for (int i = 0; i < itersOpt; ++i) {
     if (flush)
       if (llvm::Error error = driver.check(
-              api.memsetD8Async(flush, static_cast<unsigned char>(i), flushBytes,
-                                stream),
+              api.memsetD8Async(flush, static_cast<unsigned char>(i),
+                                flushBytes, stream),
               "cuMemsetD8Async"))
         return error;
-    if (llvm::Error error = driver.check(api.eventRecord(start, stream),
-                                         "cuEventRecord"))
+    if (llvm::Error error =
+            driver.check(api.eventRecord(start, stream), "cuEventRecord"))
       return error;
     if (llvm::Error error = decoder->run(stream, args))
       return error;
@@ -404,17 +417,18 @@ llvm::Error timeShape(const CudaDriver &driver, const KernelCache &cache,
     times.push_back(ms);
   }
   std::sort(times.begin(), times.end());
-  double median = times.empty() ? 0
-                  : times.size() % 2 ? times[times.size() / 2]
-                                     : (times[times.size() / 2 - 1] +
-                                        times[times.size() / 2]) / 2;
+  double median =
+      times.empty() ? 0
+      : times.size() % 2
+          ? times[times.size() / 2]
+          : (times[times.size() / 2 - 1] + times[times.size() / 2]) / 2;
   double best = times.empty() ? 0 : times.front();
 
   // Primer section 9.
   const DecodeShape &s = spec->shape;
   double totalLen = static_cast<double>(shape.batch) * shape.seq;
-  double flops = 2.0 * s.queryRows * totalLen * s.numHeads *
-                 (s.rowDim() + s.latentDim);
+  double flops =
+      2.0 * s.queryRows * totalLen * s.numHeads * (s.rowDim() + s.latentDim);
   double bytes = (totalLen * s.rowDim() +
                   shape.batch * s.queryRows * s.numHeads * s.rowDim() +
                   shape.batch * s.queryRows * s.numHeads * s.latentDim) *
@@ -434,7 +448,8 @@ llvm::Error runTiming(const CudaDriver &driver, const KernelCache &cache,
   size_t flushBytes = size_t(512) << 20;
   std::optional<DeviceBuffer> flush;
   if (!noFlush) {
-    llvm::Expected<DeviceBuffer> buffer = DeviceBuffer::alloc(driver, flushBytes);
+    llvm::Expected<DeviceBuffer> buffer =
+        DeviceBuffer::alloc(driver, flushBytes);
     if (!buffer)
       return buffer.takeError();
     flush.emplace(std::move(*buffer));
@@ -526,9 +541,9 @@ llvm::Expected<bool> checkShape(const CudaDriver &driver,
   const DecodeShape &s = spec->shape;
   std::mt19937 rng(42 + shape.heads * 10 + shape.sq);
   // Benchmark shapes: every request at `seq`, as timed; else mixed lengths.
-  std::vector<int32_t> lens =
-      benchShape ? std::vector<int32_t>(shape.batch, shape.seq)
-                 : checkSeqLens(shape);
+  std::vector<int32_t> lens = benchShape
+                                  ? std::vector<int32_t>(shape.batch, shape.seq)
+                                  : checkSeqLens(shape);
   bench::DecodeInputs host;
   llvm::Expected<Problem> problem = makeProblem(driver, s, lens, rng, &host);
   if (!problem)
@@ -541,8 +556,12 @@ llvm::Expected<bool> checkShape(const CudaDriver &driver,
 
   bool allPassed = true;
   const std::pair<const char *, const char *> choices[] = {
-      {"1", ""},    {"7", ""},        {"64", ""},
-      {"auto", "grid"}, {"auto", "heuristic"}, {"auto", "balanced"},
+      {"1", ""},
+      {"7", ""},
+      {"64", ""},
+      {"auto", "grid"},
+      {"auto", "heuristic"},
+      {"auto", "balanced"},
       {"auto", "batch-invariant"}};
   for (auto [splits, policy] : choices) {
     if (benchShape && llvm::StringRef(policy) != "grid")
@@ -558,8 +577,8 @@ llvm::Expected<bool> checkShape(const CudaDriver &driver,
       return workspace.takeError();
     if (llvm::Error error = decoder->run(nullptr, args))
       return std::move(error);
-    if (llvm::Error error = driver.check(driver.api().streamSynchronize(nullptr),
-                                         "cuStreamSynchronize"))
+    if (llvm::Error error = driver.check(
+            driver.api().streamSynchronize(nullptr), "cuStreamSynchronize"))
       return std::move(error);
     std::vector<uint16_t> out(refOut.size());
     std::vector<float> lse(refLse.size());
@@ -595,8 +614,8 @@ llvm::Expected<bool> checkShape(const CudaDriver &driver,
     llvm::outs() << llvm::format(
         "N=%-3lld Sq=%lld causal=%d splits=%-4s %-15s S=%-3lld "
         "max|out err|=%.3e max|lse err|=%.3e %s\n",
-        (long long)s.numHeads, (long long)s.queryRows, s.causal ? 1 : 0,
-        splits, policy, (long long)bounds->numSplits, outErr, lseErr,
+        (long long)s.numHeads, (long long)s.queryRows, s.causal ? 1 : 0, splits,
+        policy, (long long)bounds->numSplits, outErr, lseErr,
         passed ? "PASS" : "FAIL");
     if (!passed)
       llvm::outs() << "  " << bad << " values outside tolerance\n";
@@ -619,9 +638,9 @@ llvm::Expected<bool> runCheck(const CudaDriver &driver,
                                 "at seq"
                               : "seq_lens {0, 1 (2 for causal Sq=2), 63, 64, "
                                 "65, 8191}")
-               << "; unused cache slots "
-               << (noPoison ? "zero" : "NaN") << "; tolerance |out| "
-               << kOutTol << ", |lse| " << kLseTol << " absolute\n";
+               << "; unused cache slots " << (noPoison ? "zero" : "NaN")
+               << "; tolerance |out| " << kOutTol << ", |lse| " << kLseTol
+               << " absolute\n";
   bool passed = true;
   if (checkBench) {
     // The timing shapes themselves (batch capped at 4 to bound the float64

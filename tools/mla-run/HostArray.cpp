@@ -1,10 +1,10 @@
 //===- HostArray.cpp - owned host arrays and .npy files for mla-run -------===//
 
 #include "HostArray.h"
+#include "mlir/IR/BuiltinTypeInterfaces.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/raw_ostream.h"
-#include "mlir/IR/BuiltinTypeInterfaces.h"
 #include <cmath>
 #include <cstring>
 
@@ -200,8 +200,8 @@ llvm::Expected<HostArray> mla::readNpy(llvm::StringRef path, DType dtype,
 
   bool shapeMatches = fileShape.size() == shape.size();
   for (size_t i = 0; shapeMatches && i < shape.size(); ++i)
-    shapeMatches = mlir::ShapedType::isDynamic(shape[i]) ||
-                   shape[i] == fileShape[i];
+    shapeMatches =
+        mlir::ShapedType::isDynamic(shape[i]) || shape[i] == fileShape[i];
   if (!shapeMatches)
     return fail("has shape " + formatShape(fileShape) + ", expected " +
                 formatShape(shape));
@@ -213,8 +213,8 @@ llvm::Expected<HostArray> mla::readNpy(llvm::StringRef path, DType dtype,
   bool bytes = (dtype == DType::i8 || dtype == DType::u8) &&
                (fileDType == "|i1" || fileDType == "|u1");
   if (!fromF32 && !fromI64 && !bytes && fileDType != npyDescr(dtype))
-    return fail("has dtype '" + fileDType + "', expected '" +
-                npyDescr(dtype) + "' for " + getDTypeName(dtype));
+    return fail("has dtype '" + fileDType + "', expected '" + npyDescr(dtype) +
+                "' for " + getDTypeName(dtype));
 
   HostArray array(dtype, fileShape);
   int64_t n = array.getNumElements();
@@ -252,8 +252,7 @@ llvm::Error mla::writeNpy(llvm::StringRef path, DType dtype,
   if (shape.size() == 1)
     dims += ",";
   std::string header = "{'descr': '" + npyDescr(dtype).str() +
-                       "', 'fortran_order': False, 'shape': (" + dims +
-                       "), }";
+                       "', 'fortran_order': False, 'shape': (" + dims + "), }";
   // Magic (6) + version (2) + length (2) + header + '\n', padded with spaces
   // to a multiple of 64 bytes so the data is aligned.
   size_t total = 10 + header.size() + 1;

@@ -30,9 +30,7 @@ public:
   const char *getData() const { return bytes.data(); }
 
   /// A view for CpuExecutor calls.
-  HostTensor getTensor() {
-    return HostTensor{bytes.data(), dtype, shape};
-  }
+  HostTensor getTensor() { return HostTensor{bytes.data(), dtype, shape}; }
 
   /// Element `i` (flat, row-major) converted to double.
   double get(int64_t i) const;

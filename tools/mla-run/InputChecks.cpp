@@ -88,8 +88,8 @@ private:
                            ArrayRef<int64_t> offsets, int64_t rows,
                            StringRef rowsDesc) const;
 
-  llvm::Error visitDecode(Operation *op, Value q, Value cache,
-                          Value blockTable, Value seqLens, bool causal);
+  llvm::Error visitDecode(Operation *op, Value q, Value cache, Value blockTable,
+                          Value seqLens, bool causal);
   llvm::Error visitPrefill(Operation *op, Value q, Value cache,
                            Value blockTable, Value seqLens,
                            Value queryStartLoc);
@@ -117,9 +117,9 @@ llvm::Error TableChecker::checkLens(Operation *op, Value lens,
     if (capacity >= 0 && len > capacity)
       return fail(op, lens, "seq_lens",
                   "seq_lens[" + Twine(b) + "] = " + Twine(len) +
-                      " exceeds the block table's capacity " +
-                      Twine(capacity) + " (" + Twine(cols) + " pages of " +
-                      Twine(pageSize) + ")");
+                      " exceeds the block table's capacity " + Twine(capacity) +
+                      " (" + Twine(cols) + " pages of " + Twine(pageSize) +
+                      ")");
   }
   return llvm::Error::success();
 }
@@ -132,18 +132,17 @@ llvm::Error TableChecker::checkPages(Operation *op, Value blockTable,
   int64_t cols = dim(blockTable, 1);
   if (end <= begin || !known(pageSize) || !known(cols))
     return llvm::Error::success();
-  for (int64_t k = begin / pageSize; k < (end + pageSize - 1) / pageSize;
-       ++k) {
+  for (int64_t k = begin / pageSize; k < (end + pageSize - 1) / pageSize; ++k) {
     if (k >= cols)
       return fail(op, blockTable, "block_table",
                   "request " + Twine(b) + " reads logical page " + Twine(k) +
                       " but the block table has " + Twine(cols) + " columns");
     int64_t page = table[b * cols + k];
     if (page < 0 || (known(pages) && page >= pages))
-      return fail(op, blockTable, "block_table",
-                  "block_table[" + Twine(b) + ", " + Twine(k) + "] = " +
-                      Twine(page) + " is not a page of the cache (0.." +
-                      Twine(pages - 1) + ")");
+      return fail(
+          op, blockTable, "block_table",
+          "block_table[" + Twine(b) + ", " + Twine(k) + "] = " + Twine(page) +
+              " is not a page of the cache (0.." + Twine(pages - 1) + ")");
   }
   return llvm::Error::success();
 }
@@ -172,15 +171,16 @@ llvm::Error TableChecker::visitDecode(Operation *op, Value q, Value cache,
   std::optional<SmallVector<int64_t>> lens = values(seqLens);
   if (!lens)
     return llvm::Error::success();
-  if (llvm::Error err = checkLens(op, seqLens, *lens, blockTable, dim(cache, 1)))
+  if (llvm::Error err =
+          checkLens(op, seqLens, *lens, blockTable, dim(cache, 1)))
     return err;
   int64_t sq = dim(q, 1);
   if (causal && known(sq))
     for (auto [b, len] : llvm::enumerate(*lens))
       if (len > 0 && len < sq)
         return fail(op, seqLens, "seq_lens",
-                    "causal decode needs seq_lens[" + Twine(b) + "] = " +
-                        Twine(len) + " >= Sq " + Twine(sq) +
+                    "causal decode needs seq_lens[" + Twine(b) +
+                        "] = " + Twine(len) + " >= Sq " + Twine(sq) +
                         " (the query rows are the last Sq cache rows)");
   std::optional<SmallVector<int64_t>> table = values(blockTable);
   if (!table)
@@ -202,7 +202,8 @@ llvm::Error TableChecker::visitPrefill(Operation *op, Value q, Value cache,
   std::optional<SmallVector<int64_t>> lens = values(seqLens);
   if (!lens)
     return llvm::Error::success();
-  if (llvm::Error err = checkLens(op, seqLens, *lens, blockTable, dim(cache, 1)))
+  if (llvm::Error err =
+          checkLens(op, seqLens, *lens, blockTable, dim(cache, 1)))
     return err;
   if (qsl && qsl->size() == lens->size() + 1)
     for (auto [b, len] : llvm::enumerate(*lens))

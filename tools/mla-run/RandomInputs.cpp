@@ -74,9 +74,8 @@ public:
 
 private:
   llvm::Error visit(Operation *op);
-  llvm::Error visitDecode(Value q, Value cache, Value blockTable,
-                          Value seqLens, CacheLayoutAttr layout, bool causal,
-                          int64_t latent);
+  llvm::Error visitDecode(Value q, Value cache, Value blockTable, Value seqLens,
+                          CacheLayoutAttr layout, bool causal, int64_t latent);
   llvm::Error visitPrefill(PrefillOp op);
   llvm::Error visitGather(GatherCacheOp op);
   llvm::Error visitCacheWrite(CacheWriteOp op);
@@ -133,8 +132,8 @@ private:
 
   /// `total` split into `parts` non-negative sizes of at most `maxPart`
   /// each: random cuts, or an even split if the cuts exceed `maxPart`.
-  std::optional<llvm::SmallVector<int64_t>>
-  split(int64_t total, int64_t parts, int64_t maxPart);
+  std::optional<llvm::SmallVector<int64_t>> split(int64_t total, int64_t parts,
+                                                  int64_t maxPart);
 
   /// Fills an argument with i32 `values`.
   void fillInts(unsigned arg, llvm::ArrayRef<int64_t> ints) {
@@ -314,9 +313,8 @@ llvm::Error Generator::visitGather(GatherCacheOp op) {
   fillBlockTable(op.getBlockTable(), dim(op.getCache(), 0));
   int64_t batch = dim(op.getBlockTable(), 0);
   int64_t capacity = dim(op.getBlockTable(), 1) * dim(op.getCache(), 1);
-  std::optional<llvm::SmallVector<int64_t>> rows =
-      split(std::min(dim(op.getWorkspace(), 0), batch * capacity), batch,
-            capacity);
+  std::optional<llvm::SmallVector<int64_t>> rows = split(
+      std::min(dim(op.getWorkspace(), 0), batch * capacity), batch, capacity);
   if (std::optional<unsigned> arg = pending(op.getCuRows())) {
     llvm::SmallVector<int64_t> cu{0};
     for (int64_t r : *rows)
@@ -344,16 +342,15 @@ llvm::Error Generator::visitPrefill(PrefillOp op) {
     std::optional<llvm::SmallVector<int64_t>> qLens =
         split(tokens, batch, capacity);
     if (!qLens)
-      return llvm::createStringError(
-          Twine(tokens) + " tokens do not fit in " + Twine(batch) +
-          " requests of at most " + Twine(capacity) + " positions");
+      return llvm::createStringError(Twine(tokens) + " tokens do not fit in " +
+                                     Twine(batch) + " requests of at most " +
+                                     Twine(capacity) + " positions");
     llvm::SmallVector<int64_t> qsl{0};
     for (int64_t n : *qLens)
       qsl.push_back(qsl.back() + n);
     fillInts(*arg, qsl);
   }
-  std::optional<llvm::SmallVector<int64_t>> qsl =
-      known(op.getQueryStartLoc());
+  std::optional<llvm::SmallVector<int64_t>> qsl = known(op.getQueryStartLoc());
   if (!qsl)
     return llvm::createStringError(
         "cannot draw seq_lens: query_start_loc is neither an argument nor a "

@@ -139,8 +139,7 @@ static llvm::Expected<func::FuncOp> findEntry(ModuleOp module) {
   if (!entryName.empty()) {
     auto func = module.lookupSymbol<func::FuncOp>(entryName);
     if (!func || func.isExternal())
-      return error("the module has no function @" + entryName +
-                   " with a body");
+      return error("the module has no function @" + entryName + " with a body");
     return func;
   }
   SmallVector<func::FuncOp> candidates;
@@ -160,9 +159,9 @@ static llvm::Expected<SmallVector<TensorSpec>> getSpecs(TypeRange types,
   SmallVector<TensorSpec> specs;
   for (auto [i, type] : llvm::enumerate(types)) {
     auto shaped = dyn_cast<ShapedType>(type);
-    std::optional<DType> dtype =
-        shaped && shaped.hasRank() ? getDTypeOf(shaped.getElementType())
-                                   : std::nullopt;
+    std::optional<DType> dtype = shaped && shaped.hasRank()
+                                     ? getDTypeOf(shaped.getElementType())
+                                     : std::nullopt;
     if (!dtype)
       return error(what + " " + Twine(i) + " has type " + typeString(type) +
                    "; mla-run passes ranked f32, f16, bf16, i32 and i8 "
@@ -327,18 +326,17 @@ getDecodeWork(func::FuncOp func, llvm::ArrayRef<HostArray> inputs) {
   double rowDim = q.getDimSize(3);
   double latent = cast<RankedTensorType>(op.getOut().getType()).getDimSize(3);
   double actBytes = q.getElementTypeBitWidth() / 8;
-  double rowBytes =
-      cache.getDimSize(2) * (cache.getElementTypeBitWidth() / 8);
+  double rowBytes = cache.getDimSize(2) * (cache.getElementTypeBitWidth() / 8);
   double flops = 2 * sq * tokens * heads * (rowDim + latent);
-  double bytes = tokens * rowBytes +
-                 batch * sq * heads * (rowDim + latent) * actBytes;
+  double bytes =
+      tokens * rowBytes + batch * sq * heads * (rowDim + latent) * actBytes;
   return std::pair(flops, bytes);
 }
 
 /// Writes `array` to `path` and prints a line describing it.
 static llvm::Error writeResult(const HostArray &array, StringRef path) {
-  if (llvm::Error err = writeNpy(path, array.getDType(), array.getShape(),
-                                 array.getData()))
+  if (llvm::Error err =
+          writeNpy(path, array.getDType(), array.getShape(), array.getData()))
     return err;
   llvm::outs() << "  " << llvm::sys::path::stem(path) << ": "
                << getDTypeIRName(array.getDType()) << " "

@@ -214,8 +214,7 @@ TEST(ArgRules, MergeStatesLseLayout) {
       messageOf(checkMergeStates(Device::CPU, outBf16, lse, outBf16, lse)),
       "out_a must be float32 or float16, got bfloat16");
   EXPECT_EQ(
-      messageOf(checkMergeStates(Device::GPU, outBf16, lse, outBf16, lse)),
-      "");
+      messageOf(checkMergeStates(Device::GPU, outBf16, lse, outBf16, lse)), "");
 }
 
 TEST(ArgRules, GatherCacheTables) {
@@ -252,19 +251,18 @@ TEST(ArgRules, GatherCacheTables) {
   EXPECT_EQ(messageOf(check(Device::CPU, true)),
             "cu_rows must be non-decreasing, but cu_rows[2] = 15 < "
             "cu_rows[1] = 16");
-  EXPECT_EQ(messageOf(checkGatherCache(Device::CPU, cache,
-                                       tensor(DType::i32, {2, 3}),
-                                       tensor(DType::i32, {2}),
-                                       tensor(DType::i32, {3}), ws, 80,
-                                       CacheFormat())),
+  EXPECT_EQ(messageOf(checkGatherCache(
+                Device::CPU, cache, tensor(DType::i32, {2, 3}),
+                tensor(DType::i32, {2}), tensor(DType::i32, {3}), ws, 80,
+                CacheFormat())),
             "latent_dim = 80 must be in [1, 79]: workspace rows are L + R "
             "wide with R >= 1");
 }
 
 TEST(ArgRules, UpProjKvWeights) {
   HostTensor latent = tensor(DType::f32, {5, 64});
-  llvm::Expected<UpProjKvCall> call = checkUpProjKv(
-      Device::CPU, latent, tensor(DType::f32, {39, 64}), 3, 8, 5);
+  llvm::Expected<UpProjKvCall> call =
+      checkUpProjKv(Device::CPU, latent, tensor(DType::f32, {39, 64}), 3, 8, 5);
   ASSERT_TRUE(!!call) << messageOf(call.takeError());
   EXPECT_EQ(call->rows, 5);
   EXPECT_EQ(messageOf(checkUpProjKv(Device::CPU, latent,
@@ -290,7 +288,8 @@ TEST(ArgRules, MhaSeqlens) {
   EXPECT_EQ(call->batch, 2);
   EXPECT_EQ(call->valueDim, 16);
   cuK[2] = 11;
-  EXPECT_EQ(messageOf(check()), "cu_seqlens_k ends at 11, past the 10 rows of k");
+  EXPECT_EQ(messageOf(check()),
+            "cu_seqlens_k ends at 11, past the 10 rows of k");
   cuK[2] = 9;
   cuQ[0] = 1;
   EXPECT_EQ(messageOf(check()), "cu_seqlens_q[0] = 1 must be 0");

@@ -74,8 +74,8 @@ TEST(GpuDecode, UniformBoundsCoverEachRequestInAlignedPieces) {
 TEST(GpuDecode, UniformBoundsRejectBadCounts) {
   EXPECT_TRUE(contains(errorText(planUniformBounds({1}, 0, 64).takeError()),
                        "number of splits must be in [1, 65535]"));
-  EXPECT_TRUE(contains(
-      errorText(planUniformBounds({1}, 65536, 64).takeError()), "65536"));
+  EXPECT_TRUE(contains(errorText(planUniformBounds({1}, 65536, 64).takeError()),
+                       "65536"));
   EXPECT_TRUE(contains(errorText(planUniformBounds({-3}, 2, 64).takeError()),
                        "seq_lens[0] = -3 is negative"));
 }
@@ -91,8 +91,8 @@ TEST(GpuDecode, PlannedBoundsFollowThePolicy) {
   std::vector<int32_t> lens = {0, 1, 4096, 8191};
 
   llvm::Expected<SplitBounds> invariant = planBounds(
-      lens, decodePlanOptions(spec, mla::plan::SplitPolicy::BatchInvariant,
-                              132));
+      lens,
+      decodePlanOptions(spec, mla::plan::SplitPolicy::BatchInvariant, 132));
   ASSERT_TRUE(static_cast<bool>(invariant));
   EXPECT_EQ(invariant->numSplits, 1);
   EXPECT_EQ(invariant->bounds,
@@ -170,7 +170,8 @@ TEST(GpuDecode, ArgumentsAreValidatedWithoutAGpu) {
   rejects([](DecodeArgs &a) { a.cache += 8; }, "cache is not 16-byte aligned");
   rejects([](DecodeArgs &a) { a.seqLens += 2; },
           "seq_lens is not 4-byte aligned");
-  rejects([](DecodeArgs &a) { a.batch = 0; }, "batch size must be in [1, 65535]");
+  rejects([](DecodeArgs &a) { a.batch = 0; },
+          "batch size must be in [1, 65535]");
   rejects([](DecodeArgs &a) { a.batch = 70000; }, "got 70000");
   rejects([](DecodeArgs &a) { a.maxPages = 0; }, "at least one column");
   rejects([](DecodeArgs &a) { a.maxPages = int64_t(1) << 30; },
@@ -257,7 +258,8 @@ TEST(GpuDecode, CacheMissNamesTheAotCommand) {
 
   // A fallback's failure is the load's failure, and nothing is stored.
   decoder = GpuDecoder::fromCache(
-      spec, cache, [](const DecodeKernelSpec &) -> llvm::Expected<std::vector<char>> {
+      spec, cache,
+      [](const DecodeKernelSpec &) -> llvm::Expected<std::vector<char>> {
         return llvm::createStringError("compiler unavailable");
       });
   ASSERT_FALSE(static_cast<bool>(decoder));

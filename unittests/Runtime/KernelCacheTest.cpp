@@ -12,8 +12,8 @@
 #include "llvm/ADT/SmallString.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/MemoryBuffer.h"
-#include "llvm/Support/raw_ostream.h"
 #include "llvm/Support/Path.h"
+#include "llvm/Support/raw_ostream.h"
 #include "gtest/gtest.h"
 #include <cstdlib>
 #include <functional>
@@ -290,7 +290,8 @@ TEST(KernelCache, DamagedEntriesAreReportedRemovedAndMissed) {
        "checksum mismatch"},
       {"bit flip in the length", [](std::vector<char> &f) { f[17] ^= 0x01; },
        "the header says"},
-      {"garbage", [](std::vector<char> &f) { std::fill(f.begin(), f.end(), 'x'); },
+      {"garbage",
+       [](std::vector<char> &f) { std::fill(f.begin(), f.end(), 'x'); },
        "bad magic"},
       {"old headerless image",
        [&](std::vector<char> &f) { f.assign(image.begin(), image.end()); },
@@ -332,7 +333,8 @@ TEST(KernelCache, EntryOfAnotherSpecIsAMiss) {
     reports.push_back(message.str());
   });
   std::string key = computeKernelCacheKey(kSpec, kPipeline, kToolchain, kChip);
-  ASSERT_FALSE(llvm::errorToBool(cache.store(key, "another spec", bytesOf("x"))));
+  ASSERT_FALSE(
+      llvm::errorToBool(cache.store(key, "another spec", bytesOf("x"))));
   EXPECT_FALSE(cache.lookup(key, kSpec).has_value());
   ASSERT_EQ(reports.size(), 1u);
   EXPECT_NE(reports[0].find("holds spec 'another spec', not '" +

@@ -158,8 +158,7 @@ TEST(KernelSpecTest, KeyChangesWithEveryField) {
 }
 
 TEST(KernelSpecTest, MalformedTextIsRejected) {
-  const std::string rest =
-      " N=128 Sq=1 L=512 R=64 page=64 dtype=bf16 causal=0";
+  const std::string rest = " N=128 Sq=1 L=512 R=64 page=64 dtype=bf16 causal=0";
   EXPECT_NE(parseError("").find("starts with its family 'decode'"),
             std::string::npos);
   EXPECT_NE(parseError("prefill chip=sm_90a" + rest).find("'decode'"),
@@ -233,8 +232,9 @@ namespace {
 
 const char *const kCacheWriteBf16 =
     "cache_write chip=sm_90a L=512 R=64 page=64 dtype=bf16 format=bf16";
-const char *const kCacheWriteFp8 = "cache_write chip=sm_90a L=512 R=64 page=64 "
-                                   "dtype=bf16 format=fp8_e4m3 scale=0x3f800000";
+const char *const kCacheWriteFp8 =
+    "cache_write chip=sm_90a L=512 R=64 page=64 "
+    "dtype=bf16 format=fp8_e4m3 scale=0x3f800000";
 const char *const kAbsorbQ =
     "absorb_q chip=sm_90a N=128 P=128 L=512 R=64 dtype=bf16";
 const char *const kUpProjOut =
@@ -254,7 +254,8 @@ std::string parseAnyError(const std::string &text) {
   return error;
 }
 
-TEST(KernelSpecTest, DefaultCacheWriteAndProjectionSpecsPrintTheDocumentedText) {
+TEST(KernelSpecTest,
+     DefaultCacheWriteAndProjectionSpecsPrintTheDocumentedText) {
   EXPECT_EQ(toString(CacheWriteKernelSpec()), kCacheWriteBf16);
   CacheWriteKernelSpec fp8;
   fp8.shape.format = CacheFormat::FP8E4M3;
@@ -283,7 +284,8 @@ TEST(KernelSpecTest, EveryFamilyRoundTripsThroughTheDispatchingParser) {
     EXPECT_EQ(toString(spec), text);
     EXPECT_EQ(cacheKeyFor(parseAnyOrDie(toString(spec))), cacheKeyFor(spec));
   }
-  EXPECT_TRUE(std::holds_alternative<DecodeKernelSpec>(parseAnyOrDie(kDeepSeek)));
+  EXPECT_TRUE(
+      std::holds_alternative<DecodeKernelSpec>(parseAnyOrDie(kDeepSeek)));
   KernelSpec cacheWrite = parseAnyOrDie(
       "cache_write format=fp8_e4m3 scale=0.02 dtype=f16 page=32 R=64 L=512 "
       "chip=sm90");
@@ -379,8 +381,7 @@ TEST(KernelSpecTest, MalformedCacheWriteAndProjectionTextIsRejected) {
   rejects(cw + "dtype=bf16", "missing format");
   rejects(cw + "dtype=fp8 format=bf16", "dtype must be bf16, f16 or f32");
   rejects(cw + "dtype=bf16 format=fp8", "format must be bf16, f16, f32");
-  rejects(cw + "dtype=bf16 format=fp8_e4m3",
-          "format fp8_e4m3 needs scale");
+  rejects(cw + "dtype=bf16 format=fp8_e4m3", "format fp8_e4m3 needs scale");
   rejects(cw + "dtype=bf16 format=bf16 scale=0x3f800000",
           "scale is only used by format fp8_e4m3, not bf16");
   rejects(cw + "dtype=bf16 format=fp8_e4m3 scale=0", "scale must be");
@@ -437,10 +438,10 @@ TEST(KernelSpecTest, PrefillFamiliesPrintParseAndRoundTrip) {
     KernelSpec spec = parseAnyOrDie(text);
     EXPECT_EQ(toString(spec), text);
     EXPECT_EQ(cacheKeyFor(parseAnyOrDie(toString(spec))), cacheKeyFor(spec));
-    EXPECT_EQ(pipelineFor(spec), std::string("mla-to-nvvm{chip=") +
-                                     (std::strstr(text, "sm_100a") ? "sm_100a"
-                                                                   : "sm_90a") +
-                                     " format=bin}");
+    EXPECT_EQ(pipelineFor(spec),
+              std::string("mla-to-nvvm{chip=") +
+                  (std::strstr(text, "sm_100a") ? "sm_100a" : "sm_90a") +
+                  " format=bin}");
   }
   KernelSpec g = parseAnyOrDie("gather_cache format=fp8_e4m3 scale=0.5 "
                                "dtype=f32 page=32 R=64 L=512 chip=sm90");
@@ -472,10 +473,10 @@ TEST(KernelSpecTest, PrefillKeysChangeWithEveryField) {
   varyGather([](GatherCacheKernelSpec &s) { s.shape.row.latentDim = 256; });
   varyGather([](GatherCacheKernelSpec &s) { s.shape.row.ropeDim = 32; });
   varyGather([](GatherCacheKernelSpec &s) { s.shape.pageSize = 16; });
-  varyGather([](GatherCacheKernelSpec &s) { s.shape.row.input = ActType::F32; });
-  for (CacheFormat format :
-       {CacheFormat::F16, CacheFormat::F32, CacheFormat::FP8E4M3Token,
-        CacheFormat::FP8DsMla})
+  varyGather(
+      [](GatherCacheKernelSpec &s) { s.shape.row.input = ActType::F32; });
+  for (CacheFormat format : {CacheFormat::F16, CacheFormat::F32,
+                             CacheFormat::FP8E4M3Token, CacheFormat::FP8DsMla})
     varyGather([&](GatherCacheKernelSpec &s) { s.shape.row.format = format; });
   // A gather is another kernel than the cache write of the same rows.
   add(CacheWriteKernelSpec());

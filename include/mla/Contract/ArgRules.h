@@ -174,12 +174,10 @@ struct UpProjKvCall {
   DType dtype = DType::f32;
   int64_t rows = 0, numHeads = 0, latentDim = 0, nopeDim = 0, valueDim = 0;
 };
-llvm::Expected<UpProjKvCall> checkUpProjKv(Device device,
-                                           const HostTensor &latent,
-                                           const HostTensor &kvBProj,
-                                           int64_t numHeads,
-                                           int64_t qkNopeHeadDim,
-                                           int64_t vHeadDim);
+llvm::Expected<UpProjKvCall>
+checkUpProjKv(Device device, const HostTensor &latent,
+              const HostTensor &kvBProj, int64_t numHeads,
+              int64_t qkNopeHeadDim, int64_t vHeadDim);
 
 /// mha(q [T, N, D], k [S, N, D], v [S, N, V], cu_seqlens_q [B+1],
 /// cu_seqlens_k [B+1]) -> out [T, N, V], lse [N, T].

@@ -58,8 +58,8 @@ inline constexpr int64_t kDsMlaTile = 128;
 
 /// The baked parameters of a cache_write kernel.
 struct CacheWriteShape {
-  int64_t latentDim = 512; // L
-  int64_t ropeDim = 64;    // R
+  int64_t latentDim = 512;       // L
+  int64_t ropeDim = 64;          // R
   ActType input = ActType::BF16; // kv_c and k_pe
   CacheFormat format = CacheFormat::BF16;
   float scale = 1.0f; // the per-tensor scale of fp8_e4m3 (else unused)
@@ -101,12 +101,13 @@ inline int64_t cacheRowBytes(const CacheWriteShape &s) {
 inline constexpr const char *kCacheWriteKernel = "mla_cache_write";
 inline constexpr int kCacheWriteNumParams = 6;
 inline constexpr int64_t kCacheWriteTokensPerCta = 4;
-inline constexpr int64_t kCacheWriteThreadsPerCta = 32 * kCacheWriteTokensPerCta;
+inline constexpr int64_t kCacheWriteThreadsPerCta =
+    32 * kCacheWriteTokensPerCta;
 
 inline LaunchDims cacheWriteLaunchDims(int64_t tokens) {
   LaunchDims dims;
-  dims.gridX = static_cast<uint32_t>(
-      (tokens + kCacheWriteTokensPerCta - 1) / kCacheWriteTokensPerCta);
+  dims.gridX = static_cast<uint32_t>((tokens + kCacheWriteTokensPerCta - 1) /
+                                     kCacheWriteTokensPerCta);
   dims.blockX = static_cast<uint32_t>(kCacheWriteThreadsPerCta);
   return dims;
 }
@@ -188,8 +189,8 @@ inline LaunchDims projectionLaunchDims(const ProjectionShape &s,
   dims.gridZ = static_cast<uint32_t>(s.numHeads);
   if (s.elem == ActType::F32) {
     dims.gridX = static_cast<uint32_t>(tokens);
-    dims.gridY = static_cast<uint32_t>(
-        (s.outDim + kProjFmaThreadsPerCta - 1) / kProjFmaThreadsPerCta);
+    dims.gridY = static_cast<uint32_t>((s.outDim + kProjFmaThreadsPerCta - 1) /
+                                       kProjFmaThreadsPerCta);
     dims.blockX = static_cast<uint32_t>(kProjFmaThreadsPerCta);
     return dims;
   }

@@ -16,7 +16,6 @@
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringRef.h"
 #include <climits>
-#include <climits>
 #include <cstdint>
 #include <optional>
 #include <string>

@@ -3,9 +3,10 @@
 // A kernel spec names everything a compiled image depends on besides the
 // toolchain: the op family (decode, cache_write, absorb_q, up_proj_out,
 // gather_cache, merge_states, up_proj_kv, mha), the
-// baked dimensions, dtypes, page size, tiling and chip. Its canonical text is hashed (with the pipeline name and the
-// toolchain version) into the kernel-cache key, so the JIT (which links
-// MLIR) and a serving process without MLIR find the same entry.
+// baked dimensions, dtypes, page size, tiling and chip. Its canonical text is
+// hashed (with the pipeline name and the toolchain version) into the
+// kernel-cache key, so the JIT (which links MLIR) and a serving process without
+// MLIR find the same entry.
 //
 // No MLIR or LLVM dependency.
 //

@@ -2,8 +2,8 @@
 //
 // Kernel names, parameter lists and launch geometry of the GPU kernels of
 // `mla.gather_cache`, `mla.merge_states`, `mla.up_proj_kv` and `mla.mha`
-// (the pieces of a chunked prefill, primer section 7), shared by the emitters in
-// lib/Conversion/MLAToGPU and the launchers in
+// (the pieces of a chunked prefill, primer section 7), shared by the emitters
+// in lib/Conversion/MLAToGPU and the launchers in
 // mla/GpuRuntime/PrefillLaunch.h. Like CacheProjectionABI.h it depends on
 // the C++ standard library only and follows its conventions: raw device
 // pointers then i32 scalars, dense row-major tensors, 16-byte aligned
@@ -57,8 +57,8 @@ inline constexpr int64_t kGatherThreadsPerCta = 32 * kGatherRowsPerCta;
 
 inline LaunchDims gatherCacheLaunchDims(int64_t workspaceRows) {
   LaunchDims dims;
-  dims.gridX = static_cast<uint32_t>(
-      (workspaceRows + kGatherRowsPerCta - 1) / kGatherRowsPerCta);
+  dims.gridX = static_cast<uint32_t>((workspaceRows + kGatherRowsPerCta - 1) /
+                                     kGatherRowsPerCta);
   dims.blockX = static_cast<uint32_t>(kGatherThreadsPerCta);
   return dims;
 }
@@ -125,7 +125,7 @@ inline const char *checkMergeStatesShape(const MergeStatesShape &s) {
 /// kv[s, :] = latent[s, :] @ kv_b_proj^T viewed as [N, P+V], split into
 /// k_nope [S, N, P] and v [S, N, V].
 struct UpProjKvShape {
-  int64_t numHeads = 128; // N
+  int64_t numHeads = 128;  // N
   int64_t latentDim = 512; // L (the GEMM's K)
   int64_t nopeDim = 128;   // P
   int64_t valueDim = 128;  // V
@@ -146,8 +146,7 @@ inline constexpr int64_t kUpKvThreadsPerCta = 128;
 
 /// Empty when the kernel can run `s`, else why not.
 inline const char *checkUpProjKvShape(const UpProjKvShape &s) {
-  if (s.numHeads <= 0 || s.latentDim <= 0 || s.nopeDim <= 0 ||
-      s.valueDim <= 0)
+  if (s.numHeads <= 0 || s.latentDim <= 0 || s.nopeDim <= 0 || s.valueDim <= 0)
     return "N, L, P and V must be positive";
   if (s.elem == ActType::F32)
     return "the tensor-core kernel reads bf16 or f16, not f32";
@@ -216,10 +215,10 @@ inline LaunchDims upProjKvLaunchDims(Chip chip, const UpProjKvShape &s,
                                      int64_t rows) {
   LaunchDims dims;
   if (upProjKvUsesWgmma(chip, s)) {
-    dims.gridX = static_cast<uint32_t>((s.columns() + kUpKvWgTileN - 1) /
-                                       kUpKvWgTileN);
-    dims.gridY = static_cast<uint32_t>((rows + kUpKvWgTileM - 1) /
-                                       kUpKvWgTileM);
+    dims.gridX =
+        static_cast<uint32_t>((s.columns() + kUpKvWgTileN - 1) / kUpKvWgTileN);
+    dims.gridY =
+        static_cast<uint32_t>((rows + kUpKvWgTileM - 1) / kUpKvWgTileM);
     dims.blockX = static_cast<uint32_t>(kUpKvWgThreads);
     return dims;
   }
@@ -332,8 +331,8 @@ inline LaunchDims mhaLaunchDims(Chip chip, const MhaShape &s, int64_t tokens,
     // vary fastest so that the first wave holds the longest causal tiles
     // (mhaTileOf hands out each request's tiles last-first).
     dims.gridX = static_cast<uint32_t>(s.numHeads);
-    dims.gridY = static_cast<uint32_t>((tokens + kMhaTileM - 1) / kMhaTileM +
-                                       batch + 2);
+    dims.gridY =
+        static_cast<uint32_t>((tokens + kMhaTileM - 1) / kMhaTileM + batch + 2);
     dims.blockX = static_cast<uint32_t>(kMhaWgmmaThreads);
     return dims;
   }

@@ -1,4 +1,5 @@
-//===- DeviceBuilder.h - LLVM/NVVM-level kernel building helpers -*- C++ -*-===//
+//===- DeviceBuilder.h - LLVM/NVVM-level kernel building helpers -*- C++
+//-*-===//
 //
 // A thin layer over ImplicitLocOpBuilder for writing kernels at the
 // LLVM/NVVM level: i32 arithmetic (arith), global/shared pointers
@@ -156,14 +157,14 @@ public:
   llvm::SmallVector<mlir::Value>
   forLoop(mlir::Value lb, mlir::Value ub, mlir::Value step,
           mlir::ValueRange inits,
-          llvm::function_ref<llvm::SmallVector<mlir::Value>(
-              mlir::Value, mlir::ValueRange)>
+          llvm::function_ref<llvm::SmallVector<mlir::Value>(mlir::Value,
+                                                            mlir::ValueRange)>
               body);
   /// forLoop over [0, n) with step 1.
   llvm::SmallVector<mlir::Value>
   forLoop(int64_t n, mlir::ValueRange inits,
-          llvm::function_ref<llvm::SmallVector<mlir::Value>(
-              mlir::Value, mlir::ValueRange)>
+          llvm::function_ref<llvm::SmallVector<mlir::Value>(mlir::Value,
+                                                            mlir::ValueRange)>
               body);
 
   /// Packs (lo, hi) f32 into one i32 of two bf16/f16 (round to nearest even).

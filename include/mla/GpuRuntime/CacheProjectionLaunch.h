@@ -1,4 +1,5 @@
-//===- CacheProjectionLaunch.h - Launch cache write / projections -*- C++ -*-===//
+//===- CacheProjectionLaunch.h - Launch cache write / projections -*- C++
+//-*-===//
 //
 // Host loaders and launchers of the kernels in CacheProjectionABI.h. Each
 // launcher validates its arguments (shape, counts, pointer alignment) and
@@ -13,9 +14,9 @@
 #define MLA_GPURUNTIME_CACHEPROJECTIONLAUNCH_H
 
 #include "mla/Contract/CacheProjectionABI.h"
+#include "mla/Contract/KernelSpec.h"
 #include "mla/GpuRuntime/CudaDriver.h"
 #include "mla/GpuRuntime/KernelCache.h"
-#include "mla/Contract/KernelSpec.h"
 #include "llvm/Support/Error.h"
 
 namespace mla::gpu {
@@ -70,10 +71,12 @@ llvm::Error launchUpProjOut(const CudaKernel &kernel, CUstream stream,
 /// Loads the kernel of the image cached under cacheKeyFor(spec) into the
 /// current context. A miss is a std::errc::no_such_file_or_directory error
 /// naming the `mla-aot` command that builds the entry.
-llvm::Expected<CudaKernel> loadCacheWriteKernel(const CacheWriteKernelSpec &spec,
-                                                const KernelCache &cache);
-llvm::Expected<CudaKernel> loadProjectionKernel(const ProjectionKernelSpec &spec,
-                                                const KernelCache &cache);
+llvm::Expected<CudaKernel>
+loadCacheWriteKernel(const CacheWriteKernelSpec &spec,
+                     const KernelCache &cache);
+llvm::Expected<CudaKernel>
+loadProjectionKernel(const ProjectionKernelSpec &spec,
+                     const KernelCache &cache);
 
 } // namespace mla::gpu
 

@@ -21,10 +21,10 @@
 #ifndef MLA_GPURUNTIME_GPUDECODE_H
 #define MLA_GPURUNTIME_GPUDECODE_H
 
-#include "mla/GpuRuntime/CudaDriver.h"
-#include "mla/GpuRuntime/KernelCache.h"
 #include "mla/Contract/KernelSpec.h"
 #include "mla/Contract/SplitPlanner.h"
+#include "mla/GpuRuntime/CudaDriver.h"
+#include "mla/GpuRuntime/KernelCache.h"
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/Support/Error.h"
 #include <cstddef>
@@ -120,10 +120,10 @@ struct DecodeArgs {
   CUdeviceptr lse = 0;        // [B, N, Sq] f32
   CUdeviceptr workspace = 0;
   size_t workspaceBytes = 0;
-  int64_t batch = 0;     // B
-  int64_t maxPages = 0;  // block_table columns
-  int64_t numPages = 0;  // pages in the cache
-  int64_t numSplits = 1; // S
+  int64_t batch = 0;      // B
+  int64_t maxPages = 0;   // block_table columns
+  int64_t numPages = 0;   // pages in the cache
+  int64_t numSplits = 1;  // S
   float softmaxScale = 0; // positive and finite
   /// The batch the workspace's sections are laid out for: a device plan's
   /// maximum batch (at least `batch`), or 0 for `batch` itself.

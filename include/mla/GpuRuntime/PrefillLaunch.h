@@ -92,10 +92,12 @@ llvm::Error launchMha(const CudaKernel &kernel, CUstream stream,
 /// Loads the kernel of the image cached under cacheKeyFor(spec); a miss is
 /// a std::errc::no_such_file_or_directory error naming the `mla-aot`
 /// command that builds the entry.
-llvm::Expected<CudaKernel> loadGatherCacheKernel(const GatherCacheKernelSpec &spec,
-                                                 const KernelCache &cache);
-llvm::Expected<CudaKernel> loadMergeStatesKernel(const MergeStatesKernelSpec &spec,
-                                                 const KernelCache &cache);
+llvm::Expected<CudaKernel>
+loadGatherCacheKernel(const GatherCacheKernelSpec &spec,
+                      const KernelCache &cache);
+llvm::Expected<CudaKernel>
+loadMergeStatesKernel(const MergeStatesKernelSpec &spec,
+                      const KernelCache &cache);
 llvm::Expected<CudaKernel> loadUpProjKvKernel(const UpProjKvKernelSpec &spec,
                                               const KernelCache &cache);
 llvm::Expected<CudaKernel> loadMhaKernel(const MhaKernelSpec &spec,

@@ -10,8 +10,8 @@
 #ifndef MLA_JIT_CPUEXECUTOR_H
 #define MLA_JIT_CPUEXECUTOR_H
 
-#include "mla/Pipelines/Pipelines.h"
 #include "mla/Contract/HostTensor.h"
+#include "mla/Pipelines/Pipelines.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/MLIRContext.h"
 #include "llvm/ADT/StringMap.h"

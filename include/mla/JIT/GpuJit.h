@@ -13,8 +13,8 @@
 #ifndef MLA_JIT_GPUJIT_H
 #define MLA_JIT_GPUJIT_H
 
-#include "mla/GpuRuntime/KernelCache.h"
 #include "mla/Contract/KernelSpec.h"
+#include "mla/GpuRuntime/KernelCache.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/OwningOpRef.h"
 #include "llvm/Support/Error.h"
@@ -60,9 +60,9 @@ getOrCompileDecodeKernels(const DecodeKernelSpec &spec,
 llvm::Expected<std::vector<char>> compileKernels(const KernelSpec &spec);
 
 /// getOrCompileDecodeKernels for a spec of any family.
-llvm::Expected<std::vector<char>>
-getOrCompileKernels(const KernelSpec &spec, const KernelCache &cache,
-                    bool *wasHit = nullptr);
+llvm::Expected<std::vector<char>> getOrCompileKernels(const KernelSpec &spec,
+                                                      const KernelCache &cache,
+                                                      bool *wasHit = nullptr);
 
 } // namespace mla::gpu
 

@@ -93,9 +93,8 @@ llvm::Expected<Kernel> buildUpProjKv(mlir::MLIRContext &context,
 
 /// mha(q [T, N, D], k [S, N, D], v [S, N, V], cu_seqlens_q [B+1],
 /// cu_seqlens_k [B+1]) -> out [T, N, V], lse [N, T] (f32).
-llvm::Expected<Kernel> buildMha(mlir::MLIRContext &context,
-                                const HostTensor &q, const HostTensor &k,
-                                const HostTensor &v,
+llvm::Expected<Kernel> buildMha(mlir::MLIRContext &context, const HostTensor &q,
+                                const HostTensor &k, const HostTensor &v,
                                 const HostTensor &cuSeqlensQ,
                                 const HostTensor &cuSeqlensK,
                                 double softmaxScale, bool causal);

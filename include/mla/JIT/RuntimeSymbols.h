@@ -1,4 +1,5 @@
-//===- RuntimeSymbols.h - host functions JIT-compiled code calls -*- C++ -*-===//
+//===- RuntimeSymbols.h - host functions JIT-compiled code calls -*- C++
+//-*-===//
 //
 // Functions that lowered mla IR calls on the host (through C interfaces),
 // and the symbol map the CPU executor registers them with.

@@ -83,8 +83,7 @@ struct CpuPipelineOptions : public PlanningOptions<CpuPipelineOptions> {};
 
 /// Options of `mla-to-nvvm` (it plans for the chip's target first).
 struct GpuPipelineOptions : public PlanningOptions<GpuPipelineOptions> {
-  Option<std::string> chip{*this, "chip",
-                           llvm::cl::desc("sm_90a | sm_100a"),
+  Option<std::string> chip{*this, "chip", llvm::cl::desc("sm_90a | sm_100a"),
                            llvm::cl::init("sm_90a")};
   Option<std::string> format{
       *this, "format",

@@ -14,9 +14,9 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "mla/Contract/CacheProjectionABI.h"
 #include "mla/Conversion/MLAToGPU/MLAToGPU.h"
 #include "mla/Dialect/MLA/IR/MLAOps.h"
-#include "mla/Contract/CacheProjectionABI.h"
 #include "mla/GPUCodegen/DeviceBuilder.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
@@ -104,8 +104,7 @@ struct Emit : gpu_codegen::DeviceBuilder {
     Value lsb = bitAnd(shru(bits, c32(16)), c32(1));
     Value rounded = shru(add(bits, add(c32(0x7FFF), lsb)), c32(16));
     Value isNan = fcmp(arith::CmpFPredicate::UNO, x, x);
-    return arith::TruncIOp::create(b, i16,
-                                   select(isNan, c32(0x7FC0), rounded));
+    return arith::TruncIOp::create(b, i16, select(isNan, c32(0x7FC0), rounded));
   }
 };
 
@@ -164,9 +163,8 @@ FailureOr<CacheWritePlan> planCacheWrite(CacheWriteOp op) {
   case RowFormat::fp8_ds_mla:
     plan.shape.format = abi::CacheFormat::FP8DsMla;
     if (latent % abi::kDsMlaTile != 0)
-      return op.emitOpError()
-             << "GPU cache_write: fp8_ds_mla needs L % " << abi::kDsMlaTile
-             << " == 0, got L = " << latent;
+      return op.emitOpError() << "GPU cache_write: fp8_ds_mla needs L % "
+                              << abi::kDsMlaTile << " == 0, got L = " << latent;
     break;
   }
   int64_t rowBytes = abi::cacheRowBytes(plan.shape);
@@ -176,9 +174,9 @@ FailureOr<CacheWritePlan> planCacheWrite(CacheWriteOp op) {
           ? ShapedType::kDynamic
           : stored * (plan.cacheElem.getIntOrFloatBitWidth() / 8);
   if (storedBytes != rowBytes)
-    return op.emitOpError() << "GPU cache_write needs a static cache row of "
-                            << rowBytes << " bytes for this format, got "
-                            << cacheTy;
+    return op.emitOpError()
+           << "GPU cache_write needs a static cache row of " << rowBytes
+           << " bytes for this format, got " << cacheTy;
   return plan;
 }
 
@@ -202,9 +200,8 @@ public:
                              nullptr);
     case abi::CacheFormat::FP8E4M3: {
       Value scale = e.f(s.scale);
-      return emitElementwise(1, [&](Value x) {
-        return e.encodeE4M3(e.fdiv(x, scale));
-      });
+      return emitElementwise(
+          1, [&](Value x) { return e.encodeE4M3(e.fdiv(x, scale)); });
     }
     case abi::CacheFormat::FP8E4M3Token:
       return emitPerToken();
@@ -228,8 +225,7 @@ private:
   SmallVector<Value> loadGroup(Value first, int64_t vec, Value isLatent,
                                Value *raw = nullptr) {
     Value kvPtr = e.gep(kvRow, plan.inElem, first);
-    Value pePtr =
-        e.gep(peRow, plan.inElem, e.sub(first, e.c32(s.latentDim)));
+    Value pePtr = e.gep(peRow, plan.inElem, e.sub(first, e.c32(s.latentDim)));
     Value ptr = e.select(isLatent, kvPtr, pePtr);
     auto vecTy = VectorType::get({vec}, plan.inElem);
     Value v = e.load(vecTy, ptr, std::min<int64_t>(16, vec * inBytes));
@@ -303,8 +299,8 @@ private:
     int64_t groups = rowDim() / vec;
     int64_t iters = llvm::divideCeil(groups, 32);
     Value floor = e.f(kAmaxFloor);
-    SmallVector<Value> amax = e.forLoop(
-        iters, {floor, floor}, [&](Value i, ValueRange acc) {
+    SmallVector<Value> amax =
+        e.forLoop(iters, {floor, floor}, [&](Value i, ValueRange acc) {
           Value g = e.add(e.mul(i, e.c32(32)), lane);
           Value active = e.cmp(arith::CmpIPredicate::slt, g, e.c32(groups));
           Value first = e.mul(e.select(active, g, e.c32(0)), e.c32(vec));
@@ -333,10 +329,7 @@ private:
         SmallVector<Value> xs = loadGroup(first, vec, isLatent);
         Value out = e.poison(outTy);
         for (int64_t k = 0; k < vec; ++k)
-          out = e.insert(
-              out,
-              e.encodeE4M3(e.fdiv(xs[k], scale)),
-              k);
+          out = e.insert(out, e.encodeE4M3(e.fdiv(xs[k], scale)), k);
         e.store(out, e.gep(row, e.i8, e.zext64(first)), align);
       });
       return SmallVector<Value>{};
@@ -372,17 +365,12 @@ private:
       e.ifThen(active, [&] {
         Value out = e.poison(outTy);
         for (int64_t k = 0; k < vec; ++k)
-          out = e.insert(
-              out,
-              e.encodeE4M3(e.fdiv(xs[k], scale)),
-              k);
+          out = e.insert(out, e.encodeE4M3(e.fdiv(xs[k], scale)), k);
         e.store(out, e.gep(row, e.i8, e.zext64(first)), align);
-        Value leader = e.cmp(
-            arith::CmpIPredicate::eq,
-            e.bitAnd(lane, e.c32(lanesPerTile - 1)), e.c32(0));
+        Value leader = e.cmp(arith::CmpIPredicate::eq,
+                             e.bitAnd(lane, e.c32(lanesPerTile - 1)), e.c32(0));
         e.ifThen(leader, [&] {
-          Value tile =
-              e.divu(g, e.c32(lanesPerTile));
+          Value tile = e.divu(g, e.c32(lanesPerTile));
           Value off = e.add(e.c32(s.latentDim), e.mul(tile, e.c32(4)));
           e.store(scale, e.gep(row, e.i8, e.zext64(off)),
                   storeAlign(4, s.latentDim));
@@ -418,8 +406,8 @@ private:
 
 namespace mla::gpu_codegen {
 
-LogicalResult emitCacheWriteKernels(OpBuilder &builder,
-                                    Operation *cacheWriteOp, gpu::Chip) {
+LogicalResult emitCacheWriteKernels(OpBuilder &builder, Operation *cacheWriteOp,
+                                    gpu::Chip) {
   auto op = cast<CacheWriteOp>(cacheWriteOp);
   FailureOr<CacheWritePlan> plan = planCacheWrite(op);
   if (failed(plan))
@@ -451,8 +439,7 @@ LogicalResult emitCacheWriteKernels(OpBuilder &builder,
     e.ifThen(e.cmp(arith::CmpIPredicate::ult, slot, numSlots), [&] {
       const abi::CacheWriteShape &s = plan->shape;
       Value row = e.gep(cache, e.i8,
-                        e.mul(e.zext64(slot),
-                              e.c64(abi::cacheRowBytes(s))));
+                        e.mul(e.zext64(slot), e.c64(abi::cacheRowBytes(s))));
       Value kvRow = e.gep(kvC, plan->inElem, e.mul(t64, e.c64(s.latentDim)));
       Value peRow = e.gep(kPe, plan->inElem, e.mul(t64, e.c64(s.ropeDim)));
       RowWriter(e, *plan, kvRow, peRow, row, lane).emit();

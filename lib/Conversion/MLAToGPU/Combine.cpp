@@ -27,8 +27,8 @@ namespace {
 class CombineKernel {
 public:
   CombineKernel(ImplicitLocOpBuilder &b, const abi::DecodeShape &shape)
-      : b(b), d(b), N(shape.numHeads), Sq(shape.queryRows),
-        L(shape.latentDim), rows(N * Sq), stripes((L + 127) / 128),
+      : b(b), d(b), N(shape.numHeads), Sq(shape.queryRows), L(shape.latentDim),
+        rows(N * Sq), stripes((L + 127) / 128),
         v4(VectorType::get({4}, d.f32)) {
     halfType = shape.elem == abi::ElemType::BF16 ? Type(b.getBF16Type())
                                                  : Type(b.getF16Type());
@@ -65,10 +65,10 @@ mlir::gpu::GPUFuncOp CombineKernel::emit(StringRef name) {
   const int64_t warps = abi::kCombineThreadsPerCta / 32;
   static_assert(abi::kCombineThreadsPerCta / 32 == abi::kCombineRowsPerCta,
                 "one warp per row");
-  auto fn = createKernel(b, name,
-                         {d.ptrGlobal, d.ptrGlobal, d.ptrGlobal, d.ptrGlobal,
-                          d.i32, d.i32},
-                         abi::kCombineThreadsPerCta);
+  auto fn = createKernel(
+      b, name,
+      {d.ptrGlobal, d.ptrGlobal, d.ptrGlobal, d.ptrGlobal, d.i32, d.i32},
+      abi::kCombineThreadsPerCta);
   pout = fn.getArgument(0), plse = fn.getArgument(1), out = fn.getArgument(2),
   lseOut = fn.getArgument(3), batch = fn.getArgument(4),
   numSplits = fn.getArgument(5);
@@ -92,12 +92,11 @@ Value CombineKernel::lseIndex(Value s) {
 Value CombineKernel::maxLse() {
   Value m = d.forLoop(lane, numSplits, d.c32(32), {d.negInf()},
                       [&](Value s, ValueRange acc) -> SmallVector<Value> {
-                        Value v = d.load(d.f32, d.gep(plse, d.f32, lseIndex(s)),
-                                         4);
+                        Value v =
+                            d.load(d.f32, d.gep(plse, d.f32, lseIndex(s)), 4);
                         return {softmax::max(d, acc[0], v)};
                       })[0];
-  return softmax::xorAllReduce(d, m, softmax::Combiner::Max,
-                               {16, 8, 4, 2, 1});
+  return softmax::xorAllReduce(d, m, softmax::Combiner::Max, {16, 8, 4, 2, 1});
 }
 
 void CombineKernel::emitRow() {
@@ -112,8 +111,7 @@ void CombineKernel::emitRow() {
   inits.push_back(d.f(0.0f));
   col0 = d.mul(lane, d.c32(4));
   SmallVector<Value> acc = d.forLoop(
-      d.c32(0), numSplits, d.c32(1), inits,
-      [&](Value s, ValueRange carried) {
+      d.c32(0), numSplits, d.c32(1), inits, [&](Value s, ValueRange carried) {
         return accumulatePiece(s, carried, m, mIsNegInf);
       });
   storeRow(acc, m);
@@ -126,9 +124,9 @@ SmallVector<Value> CombineKernel::accumulatePiece(Value s, ValueRange carried,
   w = d.select(mIsNegInf, d.f(0.0f), w);
   Value w4 = vector::BroadcastOp::create(b, v4, w);
   // partial_out row ((s*B + b)*rows + r)*L, in i64.
-  Value rowBase = d.mul(
-      d.toI64(d.add(d.mul(d.add(d.mul(s, batch), bb), d.c32(rows)), r)),
-      d.c64(L));
+  Value rowBase =
+      d.mul(d.toI64(d.add(d.mul(d.add(d.mul(s, batch), bb), d.c32(rows)), r)),
+            d.c64(L));
   SmallVector<Value> next;
   for (int64_t c = 0; c < stripes; ++c) {
     Value col = d.add(col0, d.c32(c * 128));

@@ -88,10 +88,9 @@ FailureOr<abi::DecodeShape> getDecodeShape(Operation *op) {
   Type elem = cacheType.getElementType();
   if (layout.getFormat() != RowFormat::bf16 &&
       layout.getFormat() != RowFormat::f16)
-    return op->emitError()
-           << "GPU decode supports bf16 and f16 caches; the "
-           << stringifyRowFormat(layout.getFormat())
-           << " format runs on the CPU path only";
+    return op->emitError() << "GPU decode supports bf16 and f16 caches; the "
+                           << stringifyRowFormat(layout.getFormat())
+                           << " format runs on the CPU path only";
   if (qType.getElementType() != elem)
     return op->emitError() << "GPU decode needs q in the cache's element type "
                            << elem << ", got " << qType.getElementType();
@@ -111,7 +110,7 @@ FailureOr<abi::DecodeTiling> getDecodeTiling(Operation *op, abi::Chip chip,
                               "for GPU targets) first";
   abi::DecodeTiling tiling{attr.getRowsPerCta(), attr.getWarpsN(),
                            attr.getKvBlock(), attr.getStages(),
-                            attr.getWgmma()};
+                           attr.getWgmma()};
   std::string why = abi::checkDecodeTiling(chip, shape, tiling);
   if (!why.empty())
     return op->emitError() << "unusable " << attr << ": " << why;
@@ -167,8 +166,8 @@ struct KernelEmitter {
     auto outType = cast<RankedTensorType>(op.getOut().getType());
     if (partType.isDynamicDim(2) || partType.isDynamicDim(3) ||
         partType.isDynamicDim(4))
-      return op.emitError() << "GPU combine needs static Sq, N and L, got "
-                            << partType;
+      return op.emitError()
+             << "GPU combine needs static Sq, N and L, got " << partType;
     abi::DecodeShape shape;
     shape.queryRows = partType.getDimSize(2);
     shape.numHeads = partType.getDimSize(3);
@@ -238,8 +237,8 @@ struct ConvertMLAToGPUPass
       return;
     OpBuilder moduleBuilder(ctx);
     moduleBuilder.setInsertionPointToEnd(module.getBody());
-    auto kernels = ::mlir::gpu::GPUModuleOp::create(moduleBuilder,
-                                                    module.getLoc(), "mla_kernels");
+    auto kernels = ::mlir::gpu::GPUModuleOp::create(
+        moduleBuilder, module.getLoc(), "mla_kernels");
     KernelEmitter emitter{kernels, *chipOr, OpBuilder(ctx)};
     bool failedAny = false;
     for (Operation *op : mlaOps) {

@@ -38,8 +38,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "mla/GPUCodegen/DeviceBuilder.h"
 #include "mla/Conversion/MLAToGPU/MLAToGPU.h"
+#include "mla/GPUCodegen/DeviceBuilder.h"
 #include "mla/GPUCodegen/Tcgen05.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"

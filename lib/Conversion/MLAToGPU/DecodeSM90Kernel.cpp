@@ -49,8 +49,8 @@ DecodeSM90Kernel::DecodeSM90Kernel(ImplicitLocOpBuilder &b,
       Sq(shape.queryRows), L(shape.latentDim), D(shape.rowDim()),
       page(shape.pageSize), M(tiling.rowsPerCta), wn(tiling.warpsN),
       Bk(tiling.kvBlock), St(tiling.stages),
-      T(abi::decodeThreadsPerCta(tiling)), rows(N * Sq), Dc(D / 8),
-      Lw(L / wn), ntO(Lw / 8), Tw(Bk / wn), ntS(Tw / 8),
+      T(abi::decodeThreadsPerCta(tiling)), rows(N * Sq), Dc(D / 8), Lw(L / wn),
+      ntO(Lw / 8), Tw(Bk / wn), ntS(Tw / 8),
       bf16(shape.elem == abi::ElemType::BF16) {
   halfType = bf16 ? Type(b.getBF16Type()) : Type(b.getF16Type());
 }
@@ -108,8 +108,8 @@ void DecodeSM90Kernel::computeRowLimits() {
     rowLimit[h] = kvEnd;
     if (shape.causal) {
       Value iq = d.divu(rowGlobal[h], d.c32(N));
-      rowLimit[h] = d.minsi(
-          kvEnd, d.add(d.sub(seq, d.c32(Sq)), d.add(iq, d.c32(1))));
+      rowLimit[h] =
+          d.minsi(kvEnd, d.add(d.sub(seq, d.c32(Sq)), d.add(iq, d.c32(1))));
     }
   }
 }
@@ -153,10 +153,9 @@ void DecodeSM90Kernel::issueBlock(Value k) {
     forEachStrided(d, tid, T, Bk * Dc, [&](Value idx) {
       Value tok = d.divu(idx, d.c32(Dc)), ch = d.remu(idx, d.c32(Dc));
       Value valid = d.slt(d.add(start, tok), kvEnd);
-      Value src = d.gep(
-          cache, halfType,
-          d.add(rowBase, d.toI64(d.add(d.mul(tok, d.c32(D)),
-                                       d.mul(ch, d.c32(8))))));
+      Value src = d.gep(cache, halfType,
+                        d.add(rowBase, d.toI64(d.add(d.mul(tok, d.c32(D)),
+                                                     d.mul(ch, d.c32(8))))));
       Value size = zeroFillSize(d, valid);
       d.cpAsync16(sm(lay.kv.base, d.add(stage, lay.kv.byteOffset(d, tok, ch))),
                   src, size);
@@ -187,8 +186,8 @@ Value DecodeSM90Kernel::redSlot(int h, Value j) {
 void DecodeSM90Kernel::maskAndPublishRowMax(MutableArrayRef<MmaAccum> s,
                                             Value start) {
   Value rowMax[2] = {d.negInf(), d.negInf()};
-  Value tokBase = d.add(start, d.add(d.mul(wj, d.c32(Tw)),
-                                     d.mul(tq, d.c32(2))));
+  Value tokBase =
+      d.add(start, d.add(d.mul(wj, d.c32(Tw)), d.mul(tq, d.c32(2))));
   for (int64_t q = 0; q < ntS; ++q)
     for (int e = 0; e < 4; ++e) {
       int h = e / 2;
@@ -212,16 +211,16 @@ Value DecodeSM90Kernel::blockRowMax(int h) {
   return blockMax;
 }
 
-void DecodeSM90Kernel::storeProbabilities(ArrayRef<MmaAccum> s,
-                                          Value mUse[2], Value l[2]) {
+void DecodeSM90Kernel::storeProbabilities(ArrayRef<MmaAccum> s, Value mUse[2],
+                                          Value l[2]) {
   for (int64_t q = 0; q < ntS; ++q) {
     Value pv[4];
     for (int e = 0; e < 4; ++e) {
       pv[e] = softmax::probability(d, s[q].regs[e], mUse[e / 2]);
       l[e / 2] = d.fadd(l[e / 2], pv[e]);
     }
-    Value col = d.add(d.mul(wj, d.c32(Tw)),
-                      d.add(d.c32(8 * q), d.mul(tq, d.c32(2))));
+    Value col =
+        d.add(d.mul(wj, d.c32(Tw)), d.add(d.c32(8 * q), d.mul(tq, d.c32(2))));
     for (int h = 0; h < 2; ++h) {
       Value off = lay.p.elementOffset(d, rowLocal[h], col, 2);
       d.store(d.pack2(pv[2 * h], pv[2 * h + 1], halfType), sm(lay.p.base, off),
@@ -276,8 +275,8 @@ void DecodeSM90Kernel::writeOutput(ValueRange state, Value lRow[2]) {
   for (int h = 0; h < 2; ++h) {
     softmax::Normaliser norm = softmax::normaliser(d, lRow[h]);
     d.ifThen(d.slt(rowGlobal[h], d.c32(rows)), [&] {
-      Value outRow = d.mul(
-          d.toI64(d.add(d.mul(sb, d.c32(rows)), rowGlobal[h])), d.c64(L));
+      Value outRow =
+          d.mul(d.toI64(d.add(d.mul(sb, d.c32(rows)), rowGlobal[h])), d.c64(L));
       Value colBase = d.add(d.mul(wj, d.c32(Lw)), d.mul(tq, d.c32(2)));
       for (int64_t j = 0; j < ntO; ++j) {
         Value v = LLVM::UndefOp::create(b, v2);
@@ -289,8 +288,8 @@ void DecodeSM90Kernel::writeOutput(ValueRange state, Value lRow[2]) {
         d.store(v, d.gep(pout, d.f32, d.add(outRow, d.toI64(col))), 8);
       }
       d.ifThen(d.andi(d.eq(wj, zero), d.eq(tq, zero)), [&] {
-        Value lse = softmax::naturalLse(d, state[ntO * 4 + h], lRow[h],
-                                        norm.nonEmpty);
+        Value lse =
+            softmax::naturalLse(d, state[ntO * 4 + h], lRow[h], norm.nonEmpty);
         Value iq = d.divu(rowGlobal[h], d.c32(N)),
               n = d.remu(rowGlobal[h], d.c32(N));
         Value idx = d.add(d.mul(d.add(d.mul(sb, d.c32(N)), n), d.c32(Sq)), iq);

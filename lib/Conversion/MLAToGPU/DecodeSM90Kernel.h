@@ -1,4 +1,5 @@
-//===- DecodeSM90Kernel.h - the shared half of the sm_90a decode -*- C++ -*-===//
+//===- DecodeSM90Kernel.h - the shared half of the sm_90a decode -*- C++
+//-*-===//
 //
 // mla_decode_partial for sm_90a. One CTA = `rows_per_cta` query rows of one
 // request and one split-KV piece:
@@ -27,11 +28,11 @@
 #ifndef MLA_LIB_CONVERSION_MLATOGPU_DECODESM90KERNEL_H
 #define MLA_LIB_CONVERSION_MLATOGPU_DECODESM90KERNEL_H
 
+#include "mla/Contract/KernelABI.h"
 #include "mla/GPUCodegen/AsyncCopy.h"
 #include "mla/GPUCodegen/DeviceBuilder.h"
 #include "mla/GPUCodegen/MmaSync.h"
 #include "mla/GPUCodegen/SmemTile.h"
-#include "mla/Contract/KernelABI.h"
 
 namespace mla::gpu_codegen::sm90 {
 
@@ -94,8 +95,7 @@ public:
   // N, Sq, L, L+R, page; rows_per_cta, warps_n, kv_block, stages, threads,
   // N*Sq rows, 16-byte chunks per row, output columns / token columns per
   // warp slice and their 8-wide tiles.
-  const int64_t N, Sq, L, D, page, M, wn, Bk, St, T, rows, Dc, Lw, ntO, Tw,
-      ntS;
+  const int64_t N, Sq, L, D, page, M, wn, Bk, St, T, rows, Dc, Lw, ntO, Tw, ntS;
   const bool bf16;
   mlir::Type halfType;
 

@@ -43,8 +43,7 @@ MmaSyncDecode::MmaSyncDecode(DecodeSM90Kernel &k) : k(k), d(k.d) {
   l8 = d.remu(k.lane, d.c32(8)),
   lMat1 = d.remu(d.divu(k.lane, d.c32(8)), d.c32(2));
   qRow = d.add(d.mul(k.wi, d.c32(16)), l16);
-  kTokBase =
-      d.add(d.mul(k.wj, d.c32(k.Tw)), d.add(l8, d.mul(lHalf, d.c32(8))));
+  kTokBase = d.add(d.mul(k.wj, d.c32(k.Tw)), d.add(l8, d.mul(lHalf, d.c32(8))));
   vTokLane = d.add(l8, d.mul(lMat1, d.c32(8)));
 }
 
@@ -82,9 +81,8 @@ void MmaSyncDecode::accumulateOutput(MutableArrayRef<Value> o, Value stage) {
           /*trans=*/true);
       for (int t = 0; t < 2; ++t) {
         MutableArrayRef<Value> tile = o.slice((2 * pp + t) * 4, 4);
-        MmaAccum acc =
-            mmaSync(d, a, bv[t], {{tile[0], tile[1], tile[2], tile[3]}},
-                    k.bf16);
+        MmaAccum acc = mmaSync(d, a, bv[t],
+                               {{tile[0], tile[1], tile[2], tile[3]}}, k.bf16);
         llvm::copy(acc.regs, tile.begin());
       }
     }

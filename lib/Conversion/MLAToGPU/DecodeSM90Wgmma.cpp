@@ -104,9 +104,11 @@ FailureOr<mlir::gpu::GPUFuncOp> mla::gpu_codegen::sm90::emitDecodeSM90Wgmma(
   k.begin(name, WarpGrid::Warpgroups);
   WgmmaDecode wgmma(k);
   k.stageQAndPrefill();
-  SmallVector<Value> state = k.d.forLoop(
-      k.d.c32(0), k.numBlocks, k.d.c32(1), k.initialState(),
-      [&](Value kIdx, ValueRange carried) { return wgmma.step(kIdx, carried); });
+  SmallVector<Value> state =
+      k.d.forLoop(k.d.c32(0), k.numBlocks, k.d.c32(1), k.initialState(),
+                  [&](Value kIdx, ValueRange carried) {
+                    return wgmma.step(kIdx, carried);
+                  });
   k.finish(state);
   return k.fn;
 }

@@ -3,9 +3,9 @@
 // Emits `mla_gather_cache` (contract in mla/Contract/PrefillABI.h): one warp
 // per workspace row. The warp finds its request by a binary search of
 // cu_rows (the Segments block: the grid depends only on the workspace size,
-// so the launch can be captured in a graph), resolves the row's page through the block table
-// with bounds checks, and copies the row with one vector load and one
-// 16-byte vector store per lane and step, dequantising on the way.
+// so the launch can be captured in a graph), resolves the row's page through
+// the block table with bounds checks, and copies the row with one vector load
+// and one 16-byte vector store per lane and step, dequantising on the way.
 //
 // The fp8 and bf16 decoders repeat the CPU lowering's integer algorithms
 // (lib/Conversion/MLAToLinalg/LoweringUtils.cpp) so that both paths give the
@@ -125,15 +125,15 @@ FailureOr<GatherPlan> planGather(GatherCacheOp op) {
   s.latentDim = latentDimOf(op, rowDim, stored);
   s.ropeDim = rowDim - s.latentDim;
   if (s.format == abi::CacheFormat::FP8DsMla && s.latentDim % abi::kDsMlaTile)
-    return op.emitOpError() << "GPU gather_cache: fp8_ds_mla needs L % "
-                            << abi::kDsMlaTile << " == 0, got L = "
-                            << s.latentDim;
+    return op.emitOpError()
+           << "GPU gather_cache: fp8_ds_mla needs L % " << abi::kDsMlaTile
+           << " == 0, got L = " << s.latentDim;
   int64_t storedBytes = stored * (plan.cacheElem.getIntOrFloatBitWidth() / 8);
   if (storedBytes != abi::cacheRowBytes(s))
-    return op.emitOpError() << "GPU gather_cache: a row of L = " << s.latentDim
-                            << ", R = " << s.ropeDim << " in this format is "
-                            << abi::cacheRowBytes(s) << " bytes, the cache's "
-                            << storedBytes;
+    return op.emitOpError()
+           << "GPU gather_cache: a row of L = " << s.latentDim
+           << ", R = " << s.ropeDim << " in this format is "
+           << abi::cacheRowBytes(s) << " bytes, the cache's " << storedBytes;
   return plan;
 }
 
@@ -193,16 +193,16 @@ private:
   const GatherPlan &plan;
   const abi::CacheWriteShape &s;
   int64_t rowBytes, wsBytes, vec;
-  Value cache, blockTable, starts, cuRows, workspace, batch, maxPages,
-      numPages, wsRows;
+  Value cache, blockTable, starts, cuRows, workspace, batch, maxPages, numPages,
+      wsRows;
 };
 
 } // namespace
 
 void GatherKernel::emit(StringRef name) {
   Type g = e.ptrGlobal, i32 = e.i32;
-  auto fn = gpu_codegen::createKernel(b, name, {g, g, g, g, g, i32, i32, i32, i32},
-                                      abi::kGatherThreadsPerCta);
+  auto fn = gpu_codegen::createKernel(
+      b, name, {g, g, g, g, g, i32, i32, i32, i32}, abi::kGatherThreadsPerCta);
   cache = fn.getArgument(0), blockTable = fn.getArgument(1),
   starts = fn.getArgument(2), cuRows = fn.getArgument(3),
   workspace = fn.getArgument(4), batch = fn.getArgument(5),
@@ -215,27 +215,25 @@ void GatherKernel::emit(StringRef name) {
                   e.shru(tid, e.c32(5)));
   e.ifThen(e.slt(r, wsRows), [&] {
     // The row's request: how many of cu_rows[0..B] are <= r.
-    Value count =
-        gpu_codegen::upperBound(e, cuRows, e.add(batch, e.c32(1)), r);
+    Value count = gpu_codegen::upperBound(e, cuRows, e.add(batch, e.c32(1)), r);
     Value inBatch = e.andi(e.sge(count, e.c32(1)), e.sle(count, batch));
     e.ifThen(inBatch, [&] {
       Value req = e.sub(count, e.c32(1));
       Value first = e.load(i32, e.gep(cuRows, i32, req), 4);
-      Value pos = e.add(e.load(i32, e.gep(starts, i32, req), 4),
-                        e.sub(r, first));
+      Value pos =
+          e.add(e.load(i32, e.gep(starts, i32, req), 4), e.sub(r, first));
       Value logicalPage = e.divu(pos, e.c32(plan.shape.pageSize));
       // A negative position is a huge unsigned page: one compare each.
-      Value pageOk = e.andi(e.sge(pos, e.c32(0)),
-                            e.cmp(arith::CmpIPredicate::ult, logicalPage,
-                                  maxPages));
+      Value pageOk =
+          e.andi(e.sge(pos, e.c32(0)),
+                 e.cmp(arith::CmpIPredicate::ult, logicalPage, maxPages));
       e.ifThen(pageOk, [&] {
         Value entry = e.add(e.mul(e.zext64(req), e.zext64(maxPages)),
                             e.zext64(logicalPage));
         Value page = e.load(i32, e.gep(blockTable, i32, entry), 4);
         e.ifThen(e.cmp(arith::CmpIPredicate::ult, page, numPages), [&] {
-          Value slot = e.add(
-              e.mul(e.zext64(page), e.c64(plan.shape.pageSize)),
-              e.zext64(e.remu(pos, e.c32(plan.shape.pageSize))));
+          Value slot = e.add(e.mul(e.zext64(page), e.c64(plan.shape.pageSize)),
+                             e.zext64(e.remu(pos, e.c32(plan.shape.pageSize))));
           Value row = e.gep(cache, e.i8, e.mul(slot, e.c64(rowBytes)));
           Value wsRow = e.gep(workspace, plan.wsElem,
                               e.mul(e.zext64(r), e.c64(plan.rowDim)));
@@ -275,9 +273,9 @@ Value GatherKernel::toWorkspace(ArrayRef<Value> xs) {
   Value out = e.poison(VectorType::get({vec}, plan.wsElem));
   for (auto [k, x] : llvm::enumerate(xs))
     out = e.insert(out,
-                   plan.wsElem.isF32() ? x
-                                       : arith::TruncFOp::create(b, plan.wsElem, x)
-                                             .getResult(),
+                   plan.wsElem.isF32()
+                       ? x
+                       : arith::TruncFOp::create(b, plan.wsElem, x).getResult(),
                    k);
   return out;
 }
@@ -297,15 +295,15 @@ Value GatherKernel::loadGroup(Value row, Value first) {
     SmallVector<Value> xs;
     for (int64_t k = 0; k < vec; ++k) {
       Value x = e.extract(v, k);
-      xs.push_back(x.getType().isF32() ? x
-                                       : arith::ExtFOp::create(b, e.f32, x)
-                                             .getResult());
+      xs.push_back(x.getType().isF32()
+                       ? x
+                       : arith::ExtFOp::create(b, e.f32, x).getResult());
     }
     return toWorkspace(xs);
   }
   case abi::CacheFormat::FP8E4M3:
-    return toWorkspace(loadFp8(row, first, commonPow2({rowBytes, vec}, 16),
-                               e.f(s.scale)));
+    return toWorkspace(
+        loadFp8(row, first, commonPow2({rowBytes, vec}, 16), e.f(s.scale)));
   case abi::CacheFormat::FP8E4M3Token: {
     // s0 (latent) and s1 (RoPE) follow the L+R bytes.
     int64_t d = L + s.ropeDim;
@@ -324,12 +322,12 @@ Value GatherKernel::loadGroup(Value row, Value first) {
                                 /*withElseRegion=*/true);
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPointToStart(ifOp.thenBlock());
-  Value scaleOff = e.add(e.c32(L), e.mul(e.divu(first, e.c32(abi::kDsMlaTile)),
-                                         e.c32(4)));
+  Value scaleOff =
+      e.add(e.c32(L), e.mul(e.divu(first, e.c32(abi::kDsMlaTile)), e.c32(4)));
   Value scale = e.load(e.f32, e.gep(row, e.i8, scaleOff), 4);
   scf::YieldOp::create(
-      b, toWorkspace(loadFp8(row, first, commonPow2({rowBytes, vec}, 16),
-                             scale)));
+      b,
+      toWorkspace(loadFp8(row, first, commonPow2({rowBytes, vec}, 16), scale)));
   b.setInsertionPointToStart(ifOp.elseBlock());
   int64_t ropeBase = L + 4 * (L / abi::kDsMlaTile);
   Value off = e.add(e.c32(ropeBase), e.mul(e.sub(first, e.c32(L)), e.c32(2)));

@@ -37,9 +37,8 @@ public:
               Type elem)
       : b(b), d(b), s(shape), elem(elem),
         elemBytes(elem.getIntOrFloatBitWidth() / 8) {
-    vec = std::min<int64_t>(
-        16 / elemBytes,
-        int64_t(1) << llvm::countr_zero(uint64_t(shape.headDim)));
+    vec = std::min<int64_t>(16 / elemBytes, int64_t(1) << llvm::countr_zero(
+                                                uint64_t(shape.headDim)));
   }
 
   void emit(StringRef name);
@@ -67,8 +66,8 @@ void MergeKernel::emit(StringRef name) {
   auto fn = createKernel(b, name, {g, g, g, g, g, g, d.i32},
                          abi::kMergeThreadsPerCta);
   outA = fn.getArgument(0), lseA = fn.getArgument(1), outB = fn.getArgument(2),
-  lseB = fn.getArgument(3), out = fn.getArgument(4),
-  lseOut = fn.getArgument(5), tokens = fn.getArgument(6);
+  lseB = fn.getArgument(3), out = fn.getArgument(4), lseOut = fn.getArgument(5),
+  tokens = fn.getArgument(6);
 
   Value tid = d.threadIdX();
   Value lane = d.bitAnd(tid, d.c32(31));
@@ -91,8 +90,8 @@ void MergeKernel::emit(StringRef name) {
 
 Value MergeKernel::isLive(Value lse) {
   Value bits = arith::BitcastOp::create(b, d.i32, lse);
-  Value abs = arith::BitcastOp::create(b, d.f32,
-                                       d.bitAnd(bits, d.c32(0x7FFFFFFF)));
+  Value abs =
+      arith::BitcastOp::create(b, d.f32, d.bitAnd(bits, d.c32(0x7FFFFFFF)));
   return d.fcmp(arith::CmpFPredicate::OLT, abs,
                 d.f(std::numeric_limits<float>::infinity()));
 }
@@ -118,8 +117,7 @@ Value MergeKernel::term(Value w, Value x) {
   return d.select(used, d.fmul(w, x), d.f(0.0f));
 }
 
-void MergeKernel::mergeRow(Value rowOffset, const MergeWeights &w,
-                           Value lane) {
+void MergeKernel::mergeRow(Value rowOffset, const MergeWeights &w, Value lane) {
   int64_t groups = s.headDim / vec;
   int64_t align = std::min<int64_t>(
       16, int64_t(1) << llvm::countr_zero(uint64_t(s.headDim * elemBytes)));
@@ -133,8 +131,8 @@ void MergeKernel::mergeRow(Value rowOffset, const MergeWeights &w,
       Value bv = d.load(vecTy, d.gep(outB, elem, off), align);
       Value res = d.poison(vecTy);
       for (int64_t k = 0; k < vec; ++k) {
-        Value sum = d.fadd(term(w.wa, d.extract(a, k)),
-                           term(w.wb, d.extract(bv, k)));
+        Value sum =
+            d.fadd(term(w.wa, d.extract(a, k)), term(w.wb, d.extract(bv, k)));
         if (!elem.isF32())
           sum = arith::TruncFOp::create(b, elem, sum);
         res = d.insert(res, sum, k);

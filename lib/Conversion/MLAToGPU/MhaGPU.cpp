@@ -92,11 +92,11 @@ void MhaKernel::emit(StringRef name) {
       q.push_back(d.fmul(loadEntry(qPtr, qRow, e, s.qkDim), d.f(scaleLog2)));
     SmallVector<Value> init = {d.negInf(), d.f(0.0f)};
     init.append(vPerLane, d.f(0.0f));
-    SmallVector<Value> state = d.forLoop(
-        d.c32(0), keys.visible, d.c32(1), init,
-        [&](Value j, ValueRange carried) {
-          return attend(d.add(keys.begin, j), q, carried);
-        });
+    SmallVector<Value> state =
+        d.forLoop(d.c32(0), keys.visible, d.c32(1), init,
+                  [&](Value j, ValueRange carried) {
+                    return attend(d.add(keys.begin, j), q, carried);
+                  });
     storeRow(t, state);
   });
   mlir::gpu::ReturnOp::create(b);
@@ -147,8 +147,7 @@ Value MhaKernel::loadEntry(Value base, Value rowOffset, int64_t e,
 
 SmallVector<Value> MhaKernel::attend(Value key, ArrayRef<Value> q,
                                      ValueRange state) {
-  Value keyRow = d.add(d.mul(d.zext64(key), d.c64(s.numHeads)),
-                       d.zext64(head));
+  Value keyRow = d.add(d.mul(d.zext64(key), d.c64(s.numHeads)), d.zext64(head));
   Value partial = d.f(0.0f);
   for (int64_t e = 0; e < qkPerLane; ++e)
     partial = d.fadd(partial,
@@ -168,9 +167,9 @@ SmallVector<Value> MhaKernel::attend(Value key, ArrayRef<Value> q,
 
 void MhaKernel::storeRow(Value t, ValueRange state) {
   softmax::Normaliser norm = softmax::normaliser(d, state[1]);
-  Value outRow = d.mul(d.add(d.mul(d.zext64(t), d.c64(s.numHeads)),
-                             d.zext64(head)),
-                       d.c64(s.vDim));
+  Value outRow =
+      d.mul(d.add(d.mul(d.zext64(t), d.c64(s.numHeads)), d.zext64(head)),
+            d.c64(s.vDim));
   for (int64_t e = 0; e < vPerLane; ++e) {
     Value col = d.add(lane, d.c32(32 * e));
     d.ifThen(d.slt(col, d.c32(s.vDim)), [&] {

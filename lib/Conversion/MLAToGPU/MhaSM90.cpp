@@ -129,17 +129,15 @@ private:
   /// Issues S = Q K^T for the block in K slot `stage` (no commit).
   WgmmaAccum issueScores(WarpgroupMma &mma, Value stage);
   /// Issues o += P V for the block in V slot `stage` (no commit).
-  WgmmaAccum issuePV(WarpgroupMma &mma, const WgmmaAccum &o,
-                     ArrayRef<Value> p, Value stage);
+  WgmmaAccum issuePV(WarpgroupMma &mma, const WgmmaAccum &o, ArrayRef<Value> p,
+                     Value stage);
   WgmmaAccum mask(const Work &w, Value block, const WgmmaAccum &scores);
   /// Folds the block's scores into (m, l) and replaces p with the block's
   /// probabilities; returns each row's factor for o.
   std::array<Value, 2> softmaxFold(const WgmmaAccum &scores, RowState &state);
   void rescale(WgmmaAccum &o, std::array<Value, 2> alpha);
   void store(const Work &w, const RowState &state);
-  Value phase(Value n) {
-    return d.bitAnd(d.divu(n, d.c32(kStages)), d.c32(1));
-  }
+  Value phase(Value n) { return d.bitAnd(d.divu(n, d.c32(kStages)), d.c32(1)); }
   Value slot(Value n) { return d.remu(n, d.c32(kStages)); }
 
   /// Row (within the request) of this thread's half `h`, i32.
@@ -169,10 +167,10 @@ private:
 void MhaSM90Kernel::declare(StringRef name) {
   Type g = d.ptrGlobal;
   Type p = LLVM::LLVMPointerType::get(b.getContext());
-  createGridConstantKernel(b, name, {p, p, p, g, g, g, g, d.i32, d.i32},
-                           {true, true, true, false, false, false, false,
-                            false, false},
-                           abi::kMhaWgmmaThreads);
+  createGridConstantKernel(
+      b, name, {p, p, p, g, g, g, g, d.i32, d.i32},
+      {true, true, true, false, false, false, false, false, false},
+      abi::kMhaWgmmaThreads);
   Block *entry = b.getInsertionBlock();
   qMap = entry->getArgument(0), kMap = entry->getArgument(1),
   vMap = entry->getArgument(2), cuQ = entry->getArgument(3),
@@ -200,8 +198,7 @@ Work MhaSM90Kernel::locate() {
   // Tile y of the grid is tile `rem` of the first segment whose tile count
   // exceeds what the segments before it used; each segment's tiles go
   // last-first, so the longest causal tiles start earliest.
-  SmallVector<Value> init = {d.blockIdY(), d.c32(0), d.c32(0),
-                             d.cbool(false)};
+  SmallVector<Value> init = {d.blockIdY(), d.c32(0), d.c32(0), d.cbool(false)};
   SmallVector<Value> r = d.forLoop(
       d.c32(0), d.add(last, d.c32(1)), d.c32(1), init,
       [&](Value sg, ValueRange c) {
@@ -210,8 +207,7 @@ Work MhaSM90Kernel::locate() {
         Value hit = d.andi(d.eq(c[3], d.cbool(false)), d.slt(c[0], count));
         Value found = d.ori(c[3], hit);
         return SmallVector<Value>{
-            d.select(found, c[0], d.sub(c[0], count)),
-            d.select(hit, sg, c[1]),
+            d.select(found, c[0], d.sub(c[0], count)), d.select(hit, sg, c[1]),
             d.select(hit, d.sub(d.sub(count, d.c32(1)), c[0]), c[2]), found};
       });
   Work w;
@@ -234,15 +230,15 @@ Work MhaSM90Kernel::locate() {
     Value shift = d.sub(w.kLen, w.qLen);
     Value lastRow = d.minsi(d.add(w.m0, d.c32(kM)), w.qLen);
     keys = d.minsi(d.maxsi(d.add(shift, lastRow), d.c32(0)), w.kLen);
-    w.unmaskedKeys = d.minsi(
-        d.maxsi(d.add(shift, d.add(w.m0, d.c32(1))), d.c32(0)), w.kLen);
+    w.unmaskedKeys =
+        d.minsi(d.maxsi(d.add(shift, d.add(w.m0, d.c32(1))), d.c32(0)), w.kLen);
   }
   // At least one block, fully masked when the tile sees no key: the
   // consumers' pipeline then has no branch around its wgmmas (ptxas
   // serialises every wgmma of a kernel that issues some on a divergent
   // path, C7520).
-  w.numBlocks = d.maxsi(d.divu(d.add(keys, d.c32(kN - 1)), d.c32(kN)),
-                        d.c32(1));
+  w.numBlocks =
+      d.maxsi(d.divu(d.add(keys, d.c32(kN - 1)), d.c32(kN)), d.c32(1));
   return w;
 }
 
@@ -278,29 +274,24 @@ void MhaSM90Kernel::produce(const Work &w) {
     MBarrier q = qFull();
     q.arriveExpectTx(d.c32(kM * s.qkDim * 2));
     loadBoxes(qMap, d.c32(lay.q), q, d.add(w.qStart, w.m0), s.qkDim, kM);
-    d.forLoop(d.c32(0), w.numBlocks, d.c32(1), {},
-              [&](Value n, ValueRange) {
-                Value stage = d.remu(n, d.c32(kStages));
-                Value round = d.divu(n, d.c32(kStages));
-                // A fresh barrier's "previous phase" (parity 1) counts as
-                // complete, so the first round does not wait.
-                Value free = d.bitXor(d.bitAnd(round, d.c32(1)), d.c32(1));
-                Value key = d.add(w.kStart, d.mul(n, d.c32(kN)));
-                MBarrier kb = kFull(stage), vb = vFull(stage);
-                kEmpty(stage).waitParity(free);
-                kb.arriveExpectTx(d.c32(lay.kStageBytes));
-                loadBoxes(kMap,
-                          d.add(d.c32(lay.k),
-                                d.mul(stage, d.c32(lay.kStageBytes))),
-                          kb, key, s.qkDim, kN);
-                vEmpty(stage).waitParity(free);
-                vb.arriveExpectTx(d.c32(lay.vStageBytes));
-                loadBoxes(vMap,
-                          d.add(d.c32(lay.v),
-                                d.mul(stage, d.c32(lay.vStageBytes))),
-                          vb, key, s.vDim, kN);
-                return SmallVector<Value>{};
-              });
+    d.forLoop(d.c32(0), w.numBlocks, d.c32(1), {}, [&](Value n, ValueRange) {
+      Value stage = d.remu(n, d.c32(kStages));
+      Value round = d.divu(n, d.c32(kStages));
+      // A fresh barrier's "previous phase" (parity 1) counts as
+      // complete, so the first round does not wait.
+      Value free = d.bitXor(d.bitAnd(round, d.c32(1)), d.c32(1));
+      Value key = d.add(w.kStart, d.mul(n, d.c32(kN)));
+      MBarrier kb = kFull(stage), vb = vFull(stage);
+      kEmpty(stage).waitParity(free);
+      kb.arriveExpectTx(d.c32(lay.kStageBytes));
+      loadBoxes(kMap, d.add(d.c32(lay.k), d.mul(stage, d.c32(lay.kStageBytes))),
+                kb, key, s.qkDim, kN);
+      vEmpty(stage).waitParity(free);
+      vb.arriveExpectTx(d.c32(lay.vStageBytes));
+      loadBoxes(vMap, d.add(d.c32(lay.v), d.mul(stage, d.c32(lay.vStageBytes))),
+                vb, key, s.vDim, kN);
+      return SmallVector<Value>{};
+    });
   });
 }
 
@@ -464,8 +455,8 @@ void MhaSM90Kernel::store(const Work &w, const RowState &st) {
     Value r = row(w, h);
     d.ifThen(d.slt(r, w.qLen), [&] {
       Value t = d.zext64(d.add(w.qStart, r));
-      Value rowBase = d.mul(
-          d.add(d.mul(t, d.c64(s.numHeads)), d.zext64(head)), d.c64(s.vDim));
+      Value rowBase = d.mul(d.add(d.mul(t, d.c64(s.numHeads)), d.zext64(head)),
+                            d.c64(s.vDim));
       for (int64_t j = 0; j < s.vDim / 8; ++j) {
         Value lo = d.fmul(st.o.regs[4 * j + 2 * h], norm.inv);
         Value hi = d.fmul(st.o.regs[4 * j + 2 * h + 1], norm.inv);
@@ -521,8 +512,7 @@ void MhaSM90Kernel::emit(StringRef name) {
   // found is uniform over the CTA: spare CTAs leave before any barrier.
   d.ifThen(w.found, [&] {
     initBarriers();
-    splitWarpgroupRoles(
-        d, tid, [&] { produce(w); }, [&] { consume(w); });
+    splitWarpgroupRoles(d, tid, [&] { produce(w); }, [&] { consume(w); });
   });
   LLVM::ReturnOp::create(b, ValueRange{});
 }

@@ -17,9 +17,9 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "mla/Contract/CacheProjectionABI.h"
 #include "mla/Conversion/MLAToGPU/MLAToGPU.h"
 #include "mla/Dialect/MLA/IR/MLAOps.h"
-#include "mla/Contract/CacheProjectionABI.h"
 #include "mla/GPUCodegen/DeviceBuilder.h"
 #include "mla/GPUCodegen/MmaSync.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -77,16 +77,16 @@ FailureOr<Projection> planProjection(Operation *op, StringRef opName,
   else if (p.elem.isF32())
     s.elem = abi::ActType::F32;
   else
-    return op->emitOpError() << "GPU " << opName
-                             << " supports bf16, f16 and f32, got " << p.elem;
+    return op->emitOpError()
+           << "GPU " << opName << " supports bf16, f16 and f32, got " << p.elem;
   s.numHeads = wTy.getDimSize(0);
   s.inDim = wTy.getDimSize(1);
   s.outDim = wTy.getDimSize(2);
   s.ropeDim = withRope ? inTy.getDimSize(2) - s.inDim : 0;
   if (std::string why = abi::checkProjectionShape(s); !why.empty())
-    return op->emitOpError() << "GPU " << opName << " cannot run N = "
-                             << s.numHeads << ", K = " << s.inDim
-                             << ", width " << s.outDim << ": " << why;
+    return op->emitOpError()
+           << "GPU " << opName << " cannot run N = " << s.numHeads
+           << ", K = " << s.inDim << ", width " << s.outDim << ": " << why;
   int64_t inWidth = s.inDim + s.ropeDim, outWidth = s.outDim + s.ropeDim;
   p.inHeadStride = inWidth;
   p.inRowStride = s.numHeads * inWidth;
@@ -108,15 +108,15 @@ public:
     LLVM::GlobalOp smem;
     if (mma) {
       // Static shared memory: a module-level workgroup global per kernel.
-      auto arrayTy = LLVM::LLVMArrayType::get(
-          b.getI8Type(), abi::projectionSharedBytes(s));
+      auto arrayTy = LLVM::LLVMArrayType::get(b.getI8Type(),
+                                              abi::projectionSharedBytes(s));
       smem = LLVM::GlobalOp::create(
           b, loc, arrayTy, /*isConstant=*/false, LLVM::Linkage::Internal,
           gpu_codegen::uniqueSymbolName(module, (name + "_smem").str()),
           Attribute(), /*alignment=*/16, /*addrSpace=*/3);
     }
-    int64_t threads = mma ? abi::kProjMmaThreadsPerCta
-                          : abi::kProjFmaThreadsPerCta;
+    int64_t threads =
+        mma ? abi::kProjMmaThreadsPerCta : abi::kProjFmaThreadsPerCta;
     OpBuilder::InsertionGuard guard(b);
     auto fn = gpu_codegen::createKernel(
         b, name, {e.ptrGlobal, e.ptrGlobal, e.ptrGlobal, e.i32}, threads,
@@ -177,12 +177,10 @@ private:
       Value r = e.divu(idx, e.c32(perRow));
       Value col = e.mul(e.remu(idx, e.c32(perRow)), e.c32(vec));
       Value t = e.add(firstRow, r);
-      Value ok = e.andi(e.slt(idx, e.c32(items)),
-                                       e.slt(t, tokens));
+      Value ok = e.andi(e.slt(idx, e.c32(items)), e.slt(t, tokens));
       e.ifThen(ok, [&] {
         Value v = e.load(
-            vecTy,
-            e.gep(in, p.elem, inOffset(t, e.add(col, e.c32(s.inDim)))),
+            vecTy, e.gep(in, p.elem, inOffset(t, e.add(col, e.c32(s.inDim)))),
             align);
         e.store(v,
                 e.gep(out, p.elem, outOffset(t, e.add(col, e.c32(s.outDim)))),
@@ -198,18 +196,18 @@ private:
     Value col = e.add(e.mul(ctaY, e.c32(abi::kProjFmaThreadsPerCta)), tid);
     e.ifThen(e.slt(col, e.c32(s.outDim)), [&] {
       Value inRow = e.gep(in, p.elem, inOffset(t, e.c32(0)));
-      Value wCol = e.gep(
-          w, p.elem,
-          e.add(e.mul(e.zext64(head), e.c64(s.inDim * s.outDim)),
-                e.zext64(col)));
+      Value wCol = e.gep(w, p.elem,
+                         e.add(e.mul(e.zext64(head), e.c64(s.inDim * s.outDim)),
+                               e.zext64(col)));
       Value zero = e.f(0.0f);
-      SmallVector<Value> acc = e.forLoop(s.inDim, {zero}, [&](Value k, ValueRange a) {
-        Value x = e.load(e.f32, e.gep(inRow, p.elem, k), 4);
-        Value y = e.load(
-            e.f32,
-            e.gep(wCol, p.elem, e.mul(e.zext64(k), e.c64(s.outDim))), 4);
-        return SmallVector<Value>{LLVM::FMAOp::create(b, x, y, a[0])};
-      });
+      SmallVector<Value> acc =
+          e.forLoop(s.inDim, {zero}, [&](Value k, ValueRange a) {
+            Value x = e.load(e.f32, e.gep(inRow, p.elem, k), 4);
+            Value y = e.load(
+                e.f32, e.gep(wCol, p.elem, e.mul(e.zext64(k), e.c64(s.outDim))),
+                4);
+            return SmallVector<Value>{LLVM::FMAOp::create(b, x, y, a[0])};
+          });
       e.store(acc[0], e.gep(out, p.elem, outOffset(t, col)), 4);
     });
     if (s.ropeDim > 0)
@@ -222,8 +220,8 @@ private:
     setUpMmaTiles(smemBase);
     Value zero = e.f(0.0f);
     SmallVector<Value> init(32, zero);
-    SmallVector<Value> acc = e.forLoop(
-        s.inDim / tileK, init, [&](Value kt, ValueRange accIn) {
+    SmallVector<Value> acc =
+        e.forLoop(s.inDim / tileK, init, [&](Value kt, ValueRange accIn) {
           Value k0 = e.mul(kt, e.c32(tileK));
           stageInputSlice(k0);
           stageWeightSlice(k0);
@@ -236,8 +234,9 @@ private:
         });
     storeTile(acc);
     if (s.ropeDim > 0)
-      e.ifThen(e.eq(ctaY, e.c32(0)),
-               [&] { emitRopeCopy(m0, abi::kProjTileM, abi::kProjMmaThreadsPerCta); });
+      e.ifThen(e.eq(ctaY, e.c32(0)), [&] {
+        emitRopeCopy(m0, abi::kProjTileM, abi::kProjMmaThreadsPerCta);
+      });
   }
 
   // The tensor-core tile loop's geometry (setUpMmaTiles).
@@ -276,21 +275,22 @@ private:
   /// Input slice [64 x tileK] -> smemA[row][k], rows past T as zeros.
   void stageInputSlice(Value k0) {
     constexpr int64_t threads = abi::kProjMmaThreadsPerCta;
-    e.forLoop(abi::kProjTileM * chunksPerRow / threads, {},
-              [&](Value i, ValueRange) {
-      Value idx = e.add(e.mul(i, e.c32(threads)), tid);
-      Value r = e.divu(idx, e.c32(chunksPerRow));
-      Value ch = e.remu(idx, e.c32(chunksPerRow));
-      Value t = e.add(m0, r);
-      Value valid = e.slt(t, tokens);
-      Value col = e.add(k0, e.mul(ch, e.c32(8)));
-      Value src = e.gep(in, e.i16, inOffset(e.select(valid, t, e.c32(0)), col));
-      Value v = e.select(valid, e.load(chunkTy, src, aAlign), zeroChunk);
-      Value dst = e.gep(smemA, e.i16,
-                        e.add(e.mul(r, e.c32(ldsm)), e.mul(ch, e.c32(8))));
-      e.store(v, dst, 16);
-      return SmallVector<Value>{};
-    });
+    e.forLoop(
+        abi::kProjTileM * chunksPerRow / threads, {}, [&](Value i, ValueRange) {
+          Value idx = e.add(e.mul(i, e.c32(threads)), tid);
+          Value r = e.divu(idx, e.c32(chunksPerRow));
+          Value ch = e.remu(idx, e.c32(chunksPerRow));
+          Value t = e.add(m0, r);
+          Value valid = e.slt(t, tokens);
+          Value col = e.add(k0, e.mul(ch, e.c32(8)));
+          Value src =
+              e.gep(in, e.i16, inOffset(e.select(valid, t, e.c32(0)), col));
+          Value v = e.select(valid, e.load(chunkTy, src, aAlign), zeroChunk);
+          Value dst = e.gep(smemA, e.i16,
+                            e.add(e.mul(r, e.c32(ldsm)), e.mul(ch, e.c32(8))));
+          e.store(v, dst, 16);
+          return SmallVector<Value>{};
+        });
   }
 
   /// Weight slice [tileK x 64] -> smemB[col][k] (transposed), columns past
@@ -319,8 +319,8 @@ private:
   /// Fragment (row, k) of a shared tile as one 32-bit load: i32 for bf16,
   /// vector<2xf16> for f16 (what nvvm.mma.sync accepts).
   Value loadFrag(Value base, Value row, int64_t k) {
-    Value at = e.add(e.mul(row, e.c32(ldsm)),
-                     e.add(e.mul(quad, e.c32(2)), e.c32(k)));
+    Value at =
+        e.add(e.mul(row, e.c32(ldsm)), e.add(e.mul(quad, e.c32(2)), e.c32(k)));
     return e.load(fragTy, e.gep(base, e.i16, at), 4);
   }
 
@@ -332,9 +332,9 @@ private:
     for (int64_t mt = 0; mt < 2; ++mt) {
       Value row = e.add(warpRow, e.add(group, e.c32(16 * mt)));
       Value row8 = e.add(row, e.c32(8));
-      aFrags.push_back({{loadFrag(smemA, row, kk), loadFrag(smemA, row8, kk),
-                         loadFrag(smemA, row, kk + 8),
-                         loadFrag(smemA, row8, kk + 8)}});
+      aFrags.push_back(
+          {{loadFrag(smemA, row, kk), loadFrag(smemA, row8, kk),
+            loadFrag(smemA, row, kk + 8), loadFrag(smemA, row8, kk + 8)}});
     }
     for (int64_t nt = 0; nt < 4; ++nt) {
       Value col = e.add(warpCol, e.add(group, e.c32(8 * nt)));
@@ -356,11 +356,11 @@ private:
     for (int64_t mt = 0; mt < 2; ++mt) {
       for (int64_t nt = 0; nt < 4; ++nt) {
         int64_t base = (mt * 4 + nt) * 4;
-        Value col = e.add(n0, e.add(warpCol, e.add(e.mul(quad, e.c32(2)),
-                                                   e.c32(8 * nt))));
+        Value col = e.add(
+            n0, e.add(warpCol, e.add(e.mul(quad, e.c32(2)), e.c32(8 * nt))));
         for (int64_t half = 0; half < 2; ++half) {
-          Value t = e.add(m0, e.add(warpRow, e.add(group, e.c32(16 * mt +
-                                                               8 * half))));
+          Value t = e.add(
+              m0, e.add(warpRow, e.add(group, e.c32(16 * mt + 8 * half))));
           Value ok = e.andi(e.slt(t, tokens), e.slt(col, e.c32(s.outDim)));
           Value lo = acc[base + 2 * half], hi = acc[base + 2 * half + 1];
           e.ifThen(ok, [&] {

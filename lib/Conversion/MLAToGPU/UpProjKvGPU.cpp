@@ -72,8 +72,7 @@ private:
 
 void UpProjKvKernel::emit(StringRef name) {
   Type g = d.ptrGlobal;
-  auto fn = createKernel(b, name, {g, g, g, g, d.i32},
-                         abi::kUpKvThreadsPerCta);
+  auto fn = createKernel(b, name, {g, g, g, g, d.i32}, abi::kUpKvThreadsPerCta);
   latent = fn.getArgument(0), weight = fn.getArgument(1),
   kNope = fn.getArgument(2), v = fn.getArgument(3), rows = fn.getArgument(4);
   smem = dynamicSharedBase(b);
@@ -107,29 +106,31 @@ void UpProjKvKernel::emit(StringRef name) {
 void UpProjKvKernel::issueSlice(Value k) {
   Value slot = ring.slotOffset(d, k);
   Value k0 = d.zext64(d.mul(k, d.c32(abi::kUpKvTileK)));
-  forEachStrided(d, tid, abi::kUpKvThreadsPerCta, abi::kUpKvTileM * kChunks,
-                 [&](Value idx) {
-    Value row = d.divu(idx, d.c32(kChunks)), ch = d.remu(idx, d.c32(kChunks));
-    Value col = d.add(k0, d.zext64(d.mul(ch, d.c32(8))));
-    // Latent row m0 + row (zero past S) and kv_b_proj row n0 + row (zero
-    // past N*(P+V)); invalid rows read row 0, 0 bytes of it.
-    Value t = d.add(m0, row);
-    Value tValid = d.slt(t, rows);
-    Value src = d.gep(latent, elem,
-                      d.add(d.mul(d.zext64(d.select(tValid, t, d.c32(0))),
-                                  d.c64(s.latentDim)),
-                            col));
-    d.cpAsync16(sm(aTile, slot, aTile.byteOffset(d, row, ch)), src,
-                zeroFillSize(d, tValid));
-    Value c = d.add(n0, row);
-    Value cValid = d.slt(c, d.c32(s.columns()));
-    Value wsrc = d.gep(weight, elem,
-                       d.add(d.mul(d.zext64(d.select(cValid, c, d.c32(0))),
-                                   d.c64(s.latentDim)),
-                             col));
-    d.cpAsync16(sm(bTile, slot, bTile.byteOffset(d, row, ch)), wsrc,
-                zeroFillSize(d, cValid));
-  });
+  forEachStrided(
+      d, tid, abi::kUpKvThreadsPerCta, abi::kUpKvTileM * kChunks,
+      [&](Value idx) {
+        Value row = d.divu(idx, d.c32(kChunks)),
+              ch = d.remu(idx, d.c32(kChunks));
+        Value col = d.add(k0, d.zext64(d.mul(ch, d.c32(8))));
+        // Latent row m0 + row (zero past S) and kv_b_proj row n0 + row (zero
+        // past N*(P+V)); invalid rows read row 0, 0 bytes of it.
+        Value t = d.add(m0, row);
+        Value tValid = d.slt(t, rows);
+        Value src = d.gep(latent, elem,
+                          d.add(d.mul(d.zext64(d.select(tValid, t, d.c32(0))),
+                                      d.c64(s.latentDim)),
+                                col));
+        d.cpAsync16(sm(aTile, slot, aTile.byteOffset(d, row, ch)), src,
+                    zeroFillSize(d, tValid));
+        Value c = d.add(n0, row);
+        Value cValid = d.slt(c, d.c32(s.columns()));
+        Value wsrc = d.gep(weight, elem,
+                           d.add(d.mul(d.zext64(d.select(cValid, c, d.c32(0))),
+                                       d.c64(s.latentDim)),
+                                 col));
+        d.cpAsync16(sm(bTile, slot, bTile.byteOffset(d, row, ch)), wsrc,
+                    zeroFillSize(d, cValid));
+      });
 }
 
 void UpProjKvKernel::multiplySlice(MutableArrayRef<Value> accs, Value slot) {
@@ -141,15 +142,16 @@ void UpProjKvKernel::multiplySlice(MutableArrayRef<Value> accs, Value slot) {
     for (int64_t mt = 0; mt < 2; ++mt) {
       Value row = d.add(warpRow, d.add(l16, d.c32(16 * mt)));
       Value chunk = d.add(lHalf, d.c32(2 * kk));
-      a.push_back(loadFragA(d, sm(aTile, slot, aTile.byteOffset(d, row, chunk))));
+      a.push_back(
+          loadFragA(d, sm(aTile, slot, aTile.byteOffset(d, row, chunk))));
     }
     for (int64_t p = 0; p < 2; ++p) {
-      Value nrow = d.add(warpCol, d.add(d.add(l8, d.mul(lHalf, d.c32(8))),
-                                        d.c32(16 * p)));
+      Value nrow = d.add(
+          warpCol, d.add(d.add(l8, d.mul(lHalf, d.c32(8))), d.c32(16 * p)));
       Value chunk = d.add(lMat1, d.c32(2 * kk));
-      std::array<MmaFragB, 2> bf = loadFragBPair(
-          d, sm(bTile, slot, bTile.byteOffset(d, nrow, chunk)),
-          /*trans=*/false);
+      std::array<MmaFragB, 2> bf =
+          loadFragBPair(d, sm(bTile, slot, bTile.byteOffset(d, nrow, chunk)),
+                        /*trans=*/false);
       for (int64_t mt = 0; mt < 2; ++mt)
         for (int64_t h = 0; h < 2; ++h) {
           MutableArrayRef<Value> c = accs.slice((mt * 4 + 2 * p + h) * 4, 4);
@@ -167,8 +169,8 @@ void UpProjKvKernel::storeTile(ArrayRef<Value> accs) {
   auto pairTy = VectorType::get({2}, elem);
   for (int64_t mt = 0; mt < 2; ++mt)
     for (int64_t nt = 0; nt < 4; ++nt) {
-      Value c = d.add(n0, d.add(warpCol, d.add(d.mul(tq, d.c32(2)),
-                                               d.c32(8 * nt))));
+      Value c =
+          d.add(n0, d.add(warpCol, d.add(d.mul(tq, d.c32(2)), d.c32(8 * nt))));
       Value head = d.divu(c, d.c32(W)), j = d.remu(c, d.c32(W));
       Value isNope = d.slt(j, d.c32(P));
       for (int64_t h = 0; h < 2; ++h) {
@@ -178,14 +180,14 @@ void UpProjKvKernel::storeTile(ArrayRef<Value> accs) {
         d.ifThen(ok, [&] {
           Value pair = d.poison(pairTy);
           for (int64_t k = 0; k < 2; ++k)
-            pair = d.insert(pair,
-                            arith::TruncFOp::create(b, elem, accs[base + k]), k);
-          Value th = d.add(d.mul(d.zext64(t), d.c64(s.numHeads)),
-                           d.zext64(head));
+            pair = d.insert(
+                pair, arith::TruncFOp::create(b, elem, accs[base + k]), k);
+          Value th =
+              d.add(d.mul(d.zext64(t), d.c64(s.numHeads)), d.zext64(head));
           Value nopeAt = d.add(d.mul(th, d.c64(P)), d.zext64(j));
           Value vAt = d.add(d.mul(th, d.c64(V)), d.zext64(d.sub(j, d.c32(P))));
-          Value dst = d.select(isNope, d.gep(kNope, elem, nopeAt),
-                               d.gep(v, elem, vAt));
+          Value dst =
+              d.select(isNope, d.gep(kNope, elem, nopeAt), d.gep(v, elem, vAt));
           d.store(pair, dst, 4);
         });
       }
@@ -212,7 +214,7 @@ LogicalResult emitUpProjKvKernels(OpBuilder &builder, Operation *upProjKvOp,
   shape.latentDim = latentTy.getDimSize(1);
   shape.nopeDim = kTy.getDimSize(2);
   shape.valueDim = vTy.getDimSize(2);
-  shape.elem = elem.isBF16() ? abi::ActType::BF16
+  shape.elem = elem.isBF16()  ? abi::ActType::BF16
                : elem.isF16() ? abi::ActType::F16
                               : abi::ActType::F32;
   if ((!elem.isBF16() && !elem.isF16()) || wTy.getElementType() != elem ||
@@ -220,10 +222,10 @@ LogicalResult emitUpProjKvKernels(OpBuilder &builder, Operation *upProjKvOp,
     return op.emitOpError() << "GPU up_proj_kv needs latent, kv_b_proj, k_nope "
                                "and v all bf16 or all f16";
   if (const char *why = abi::checkUpProjKvShape(shape); *why)
-    return op.emitOpError() << "GPU up_proj_kv cannot run N = "
-                            << shape.numHeads << ", L = " << shape.latentDim
-                            << ", P = " << shape.nopeDim << ", V = "
-                            << shape.valueDim << ": " << why;
+    return op.emitOpError()
+           << "GPU up_proj_kv cannot run N = " << shape.numHeads
+           << ", L = " << shape.latentDim << ", P = " << shape.nopeDim
+           << ", V = " << shape.valueDim << ": " << why;
   Operation *module = builder.getInsertionBlock()->getParentOp();
   ImplicitLocOpBuilder b(op.getLoc(), builder);
   std::string name = uniqueSymbolName(module, abi::kUpProjKvKernel);

@@ -51,9 +51,7 @@ private:
                                               d.mul(index, d.c32(8)))));
   }
   Value slot(Value k) { return d.remu(k, d.c32(kStages)); }
-  Value phase(Value k) {
-    return d.bitAnd(d.divu(k, d.c32(kStages)), d.c32(1));
-  }
+  Value phase(Value k) { return d.bitAnd(d.divu(k, d.c32(kStages)), d.c32(1)); }
   int64_t numSlices() const { return s.latentDim / kK; }
 
   void initBarriers();
@@ -142,18 +140,18 @@ void UpProjKvSM90Kernel::consume() {
   mma.commit();
   // Slice k is issued while slice k-1's group may still run; once k-1 has
   // completed its slot goes back to the producer.
-  SmallVector<Value> regs = d.forLoop(
-      d.c32(1), d.c32(numSlices()), d.c32(1), acc.regs,
-      [&](Value k, ValueRange carried) {
-        full(slot(k)).waitParity(phase(k));
-        mma.fence();
-        WgmmaAccum next =
-            issueSlice(mma, {SmallVector<Value>(carried)}, slot(k), false);
-        mma.commit();
-        mma.wait(1);
-        empty(slot(d.sub(k, d.c32(1)))).arrive();
-        return next.regs;
-      });
+  SmallVector<Value> regs =
+      d.forLoop(d.c32(1), d.c32(numSlices()), d.c32(1), acc.regs,
+                [&](Value k, ValueRange carried) {
+                  full(slot(k)).waitParity(phase(k));
+                  mma.fence();
+                  WgmmaAccum next = issueSlice(
+                      mma, {SmallVector<Value>(carried)}, slot(k), false);
+                  mma.commit();
+                  mma.wait(1);
+                  empty(slot(d.sub(k, d.c32(1)))).arrive();
+                  return next.regs;
+                });
   mma.wait(0);
   store({regs});
 }
@@ -174,12 +172,12 @@ void UpProjKvSM90Kernel::store(const WgmmaAccum &acc) {
   Value pairByte = d.mul(d.bitAnd(lane, d.c32(3)), d.c32(4));
   for (int64_t j = 0; j < kN / 8; ++j)
     for (int64_t h = 0; h < 2; ++h) {
-      Value off = d.add(area, d.add(d.mul(d.add(r, d.c32(8 * h)),
-                                          d.c32(rowBytes)),
-                                    d.add(d.c32(16 * j), pairByte)));
-      d.store(d.pack2(acc.regs[4 * j + 2 * h], acc.regs[4 * j + 2 * h + 1],
-                      elem),
-              d.gepBytes(smem, off), 4);
+      Value off =
+          d.add(area, d.add(d.mul(d.add(r, d.c32(8 * h)), d.c32(rowBytes)),
+                            d.add(d.c32(16 * j), pairByte)));
+      d.store(
+          d.pack2(acc.regs[4 * j + 2 * h], acc.regs[4 * j + 2 * h + 1], elem),
+          d.gepBytes(smem, off), 4);
     }
   NVVM::BarrierOp::create(b, TypeRange{}, d.add(d.c32(2), wg), d.c32(128),
                           NVVM::BarrierReductionAttr(), Value());
@@ -195,16 +193,19 @@ void UpProjKvSM90Kernel::storeRows(Value area, Value wtid) {
   for (int64_t it = 0; it < 64 * chunks / 128; ++it) {
     Value i = d.add(d.c32(it * 128), wtid);
     Value row = d.divu(i, d.c32(chunks)), chunk = d.remu(i, d.c32(chunks));
-    Value data = d.load(v4, d.gepBytes(smem, d.add(area, d.add(
-                                  d.mul(row, d.c32(rowBytes)),
-                                  d.mul(chunk, d.c32(16))))), 16);
-    Value grow = d.add(d.mul(rowTile, d.c32(kM)),
-                       d.add(d.mul(wg, d.c32(64)), row));
+    Value data =
+        d.load(v4,
+               d.gepBytes(smem, d.add(area, d.add(d.mul(row, d.c32(rowBytes)),
+                                                  d.mul(chunk, d.c32(16))))),
+               16);
+    Value grow =
+        d.add(d.mul(rowTile, d.c32(kM)), d.add(d.mul(wg, d.c32(64)), row));
     Value gcol = d.add(d.mul(colTile, d.c32(kN)), d.mul(chunk, d.c32(8)));
     d.ifThen(d.andi(d.slt(grow, rows), d.slt(gcol, d.c32(s.columns()))), [&] {
-      Value head = d.divu(gcol, d.c32(width)), within = d.remu(gcol, d.c32(width));
-      Value token = d.add(d.mul(d.zext64(grow), d.c64(s.numHeads)),
-                          d.zext64(head));
+      Value head = d.divu(gcol, d.c32(width)),
+            within = d.remu(gcol, d.c32(width));
+      Value token =
+          d.add(d.mul(d.zext64(grow), d.c64(s.numHeads)), d.zext64(head));
       Value kIdx = d.add(d.mul(token, d.c64(s.nopeDim)), d.zext64(within));
       Value vIdx = d.add(d.mul(token, d.c64(s.valueDim)),
                          d.zext64(d.sub(within, d.c32(s.nopeDim))));
@@ -230,8 +231,7 @@ void UpProjKvSM90Kernel::emit(StringRef name) {
   colTile = d.blockIdX();
   rowTile = d.blockIdY();
   initBarriers();
-  splitWarpgroupRoles(
-      d, tid, [&] { produce(); }, [&] { consume(); });
+  splitWarpgroupRoles(d, tid, [&] { produce(); }, [&] { consume(); });
   LLVM::ReturnOp::create(b, ValueRange{});
 }
 

@@ -188,10 +188,10 @@ struct MhaLowering : OpRewritePattern<MhaOp> {
       return rewriter.notifyMatchFailure(
           op, "needs static head widths (they are vector lengths)");
     if (qkWidth > kMaxRowVectorWidth || vWidth > kMaxRowVectorWidth)
-      return op.emitOpError() << "the CPU mha lowering holds a q/k row ("
-                              << qkWidth << ") and a v row (" << vWidth
-                              << ") in vectors of at most "
-                              << kMaxRowVectorWidth << " elements";
+      return op.emitOpError()
+             << "the CPU mha lowering holds a q/k row (" << qkWidth
+             << ") and a v row (" << vWidth << ") in vectors of at most "
+             << kMaxRowVectorWidth << " elements";
 
     Location loc = op.getLoc();
     RowAttention rows{op.getQ(),
@@ -323,8 +323,8 @@ struct MergeStatesLowering : OpRewritePattern<MergeStatesOp> {
               arith::AddFOp::create(b, l, anchor,
                                     math::LogOp::create(b, l, total)),
               ninf);
-          Value poisoned = arith::CmpFOp::create(
-              b, l, arith::CmpFPredicate::UNO, la, lb);
+          Value poisoned =
+              arith::CmpFOp::create(b, l, arith::CmpFPredicate::UNO, la, lb);
           Value nan = cF32(b, l, std::numeric_limits<double>::quiet_NaN());
           auto orNaN = [&](Value v) -> Value {
             return arith::SelectOp::create(b, l, poisoned, nan, v);

@@ -34,11 +34,11 @@ struct ConvertMLAToLinalgPass
     MLIRContext *ctx = &getContext();
     ConversionTarget target(*ctx);
     target.addIllegalDialect<MLADialect>();
-    target.addLegalDialect<arith::ArithDialect, bufferization::BufferizationDialect,
-                           linalg::LinalgDialect, math::MathDialect,
-                           scf::SCFDialect, tensor::TensorDialect,
-                           vector::VectorDialect, func::FuncDialect,
-                           memref::MemRefDialect>();
+    target.addLegalDialect<
+        arith::ArithDialect, bufferization::BufferizationDialect,
+        linalg::LinalgDialect, math::MathDialect, scf::SCFDialect,
+        tensor::TensorDialect, vector::VectorDialect, func::FuncDialect,
+        memref::MemRefDialect>();
 
     RewritePatternSet patterns(ctx);
     populateMLACacheToLinalgPatterns(patterns);

@@ -2,27 +2,27 @@
 //
 // mla.decode becomes decode_partial + combine (mla-split-kv's patterns).
 // decode_partial walks each request's pages once per split: a page is
-// dequantised to an f32 tile, and every query row folds the tile's visible tokens into its running
-// (max, sum, acc) state with a per-token online softmax (natural exponent,
-// max-subtracted). Only positions inside the row's range are visited, so
-// NaN or garbage in unused slots, unused pages and masked causal positions
-// never reaches a result. Rows are whole-width `vector`s of f32 (L and L+R
-// static), which LLVM splits into native registers.
+// dequantised to an f32 tile, and every query row folds the tile's visible
+// tokens into its running (max, sum, acc) state with a per-token online softmax
+// (natural exponent, max-subtracted). Only positions inside the row's range are
+// visited, so NaN or garbage in unused slots, unused pages and masked causal
+// positions never reaches a result. Rows are whole-width `vector`s of f32 (L
+// and L+R static), which LLVM splits into native registers.
 //
 //===----------------------------------------------------------------------===//
 
 #include "LoweringUtils.h"
+#include "mla/Contract/HostCalls.h"
 #include "mla/Conversion/MLAToLinalg/MLAToLinalg.h"
 #include "mla/Dialect/MLA/IR/MLAOps.h"
 #include "mla/Dialect/MLA/Transforms/Passes.h"
-#include "mla/Contract/HostCalls.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
-#include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
@@ -38,11 +38,10 @@ namespace {
 
 /// Builds an scf.for over [lb, ub) carrying `iters`; `body` returns the
 /// values to yield.
-static ValueRange
-forLoop(OpBuilder &b, Location loc, Value lb, Value ub, ValueRange iters,
-        function_ref<SmallVector<Value>(OpBuilder &, Location, Value,
-                                        ValueRange)>
-            body) {
+static ValueRange forLoop(
+    OpBuilder &b, Location loc, Value lb, Value ub, ValueRange iters,
+    function_ref<SmallVector<Value>(OpBuilder &, Location, Value, ValueRange)>
+        body) {
   auto loop = scf::ForOp::create(
       b, loc, lb, ub, cIdx(b, loc, 1), iters,
       [&](OpBuilder &nb, Location nloc, Value iv, ValueRange args) {
@@ -54,9 +53,8 @@ forLoop(OpBuilder &b, Location loc, Value lb, Value ub, ValueRange iters,
 static Value readRow(OpBuilder &b, Location loc, Value tensor,
                      ValueRange indices, int64_t width) {
   auto vecTy = VectorType::get({width}, b.getF32Type());
-  return vector::TransferReadOp::create(b, loc, vecTy, tensor, indices,
-                                        cF32(b, loc, 0.0),
-                                        ArrayRef<bool>{true});
+  return vector::TransferReadOp::create(
+      b, loc, vecTy, tensor, indices, cF32(b, loc, 0.0), ArrayRef<bool>{true});
 }
 
 static Value writeRow(OpBuilder &b, Location loc, Value vec, Value tensor,
@@ -100,9 +98,9 @@ struct LowerDecodePartial : public OpRewritePattern<DecodePartialOp> {
                             "L+R and a page size (from the cache type or the "
                             "layout)");
     if (rowDim > kMaxRowVectorWidth)
-      return op.emitOpError() << "the CPU decode lowering holds a row of L+R = "
-                              << rowDim << " in a vector of at most "
-                              << kMaxRowVectorWidth << " elements";
+      return op.emitOpError()
+             << "the CPU decode lowering holds a row of L+R = " << rowDim
+             << " in a vector of at most " << kMaxRowVectorWidth << " elements";
     int64_t splits = op.getNumSplits();
     bool causal = op.getCausal();
     Type f32 = rewriter.getF32Type();
@@ -172,9 +170,8 @@ struct LowerDecodePartial : public OpRewritePattern<DecodePartialOp> {
                       b, l, arith::AddIOp::create(b, l, start, chunk), len);
                 }
                 auto st = foldSplit(b, l, qb, bIv, len, start, end, stateTy,
-                                    accTy, cache, layout, blockTable,
-                                    latentDim, rowDim, pageSize, sq, heads,
-                                    causal);
+                                    accTy, cache, layout, blockTable, latentDim,
+                                    rowDim, pageSize, sq, heads, causal);
                 return writeSplit(b, l, st, outs[0], outs[1], sIv, bIv, sq,
                                   heads);
               }));
@@ -191,16 +188,16 @@ struct LowerDecodePartial : public OpRewritePattern<DecodePartialOp> {
             RankedTensorType accTy, Value cache, CacheLayoutAttr layout,
             Value blockTable, int64_t latentDim, int64_t rowDim,
             int64_t pageSize, int64_t sq, int64_t heads, bool causal) {
-    Value mInit = linalg::FillOp::create(
-                      b, l, cF32(b, l, kNegInf),
-                      tensor::EmptyOp::create(b, l, stateTy, ValueRange{})
-                          .getResult())
-                      .getResult(0);
-    Value lInit = linalg::FillOp::create(
-                      b, l, cF32(b, l, 0.0),
-                      tensor::EmptyOp::create(b, l, stateTy, ValueRange{})
-                          .getResult())
-                      .getResult(0);
+    Value mInit =
+        linalg::FillOp::create(
+            b, l, cF32(b, l, kNegInf),
+            tensor::EmptyOp::create(b, l, stateTy, ValueRange{}).getResult())
+            .getResult(0);
+    Value lInit =
+        linalg::FillOp::create(
+            b, l, cF32(b, l, 0.0),
+            tensor::EmptyOp::create(b, l, stateTy, ValueRange{}).getResult())
+            .getResult(0);
     Value accInit =
         linalg::FillOp::create(
             b, l, cF32(b, l, 0.0),
@@ -220,8 +217,8 @@ struct LowerDecodePartial : public OpRewritePattern<DecodePartialOp> {
               b, l, arith::MaxUIOp::create(b, l, start, base), base);
           Value j1 = arith::SubIOp::create(
               b, l,
-              arith::MinUIOp::create(
-                  b, l, end, arith::AddIOp::create(b, l, base, ps)),
+              arith::MinUIOp::create(b, l, end,
+                                     arith::AddIOp::create(b, l, base, ps)),
               base);
           return llvm::to_vector(forLoop(
               b, l, c0, cIdx(b, l, sq), st,
@@ -262,8 +259,8 @@ struct LowerDecodePartial : public OpRewritePattern<DecodePartialOp> {
                                          b.getIndexAttr(cacheTy.getDimSize(1)),
                                          b.getIndexAttr(cacheTy.getDimSize(2))};
       SmallVector<OpFoldResult> strides(3, b.getIndexAttr(1));
-      return tensor::ExtractSliceOp::create(b, l, tileTy, cache, offsets,
-                                            sizes, strides);
+      return tensor::ExtractSliceOp::create(b, l, tileTy, cache, offsets, sizes,
+                                            strides);
     }
     return loadCachePage(b, l, cache, layout, latentDim, rowDim, page);
   }
@@ -271,15 +268,14 @@ struct LowerDecodePartial : public OpRewritePattern<DecodePartialOp> {
   /// Folds tile rows [j0, jEnd) into query row (i, n):
   /// m' = max(m, s), acc' = acc * e^(m - m') + e^(s - m') * v, same for l.
   static SmallVector<Value> foldRow(OpBuilder &b, Location l, Value qb,
-                                    Value tile, Value j0, Value jEnd,
-                                    Value iIv, Value nIv, ValueRange st,
-                                    int64_t latentDim, int64_t rowDim) {
+                                    Value tile, Value j0, Value jEnd, Value iIv,
+                                    Value nIv, ValueRange st, int64_t latentDim,
+                                    int64_t rowDim) {
     Value mT = st[0], lT = st[1], accT = st[2];
     Value qRow = readRow(b, l, qb, {iIv, nIv, cIdx(b, l, 0)}, rowDim);
     Value m0 = tensor::ExtractOp::create(b, l, mT, ValueRange{iIv, nIv});
     Value l0 = tensor::ExtractOp::create(b, l, lT, ValueRange{iIv, nIv});
-    Value acc0 =
-        readRow(b, l, accT, {iIv, nIv, cIdx(b, l, 0)}, latentDim);
+    Value acc0 = readRow(b, l, accT, {iIv, nIv, cIdx(b, l, 0)}, latentDim);
     Value c0 = cIdx(b, l, 0);
     ValueRange folded = forLoop(
         b, l, j0, jEnd, {m0, l0, acc0},
@@ -303,10 +299,10 @@ struct LowerDecodePartial : public OpRewritePattern<DecodePartialOp> {
                   b, l, s[2], vector::BroadcastOp::create(b, l, vecTy, alpha)));
           return SmallVector<Value>{mNew, lNew, accNew};
         });
-    Value mOut = tensor::InsertOp::create(b, l, folded[0], mT,
-                                          ValueRange{iIv, nIv});
-    Value lOut = tensor::InsertOp::create(b, l, folded[1], lT,
-                                          ValueRange{iIv, nIv});
+    Value mOut =
+        tensor::InsertOp::create(b, l, folded[0], mT, ValueRange{iIv, nIv});
+    Value lOut =
+        tensor::InsertOp::create(b, l, folded[1], lT, ValueRange{iIv, nIv});
     Value accOut = writeRow(b, l, folded[2], accT, {iIv, nIv, c0});
     return {mOut, lOut, accOut};
   }
@@ -316,9 +312,9 @@ struct LowerDecodePartial : public OpRewritePattern<DecodePartialOp> {
   /// for a row that saw no token. A NaN sum (NaN or Inf in q or in a visible
   /// row) counts as seen (UGT), so the row comes out NaN, not empty.
   static SmallVector<Value> writeSplit(OpBuilder &b, Location l,
-                                      ArrayRef<Value> st, Value po, Value pl,
-                                      Value sIv, Value bIv, int64_t sq,
-                                      int64_t heads) {
+                                       ArrayRef<Value> st, Value po, Value pl,
+                                       Value sIv, Value bIv, int64_t sq,
+                                       int64_t heads) {
     Value mT = st[0], lT = st[1], accT = st[2];
     int64_t latentDim = cast<RankedTensorType>(accT.getType()).getDimSize(2);
     auto vecTy = VectorType::get({latentDim}, b.getF32Type());
@@ -329,17 +325,17 @@ struct LowerDecodePartial : public OpRewritePattern<DecodePartialOp> {
           return llvm::to_vector(forLoop(
               b, l, c0, cIdx(b, l, heads), outs,
               [&](OpBuilder &b, Location l, Value nIv, ValueRange outs) {
-                Value m = tensor::ExtractOp::create(b, l, mT,
-                                                    ValueRange{iIv, nIv});
-                Value sum = tensor::ExtractOp::create(b, l, lT,
-                                                      ValueRange{iIv, nIv});
+                Value m =
+                    tensor::ExtractOp::create(b, l, mT, ValueRange{iIv, nIv});
+                Value sum =
+                    tensor::ExtractOp::create(b, l, lT, ValueRange{iIv, nIv});
                 Value acc = readRow(b, l, accT, {iIv, nIv, c0}, latentDim);
                 Value seen = arith::CmpFOp::create(
                     b, l, arith::CmpFPredicate::UGT, sum, cF32(b, l, 0.0));
-                Value safeSum = arith::SelectOp::create(b, l, seen, sum,
-                                                        cF32(b, l, 1.0));
-                Value inv = arith::DivFOp::create(b, l, cF32(b, l, 1.0),
-                                                  safeSum);
+                Value safeSum =
+                    arith::SelectOp::create(b, l, seen, sum, cF32(b, l, 1.0));
+                Value inv =
+                    arith::DivFOp::create(b, l, cF32(b, l, 1.0), safeSum);
                 Value out = arith::MulFOp::create(
                     b, l, acc, vector::BroadcastOp::create(b, l, vecTy, inv));
                 out = arith::SelectOp::create(
@@ -351,8 +347,8 @@ struct LowerDecodePartial : public OpRewritePattern<DecodePartialOp> {
                     arith::AddFOp::create(b, l, m,
                                           math::LogOp::create(b, l, safeSum)),
                     cF32(b, l, kNegInf));
-                Value po = writeRow(b, l, out, outs[0],
-                                    {sIv, bIv, iIv, nIv, c0});
+                Value po =
+                    writeRow(b, l, out, outs[0], {sIv, bIv, iIv, nIv, c0});
                 Value pl = tensor::InsertOp::create(
                     b, l, lse, outs[1], ValueRange{sIv, bIv, nIv, iIv});
                 return SmallVector<Value>{po, pl};
@@ -400,16 +396,16 @@ struct LowerCombine : public OpRewritePattern<CombineOp> {
     Value mInit = linalg::FillOp::create(rewriter, loc, neg,
                                          emptyLike(f32LseTy, pl, {1, 2, 3}))
                       .getResult(0);
-    Value m = linalg::GenericOp::create(
-                  rewriter, loc, f32LseTy, pl, mInit,
-                  ArrayRef<AffineMap>{lseIn, lseOut}, redIters,
-                  [&](OpBuilder &b, Location l, ValueRange args) {
-                    linalg::YieldOp::create(
-                        b, l,
-                        ValueRange{arith::MaximumFOp::create(b, l, args[0],
-                                                             args[1])});
-                  })
-                  .getResult(0);
+    Value m =
+        linalg::GenericOp::create(
+            rewriter, loc, f32LseTy, pl, mInit,
+            ArrayRef<AffineMap>{lseIn, lseOut}, redIters,
+            [&](OpBuilder &b, Location l, ValueRange args) {
+              linalg::YieldOp::create(b, l,
+                                      ValueRange{arith::MaximumFOp::create(
+                                          b, l, args[0], args[1])});
+            })
+            .getResult(0);
 
     // Weight of a split: 0 when it saw nothing (guards -inf - -inf).
     auto weight = [&](OpBuilder &b, Location l, Value lse, Value mx) {
@@ -425,36 +421,36 @@ struct LowerCombine : public OpRewritePattern<CombineOp> {
                                            emptyLike(f32LseTy, pl, {1, 2, 3}))
                         .getResult(0);
     auto mIn = AffineMap::get(4, 0, {bb, n, i}, ctx);
-    Value sum = linalg::GenericOp::create(
-                    rewriter, loc, f32LseTy, ValueRange{pl, m}, sumInit,
-                    ArrayRef<AffineMap>{lseIn, mIn, lseOut}, redIters,
-                    [&](OpBuilder &b, Location l, ValueRange args) {
-                      Value w = weight(b, l, args[0], args[1]);
-                      linalg::YieldOp::create(
-                          b, l, ValueRange{arith::AddFOp::create(b, l, args[2], w)});
-                    })
-                    .getResult(0);
+    Value sum =
+        linalg::GenericOp::create(
+            rewriter, loc, f32LseTy, ValueRange{pl, m}, sumInit,
+            ArrayRef<AffineMap>{lseIn, mIn, lseOut}, redIters,
+            [&](OpBuilder &b, Location l, ValueRange args) {
+              Value w = weight(b, l, args[0], args[1]);
+              linalg::YieldOp::create(
+                  b, l, ValueRange{arith::AddFOp::create(b, l, args[2], w)});
+            })
+            .getResult(0);
 
     // lse = m + log(sum), -inf when nothing was seen. A NaN sum (a split
     // poisoned by NaN) counts as seen (UGT) so NaN reaches out and lse.
     auto ident3 = AffineMap::getMultiDimIdentityMap(3, ctx);
     SmallVector<utils::IteratorType> par3(3, utils::IteratorType::parallel);
-    Value lse = linalg::GenericOp::create(
-                    rewriter, loc, lseTy, ValueRange{m, sum},
-                    emptyLike(lseTy, pl, {1, 2, 3}),
-                    ArrayRef<AffineMap>{ident3, ident3, ident3}, par3,
-                    [&](OpBuilder &b, Location l, ValueRange args) {
-                      Value seen = arith::CmpFOp::create(
-                          b, l, arith::CmpFPredicate::UGT, args[1],
-                          cF32(b, l, 0.0));
-                      Value v = arith::AddFOp::create(
-                          b, l, args[0], math::LogOp::create(b, l, args[1]));
-                      linalg::YieldOp::create(
-                          b, l,
-                          ValueRange{arith::SelectOp::create(
-                              b, l, seen, v, cF32(b, l, kNegInf))});
-                    })
-                    .getResult(0);
+    Value lse =
+        linalg::GenericOp::create(
+            rewriter, loc, lseTy, ValueRange{m, sum},
+            emptyLike(lseTy, pl, {1, 2, 3}),
+            ArrayRef<AffineMap>{ident3, ident3, ident3}, par3,
+            [&](OpBuilder &b, Location l, ValueRange args) {
+              Value seen = arith::CmpFOp::create(
+                  b, l, arith::CmpFPredicate::UGT, args[1], cF32(b, l, 0.0));
+              Value v = arith::AddFOp::create(
+                  b, l, args[0], math::LogOp::create(b, l, args[1]));
+              linalg::YieldOp::create(b, l,
+                                      ValueRange{arith::SelectOp::create(
+                                          b, l, seen, v, cF32(b, l, kNegInf))});
+            })
+            .getResult(0);
 
     // out = sum_s w_s o_s / sum_s w_s over dims (s, b, i, n, l).
     AffineExpr s5, b5, i5, n5;
@@ -472,41 +468,41 @@ struct LowerCombine : public OpRewritePattern<CombineOp> {
         linalg::FillOp::create(rewriter, loc, zero,
                                emptyLike(f32OutTy, po, {1, 2, 3, 4}))
             .getResult(0);
-    Value acc = linalg::GenericOp::create(
-                    rewriter, loc, f32OutTy, ValueRange{po, pl, m}, accInit,
-                    ArrayRef<AffineMap>{poIn, plIn, rowIn, outMap}, outIters,
-                    [&](OpBuilder &b, Location l, ValueRange args) {
-                      Value w = weight(b, l, args[1], args[2]);
-                      // A zero weight must not turn a NaN-free 0 * x into
-                      // anything but 0, so select instead of multiplying.
-                      Value c = arith::MulFOp::create(b, l, w, args[0]);
-                      Value isZero = arith::CmpFOp::create(
-                          b, l, arith::CmpFPredicate::OEQ, w, cF32(b, l, 0.0));
-                      c = arith::SelectOp::create(b, l, isZero, cF32(b, l, 0.0), c);
-                      linalg::YieldOp::create(
-                          b, l, ValueRange{arith::AddFOp::create(b, l, args[3], c)});
-                    })
-                    .getResult(0);
+    Value acc =
+        linalg::GenericOp::create(
+            rewriter, loc, f32OutTy, ValueRange{po, pl, m}, accInit,
+            ArrayRef<AffineMap>{poIn, plIn, rowIn, outMap}, outIters,
+            [&](OpBuilder &b, Location l, ValueRange args) {
+              Value w = weight(b, l, args[1], args[2]);
+              // A zero weight must not turn a NaN-free 0 * x into
+              // anything but 0, so select instead of multiplying.
+              Value c = arith::MulFOp::create(b, l, w, args[0]);
+              Value isZero = arith::CmpFOp::create(
+                  b, l, arith::CmpFPredicate::OEQ, w, cF32(b, l, 0.0));
+              c = arith::SelectOp::create(b, l, isZero, cF32(b, l, 0.0), c);
+              linalg::YieldOp::create(
+                  b, l, ValueRange{arith::AddFOp::create(b, l, args[3], c)});
+            })
+            .getResult(0);
     auto ident4 = AffineMap::getMultiDimIdentityMap(4, ctx);
     AffineExpr b4, i4, n4, l4;
     bindDims(ctx, b4, i4, n4, l4);
     auto sumIn = AffineMap::get(4, 0, {b4, n4, i4}, ctx);
     SmallVector<utils::IteratorType> par4(4, utils::IteratorType::parallel);
-    Value out = linalg::GenericOp::create(
-                    rewriter, loc, outTy, ValueRange{acc, sum},
-                    emptyLike(outTy, po, {1, 2, 3, 4}),
-                    ArrayRef<AffineMap>{ident4, sumIn, ident4}, par4,
-                    [&](OpBuilder &b, Location l, ValueRange args) {
-                      Value seen = arith::CmpFOp::create(
-                          b, l, arith::CmpFPredicate::UGT, args[1],
-                          cF32(b, l, 0.0));
-                      Value v = arith::DivFOp::create(b, l, args[0], args[1]);
-                      v = arith::SelectOp::create(b, l, seen, v,
-                                                  cF32(b, l, 0.0));
-                      linalg::YieldOp::create(
-                          b, l, ValueRange{fromF32(b, l, v, args[2].getType())});
-                    })
-                    .getResult(0);
+    Value out =
+        linalg::GenericOp::create(
+            rewriter, loc, outTy, ValueRange{acc, sum},
+            emptyLike(outTy, po, {1, 2, 3, 4}),
+            ArrayRef<AffineMap>{ident4, sumIn, ident4}, par4,
+            [&](OpBuilder &b, Location l, ValueRange args) {
+              Value seen = arith::CmpFOp::create(
+                  b, l, arith::CmpFPredicate::UGT, args[1], cF32(b, l, 0.0));
+              Value v = arith::DivFOp::create(b, l, args[0], args[1]);
+              v = arith::SelectOp::create(b, l, seen, v, cF32(b, l, 0.0));
+              linalg::YieldOp::create(
+                  b, l, ValueRange{fromF32(b, l, v, args[2].getType())});
+            })
+            .getResult(0);
     rewriter.replaceOp(op, {out, lse});
     return success();
   }
@@ -524,8 +520,8 @@ struct LowerPlanSplits : public OpRewritePattern<PlanSplitsOp> {
     auto lensDyn = MemRefType::get({ShapedType::kDynamic}, i32);
     auto boundsDyn =
         MemRefType::get({ShapedType::kDynamic, ShapedType::kDynamic}, i32);
-    auto fnTy = rewriter.getFunctionType({lensDyn, boundsDyn, i64, i64, i64, i64},
-                                         {});
+    auto fnTy =
+        rewriter.getFunctionType({lensDyn, boundsDyn, i64, i64, i64, i64}, {});
     auto module = op->getParentOfType<ModuleOp>();
     if (!module.lookupSymbol(kPlanSplitBoundsFn)) {
       OpBuilder::InsertionGuard guard(rewriter);
@@ -539,8 +535,8 @@ struct LowerPlanSplits : public OpRewritePattern<PlanSplitsOp> {
     auto lensTy = op.getSeqLens().getType();
     auto boundsTy = op.getBounds().getType();
     Value lens = bufferization::ToBufferOp::create(
-        rewriter, loc, MemRefType::get(lensTy.getShape(), i32),
-        op.getSeqLens(), rewriter.getUnitAttr());
+        rewriter, loc, MemRefType::get(lensTy.getShape(), i32), op.getSeqLens(),
+        rewriter.getUnitAttr());
     SmallVector<Value> dyn;
     for (int64_t d = 0; d < 2; ++d)
       if (boundsTy.isDynamicDim(d))
@@ -552,7 +548,8 @@ struct LowerPlanSplits : public OpRewritePattern<PlanSplitsOp> {
         rewriter, loc, MemRefType::get(boundsTy.getShape(), i32), dyn);
     SplitPlanAttr plan = op.getPlan();
     auto cst = [&](int64_t v) -> Value {
-      return arith::ConstantOp::create(rewriter, loc, rewriter.getI64IntegerAttr(v));
+      return arith::ConstantOp::create(rewriter, loc,
+                                       rewriter.getI64IntegerAttr(v));
     };
     func::CallOp::create(
         rewriter, loc, kPlanSplitBoundsFn, TypeRange{},

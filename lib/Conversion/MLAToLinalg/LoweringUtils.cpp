@@ -136,8 +136,7 @@ Value encodeE4M3(OpBuilder &b, Location loc, Value x) {
       b, loc, arith::ShRUIOp::create(b, loc, abits, cI32(b, loc, 20)),
       cI32(b, loc, 1));
   Value rounded = arith::AddIOp::create(
-      b, loc, abits,
-      arith::AddIOp::create(b, loc, cI32(b, loc, 0x7FFFF), lsb));
+      b, loc, abits, arith::AddIOp::create(b, loc, cI32(b, loc, 0x7FFFF), lsb));
   Value normCode = arith::SubIOp::create(
       b, loc, arith::ShRUIOp::create(b, loc, rounded, cI32(b, loc, 20)),
       cI32(b, loc, 120 << 3));
@@ -209,8 +208,7 @@ Value loadCacheElement(OpBuilder &b, Location loc, Value cache,
   case RowFormat::fp8_e4m3: {
     Value v = decodeE4M3(b, loc, loadByte(b, loc, cache, at(d)));
     return arith::MulFOp::create(
-        b, loc, v,
-        cF32(b, loc, layout.getScale().getValueAsDouble()));
+        b, loc, v, cF32(b, loc, layout.getScale().getValueAsDouble()));
   }
   case RowFormat::fp8_e4m3_token: {
     // Scales sit after the row: s0 (latent) at D, s1 (RoPE) at D + 4.

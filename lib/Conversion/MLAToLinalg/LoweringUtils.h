@@ -61,9 +61,8 @@ mlir::Value encodeBF16Bits(mlir::OpBuilder &b, mlir::Location loc,
 
 /// Reads a little-endian f32 from bytes `[off, off+4)` of the last
 /// dimension of an i8 tensor at `prefix` (the leading indices).
-mlir::Value loadF32LE(mlir::OpBuilder &b, mlir::Location loc,
-                      mlir::Value bytes, mlir::ValueRange prefix,
-                      mlir::Value off);
+mlir::Value loadF32LE(mlir::OpBuilder &b, mlir::Location loc, mlir::Value bytes,
+                      mlir::ValueRange prefix, mlir::Value off);
 /// Reads the unsigned byte at `indices` of an i8 tensor as i32.
 mlir::Value loadByte(mlir::OpBuilder &b, mlir::Location loc, mlir::Value bytes,
                      mlir::ValueRange indices);

@@ -94,7 +94,8 @@ void emitWgmmaSoftmaxKernel(ImplicitLocOpBuilder &b) {
     Value elem = d.add(d.mul(row, d.c32(64)), d.mul(ch, d.c32(8)));
     for (const SmemTile *t : {&a, &bt}) {
       Value src = d.gep(t == &a ? aPtr : bPtr, d.i16, elem);
-      Value dst = d.gepBytes(smem, d.add(d.c32(t->base), t->byteOffset(d, row, ch)));
+      Value dst =
+          d.gepBytes(smem, d.add(d.c32(t->base), t->byteOffset(d, row, ch)));
       d.cpAsync16(dst, src, size);
     }
   });
@@ -112,8 +113,8 @@ void emitWgmmaSoftmaxKernel(ImplicitLocOpBuilder &b) {
     mma.fence();
     for (int64_t kk = 0; kk < 4; ++kk)
       acc = mma.step(acc, descs.kMajor(d.c32(a.base + a.kSliceOffset(kk))),
-                     descs.kMajor(d.c32(bt.base + bt.kSliceOffset(kk))),
-                     kk > 0, /*transB=*/false);
+                     descs.kMajor(d.c32(bt.base + bt.kSliceOffset(kk))), kk > 0,
+                     /*transB=*/false);
     mma.commitAndWait();
     // This thread's first row: max, then the sum of 2^(s - max).
     Value m = d.negInf();
@@ -126,8 +127,8 @@ void emitWgmmaSoftmaxKernel(ImplicitLocOpBuilder &b) {
         l = d.fadd(l, softmax::probability(d, acc.regs[4 * j + e], m));
     l = softmax::quadSum(d, l);
     softmax::Normaliser norm = softmax::normaliser(d, l);
-    d.store(softmax::naturalLse(d, m, l, norm.nonEmpty),
-            d.gep(out, d.f32, tid), 4);
+    d.store(softmax::naturalLse(d, m, l, norm.nonEmpty), d.gep(out, d.f32, tid),
+            4);
   });
   mlir::gpu::ReturnOp::create(b);
 }
@@ -149,8 +150,8 @@ struct TestGPUCodegenBlocksPass
     ModuleOp module = getOperation();
     OpBuilder top(module.getBodyRegion());
     top.setInsertionPointToEnd(module.getBody());
-    auto kernels = mlir::gpu::GPUModuleOp::create(top, module.getLoc(),
-                                                  "mla_test_blocks");
+    auto kernels =
+        mlir::gpu::GPUModuleOp::create(top, module.getLoc(), "mla_test_blocks");
     ImplicitLocOpBuilder b(module.getLoc(), kernels.getBody(),
                            kernels.getBody()->end());
     emitTmaRingKernel(b);

@@ -42,8 +42,7 @@ CacheLayoutAttr::verify(function_ref<InFlightDiagnostic()> emitError,
       return emitError() << "format fp8_e4m3 needs a per-tensor 'scale'";
     double s = scale.getValueAsDouble();
     if (!(s > 0.0) || !std::isfinite(s))
-      return emitError() << "fp8 scale " << s
-                         << " must be positive and finite";
+      return emitError() << "fp8 scale " << s << " must be positive and finite";
   } else if (scale) {
     return emitError() << "'scale' is only meaningful for format fp8_e4m3, not "
                        << stringifyRowFormat(format)
@@ -90,9 +89,10 @@ int64_t CacheLayoutAttr::getRowWidth(int64_t latentDim, int64_t ropeDim) const {
   }
 }
 
-LogicalResult SplitPlanAttr::verify(function_ref<InFlightDiagnostic()> emitError,
-                                    SplitPolicy policy, int64_t numSmParts,
-                                    DenseI32ArrayAttr bounds) {
+LogicalResult
+SplitPlanAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                      SplitPolicy policy, int64_t numSmParts,
+                      DenseI32ArrayAttr bounds) {
   if (numSmParts <= 0)
     return emitError() << "num_sm_parts " << numSmParts << " must be positive";
   if (bounds)
@@ -110,10 +110,10 @@ LogicalResult TargetAttr::verify(function_ref<InFlightDiagnostic()> emitError,
   return success();
 }
 
-LogicalResult GpuTilingAttr::verify(function_ref<InFlightDiagnostic()> emitError,
-                                    int64_t rowsPerCta, int64_t warpsN,
-                                    int64_t kvBlock, int64_t stages,
-                                    bool wgmma) {
+LogicalResult
+GpuTilingAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                      int64_t rowsPerCta, int64_t warpsN, int64_t kvBlock,
+                      int64_t stages, bool wgmma) {
   if (rowsPerCta <= 0 || rowsPerCta % 16 != 0 || rowsPerCta > 128)
     return emitError() << "rows_per_cta " << rowsPerCta
                        << " must be a positive multiple of 16, at most 128";

@@ -46,8 +46,8 @@ static LogicalResult verifyPaddedHeads(Operation *op, Attribute value) {
   if (!padded || !padded.getType().isSignlessInteger(64))
     return op->emitError() << "'" << name << "' must be an i64, got " << value;
   auto qTy = cast<RankedTensorType>(q.getType());
-  int64_t heads = qTy.getRank() > headDim ? qTy.getDimSize(headDim)
-                                          : ShapedType::kDynamic;
+  int64_t heads =
+      qTy.getRank() > headDim ? qTy.getDimSize(headDim) : ShapedType::kDynamic;
   if (padded.getInt() <= 0 ||
       (!ShapedType::isDynamic(heads) && padded.getInt() < heads))
     return op->emitError() << "'" << name << "' " << padded.getInt()
@@ -66,13 +66,15 @@ LogicalResult MLADialect::verifyOperationAttribute(Operation *op,
                              << "' must be a #mla.gpu_tiling attribute, got "
                              << attr.getValue();
     if (!isa<DecodeOp, DecodePartialOp>(op))
-      return op->emitError() << "'" << getGpuTilingAttrName()
-                             << "' belongs on mla.decode or mla.decode_partial, "
-                             << "not on '" << op->getName() << "'";
+      return op->emitError()
+             << "'" << getGpuTilingAttrName()
+             << "' belongs on mla.decode or mla.decode_partial, "
+             << "not on '" << op->getName() << "'";
     return success();
   }
   if (attr.getName() != getTargetAttrName())
-    return op->emitError() << "unknown mla attribute '" << attr.getName().getValue()
+    return op->emitError() << "unknown mla attribute '"
+                           << attr.getName().getValue()
                            << "'; the known ones are '" << getTargetAttrName()
                            << "', '" << getPaddedHeadsAttrName() << "' and '"
                            << getGpuTilingAttrName() << "'";

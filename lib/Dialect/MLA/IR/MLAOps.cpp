@@ -11,8 +11,8 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/Matchers.h"
-#include "mlir/IR/TypeUtilities.h"
 #include "mlir/IR/OpImplementation.h"
+#include "mlir/IR/TypeUtilities.h"
 #include <cmath>
 
 using namespace mlir;
@@ -80,17 +80,16 @@ struct Checker {
     Type b = getElementTypeOrSelf(ref.getType());
     if (a == b)
       return success();
-    return op->emitOpError() << name << " element type " << a
-                             << " must match " << refName << " element type "
-                             << b;
+    return op->emitOpError() << name << " element type " << a << " must match "
+                             << refName << " element type " << b;
   }
 
   LogicalResult scale(FloatAttr attr) const {
     double s = attr.getValueAsDouble();
     if (s > 0.0 && std::isfinite(s))
       return success();
-    return op->emitOpError() << "softmax scale " << s
-                             << " must be positive and finite";
+    return op->emitOpError()
+           << "softmax scale " << s << " must be positive and finite";
   }
 
   /// Checks the paged cache against its layout. `rowDim` is the logical row
@@ -114,15 +113,14 @@ LogicalResult Checker::cache(Value cache, CacheLayoutAttr layout,
   auto ty = cast<RankedTensorType>(cache.getType());
   Type expectedElt = layout.getCacheElementType(op->getContext());
   if (ty.getElementType() != expectedElt)
-    return op->emitOpError()
-           << "cache element type " << ty.getElementType()
-           << " does not match layout format "
-           << stringifyRowFormat(layout.getFormat()) << " (expects "
-           << expectedElt << ")";
+    return op->emitOpError() << "cache element type " << ty.getElementType()
+                             << " does not match layout format "
+                             << stringifyRowFormat(layout.getFormat())
+                             << " (expects " << expectedElt << ")";
   int64_t pageDim = ty.getDimSize(1);
   if (known(pageDim) && (pageDim <= 0 || pageDim % 16 != 0))
-    return op->emitOpError() << "page size " << pageDim
-                             << " is not a positive multiple of 16";
+    return op->emitOpError()
+           << "page size " << pageDim << " is not a positive multiple of 16";
   if (layout.getPageSize() &&
       failed(eq("cache page size", pageDim, "the layout page_size",
                 *layout.getPageSize())))
@@ -142,17 +140,16 @@ LogicalResult Checker::cache(Value cache, CacheLayoutAttr layout,
       int64_t num = 32 * (2 * rowDim - row);
       if (num <= 0 || num % 31 != 0)
         return op->emitOpError()
-               << "cache row width " << row
-               << " is not an fp8_ds_mla row for " << rowDesc << " "
-               << rowDim;
+               << "cache row width " << row << " is not an fp8_ds_mla row for "
+               << rowDesc << " " << rowDim;
       lat = num / 31;
     }
     if (lat % 128 != 0 || lat >= rowDim)
       return op->emitOpError() << "format fp8_ds_mla needs a latent width "
                                   "that is a multiple of 128 and below "
                                << rowDim << ", got " << lat;
-    return eq("the fp8_ds_mla row width for L = " + Twine(lat) + ", R = " +
-                  Twine(rowDim - lat) + " is",
+    return eq("the fp8_ds_mla row width for L = " + Twine(lat) +
+                  ", R = " + Twine(rowDim - lat) + " is",
               layout.getRowWidth(lat, rowDim - lat), "the cache row width",
               row);
   }
@@ -181,8 +178,8 @@ LogicalResult Checker::pagedTables(Value blockTable, Value seqLens,
   for (auto [b, len] : llvm::enumerate(lens.getValues<APInt>())) {
     int64_t n = len.getSExtValue();
     if (n < 0)
-      return op->emitOpError() << "seq_lens[" << b << "] = " << n
-                               << " must not be negative";
+      return op->emitOpError()
+             << "seq_lens[" << b << "] = " << n << " must not be negative";
     if (known(capacity) && n > capacity)
       return op->emitOpError()
              << "seq_lens[" << b << "] = " << n
@@ -197,7 +194,8 @@ static int64_t dim(Value v, unsigned i) {
 }
 
 /// k_pe is [T, R] or [T, 1, R]; returns R, or failure after an error.
-static FailureOr<int64_t> ropeWidth(const Checker &c, Value kPe, int64_t tokens) {
+static FailureOr<int64_t> ropeWidth(const Checker &c, Value kPe,
+                                    int64_t tokens) {
   auto ty = cast<RankedTensorType>(kPe.getType());
   if (ty.getRank() != 2 && ty.getRank() != 3)
     return c.op->emitOpError()
@@ -222,8 +220,8 @@ LogicalResult CacheWriteOp::verify() {
   int64_t tokens = dim(getKvC(), 0), latent = dim(getKvC(), 1);
   FailureOr<int64_t> rope = ropeWidth(c, getKPe(), tokens);
   if (failed(rope) || failed(c.width("kv_c", getKvC(), 1, "L")) ||
-      failed(c.width("k_pe", getKPe(), getKPe().getType().getRank() - 1,
-                     "R")) ||
+      failed(
+          c.width("k_pe", getKPe(), getKPe().getType().getRank() - 1, "R")) ||
       failed(c.eq("slot_mapping dim 0", dim(getSlotMapping(), 0),
                   "the token count", tokens)) ||
       failed(c.sameElementType("k_pe", getKPe(), "kv_c", getKvC())))
@@ -272,8 +270,8 @@ LogicalResult SplitKvBProjOp::verify() {
   if (failed(c.rank("kv_b_proj", getKvBProj(), 2, "[N*(P+V), L]")) ||
       failed(c.rank("w_uk_t", getWUkT(), 3, "[N, P, L]")) ||
       failed(c.rank("w_uv", getWUv(), 3, "[N, L, V]")) ||
-      failed(c.sameElementType("w_uk_t", getWUkT(), "kv_b_proj",
-                               getKvBProj())) ||
+      failed(
+          c.sameElementType("w_uk_t", getWUkT(), "kv_b_proj", getKvBProj())) ||
       failed(c.sameElementType("w_uv", getWUv(), "kv_b_proj", getKvBProj())))
     return failure();
   if (failed(c.width("w_uk_t", getWUkT(), 0, "N")) ||
@@ -289,8 +287,8 @@ LogicalResult SplitKvBProjOp::verify() {
   if (failed(c.eq("w_uv dim 0", dim(getWUv(), 0), "w_uk_t dim 0 (N)", heads)) ||
       failed(c.eq("w_uk_t dim 2", dim(getWUkT(), 2), "kv_b_proj dim 1 (L)",
                   latent)) ||
-      failed(c.eq("w_uv dim 1", dim(getWUv(), 1), "kv_b_proj dim 1 (L)",
-                  latent)))
+      failed(
+          c.eq("w_uv dim 1", dim(getWUv(), 1), "kv_b_proj dim 1 (L)", latent)))
     return failure();
   return c.eq("kv_b_proj dim 0", dim(getKvBProj(), 0), "N*(P+V) =", rows);
 }
@@ -316,8 +314,8 @@ LogicalResult AbsorbQOp::verify() {
                   dim(getQ(), 0))) ||
       failed(c.eq("result dim 1", dim(getResult(), 1), "q dim 1 (N)", heads)))
     return failure();
-  return c.eq("result dim 2", dim(getResult(), 2), "L + R =",
-              add(latent, rope));
+  return c.eq("result dim 2", dim(getResult(), 2),
+              "L + R =", add(latent, rope));
 }
 
 LogicalResult UpProjOutOp::verify() {
@@ -345,8 +343,8 @@ LogicalResult UpProjOutOp::verify() {
 
 /// kv_b_proj [N*(P+V), L] against heads N, widths P and V and latent L.
 static LogicalResult checkKvBProj(const Checker &c, Value w, int64_t heads,
-                                  int64_t nope, int64_t value,
-                                  int64_t latent, StringRef latentDesc) {
+                                  int64_t nope, int64_t value, int64_t latent,
+                                  StringRef latentDesc) {
   if (failed(c.rank("kv_b_proj", w, 2, "[N*(P+V), L]")))
     return failure();
   int64_t rows = known(heads) && known(nope) && known(value)
@@ -373,14 +371,13 @@ LogicalResult UpProjKvOp::verify() {
       failed(c.width("v", getV(), 2, "V")))
     return failure();
   int64_t rows = dim(getLatent(), 0), heads = dim(getKNope(), 1);
-  if (failed(c.eq("k_nope dim 0", dim(getKNope(), 0), "latent dim 0 (S)",
-                  rows)) ||
+  if (failed(
+          c.eq("k_nope dim 0", dim(getKNope(), 0), "latent dim 0 (S)", rows)) ||
       failed(c.eq("v dim 0", dim(getV(), 0), "latent dim 0 (S)", rows)) ||
       failed(c.eq("v dim 1", dim(getV(), 1), "k_nope dim 1 (N)", heads)))
     return failure();
   return checkKvBProj(c, getKvBProj(), heads, dim(getKNope(), 2),
-                      dim(getV(), 2), dim(getLatent(), 1),
-                      "latent dim 1 (L)");
+                      dim(getV(), 2), dim(getLatent(), 1), "latent dim 1 (L)");
 }
 
 //===----------------------------------------------------------------------===//
@@ -391,15 +388,14 @@ LogicalResult UpProjKvOp::verify() {
 /// Returns the latent width L through `latentOut`.
 static LogicalResult verifyDecodeInputs(const Checker &c, Value q, Value cache,
                                         Value blockTable, Value seqLens,
-                                        CacheLayoutAttr layout,
-                                        FloatAttr scale, bool causal,
-                                        int64_t latent) {
+                                        CacheLayoutAttr layout, FloatAttr scale,
+                                        bool causal, int64_t latent) {
   if (failed(c.rank("q", q, 4, "[B, Sq, N, L+R]")) || failed(c.scale(scale)) ||
       failed(c.width("q", q, 2, "N")))
     return failure();
   int64_t row = dim(q, 3);
-  if (failed(c.positive("q last dim - L (the RoPE width R)",
-                        sub(row, latent))) ||
+  if (failed(
+          c.positive("q last dim - L (the RoPE width R)", sub(row, latent))) ||
       failed(c.cache(cache, layout, row, "q last dim", latent)))
     return failure();
   if (failed(c.pagedTables(blockTable, seqLens, dim(q, 0), "q dim 0 (B)",
@@ -412,8 +408,8 @@ static LogicalResult verifyDecodeInputs(const Checker &c, Value q, Value cache,
   for (auto [b, len] : llvm::enumerate(lens.getValues<APInt>()))
     if (len.getSExtValue() > 0 && len.getSExtValue() < sq)
       return c.op->emitOpError()
-             << "causal decode needs seq_lens[" << b << "] = "
-             << len.getSExtValue() << " >= Sq " << sq
+             << "causal decode needs seq_lens[" << b
+             << "] = " << len.getSExtValue() << " >= Sq " << sq
              << " (the query rows are the last Sq cache rows)";
   return success();
 }
@@ -440,10 +436,10 @@ LogicalResult DecodeOp::verify() {
     if (failed(c.eq("out dim " + Twine(i), dim(getOut(), i),
                     "q dim " + Twine(i), dim(getQ(), i))))
       return failure();
-  if (failed(c.eq("lse dim 0", dim(getLse(), 0), "q dim 0 (B)",
-                  dim(getQ(), 0))) ||
-      failed(c.eq("lse dim 1", dim(getLse(), 1), "q dim 2 (N)",
-                  dim(getQ(), 2))))
+  if (failed(
+          c.eq("lse dim 0", dim(getLse(), 0), "q dim 0 (B)", dim(getQ(), 0))) ||
+      failed(
+          c.eq("lse dim 1", dim(getLse(), 1), "q dim 2 (N)", dim(getQ(), 2))))
     return failure();
   return c.eq("lse dim 2", dim(getLse(), 2), "q dim 1 (Sq)", dim(getQ(), 1));
 }
@@ -478,9 +474,9 @@ LogicalResult DecodeOp::verifySplitPlan() {
     if (constLens) {
       int64_t len = (*(lens.getValues<APInt>().begin() + b)).getSExtValue();
       if (row.back() != len)
-        return emitOpError() << "split_plan bounds of request " << b
-                             << " end at " << row.back()
-                             << ", not at seq_lens[" << b << "] = " << len;
+        return emitOpError()
+               << "split_plan bounds of request " << b << " end at "
+               << row.back() << ", not at seq_lens[" << b << "] = " << len;
     }
   }
   return success();
@@ -490,8 +486,8 @@ LogicalResult DecodePartialOp::verify() {
   Checker c{*this};
   if (failed(c.rank("partial_out", getPartialOut(), 5,
                     "[num_splits, B, Sq, N, L]")) ||
-      failed(c.rank("partial_lse", getPartialLse(), 4,
-                    "[num_splits, B, N, Sq]")))
+      failed(
+          c.rank("partial_lse", getPartialLse(), 4, "[num_splits, B, N, Sq]")))
     return failure();
   int64_t splits = getNumSplitsAttr().getInt();
   if (splits <= 0)
@@ -507,8 +503,8 @@ LogicalResult DecodePartialOp::verify() {
     if (failed(c.rank("split_bounds", bounds, 2, "[B, num_splits + 1]")) ||
         failed(c.eq("split_bounds dim 0", dim(bounds, 0), "q dim 0 (B)",
                     dim(getQ(), 0))) ||
-        failed(c.eq("split_bounds dim 1", dim(bounds, 1), "num_splits + 1 =",
-                    splits + 1)))
+        failed(c.eq("split_bounds dim 1", dim(bounds, 1),
+                    "num_splits + 1 =", splits + 1)))
       return failure();
   }
   if (failed(c.eq("partial_out dim 0", dim(getPartialOut(), 0), "num_splits",
@@ -627,12 +623,13 @@ LogicalResult MhaOp::verify() {
   int64_t tokens = dim(getQ(), 0), heads = dim(getQ(), 1);
   if (failed(c.eq("k dim 1", dim(getK(), 1), "q dim 1 (N)", heads)) ||
       failed(c.eq("v dim 1", dim(getV(), 1), "q dim 1 (N)", heads)) ||
-      failed(c.eq("k dim 2", dim(getK(), 2), "q dim 2 (P+R)", dim(getQ(), 2))) ||
+      failed(
+          c.eq("k dim 2", dim(getK(), 2), "q dim 2 (P+R)", dim(getQ(), 2))) ||
       failed(c.eq("v dim 0", dim(getV(), 0), "k dim 0 (S)", dim(getK(), 0))) ||
       failed(c.eq("out dim 0", dim(getOut(), 0), "q dim 0 (T)", tokens)) ||
       failed(c.eq("out dim 1", dim(getOut(), 1), "q dim 1 (N)", heads)) ||
-      failed(c.eq("out dim 2", dim(getOut(), 2), "v dim 2 (V)",
-                  dim(getV(), 2))) ||
+      failed(
+          c.eq("out dim 2", dim(getOut(), 2), "v dim 2 (V)", dim(getV(), 2))) ||
       failed(c.eq("lse dim 0", dim(getLse(), 0), "q dim 1 (N)", heads)) ||
       failed(c.eq("lse dim 1", dim(getLse(), 1), "q dim 0 (T)", tokens)))
     return failure();
@@ -666,8 +663,7 @@ LogicalResult MergeStatesOp::verify() {
 }
 
 /// prefill and attention share operands and meaning.
-template <typename OpTy>
-static LogicalResult verifyPrefillLike(OpTy op) {
+template <typename OpTy> static LogicalResult verifyPrefillLike(OpTy op) {
   Checker c{op.getOperation()};
   if (failed(c.rank("q", op.getQ(), 3, "[T, N, P+R]")) ||
       failed(c.rank("kv_c", op.getKvC(), 2, "[T, L]")) ||
@@ -679,8 +675,8 @@ static LogicalResult verifyPrefillLike(OpTy op) {
       failed(c.sameElementType("kv_b_proj", op.getKvBProj(), "q", op.getQ())))
     return failure();
   if (IntegerAttr rows = op.getWorkspaceRowsAttr(); rows && rows.getInt() <= 0)
-    return op.emitOpError() << "workspace_rows " << rows.getInt()
-                         << " must be positive";
+    return op.emitOpError()
+           << "workspace_rows " << rows.getInt() << " must be positive";
   if (failed(c.width("q", op.getQ(), 1, "N")) ||
       failed(c.width("kv_c", op.getKvC(), 1, "L")) ||
       failed(c.width("out", op.getOut(), 2, "V")))

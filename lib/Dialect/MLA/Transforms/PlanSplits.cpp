@@ -6,9 +6,9 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "mla/Contract/SplitPlanner.h"
 #include "mla/Dialect/MLA/IR/MLAOps.h"
 #include "mla/Dialect/MLA/Transforms/Passes.h"
-#include "mla/Contract/SplitPlanner.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/Matchers.h"
 #include "mlir/IR/Remarks.h"
@@ -114,9 +114,9 @@ struct PlanSplitsPass : public mla::impl::MLAPlanSplitsBase<PlanSplitsPass> {
     // divide by zero or overflow for an empty or absurd query.
     constexpr int64_t kMaxCount = std::numeric_limits<int32_t>::max();
     if (heads < 1 || rows < 1 || heads > kMaxCount || rows > kMaxCount)
-      return op.emitOpError() << "mla-plan-splits needs N and Sq in [1, "
-                              << kMaxCount << "], got N = " << heads
-                              << " and Sq = " << rows;
+      return op.emitOpError()
+             << "mla-plan-splits needs N and Sq in [1, " << kMaxCount
+             << "], got N = " << heads << " and Sq = " << rows;
     plan::SplitPlanOptions options;
     options.policy = policyKind;
     options.numSms = sms;

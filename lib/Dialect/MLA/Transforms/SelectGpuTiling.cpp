@@ -8,8 +8,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "mla/Dialect/MLA/Transforms/Passes.h"
 #include "mla/Contract/KernelABI.h"
+#include "mla/Dialect/MLA/Transforms/Passes.h"
 #include "mlir/IR/BuiltinOps.h"
 
 namespace mla {
@@ -27,8 +27,8 @@ namespace {
 FailureOr<gpu::DecodeShape> tilingShape(Operation *op) {
   auto qType = cast<RankedTensorType>(op->getOperand(0).getType());
   auto outType = cast<RankedTensorType>(op->getResult(0).getType());
-  if (qType.isDynamicDim(1) || qType.isDynamicDim(2) ||
-      qType.isDynamicDim(3) || outType.isDynamicDim(outType.getRank() - 1))
+  if (qType.isDynamicDim(1) || qType.isDynamicDim(2) || qType.isDynamicDim(3) ||
+      outType.isDynamicDim(outType.getRank() - 1))
     return op->emitError() << "mla-select-gpu-tiling needs static Sq, N, L "
                               "and L+R; q is "
                            << qType;

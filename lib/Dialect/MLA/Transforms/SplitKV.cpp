@@ -63,9 +63,8 @@ struct SplitDecode : public OpRewritePattern<DecodeOp> {
         rewriter.getI64IntegerAttr(splits));
     // Target annotations (mla.padded_heads) stay with the kernel's work.
     partial->setDiscardableAttrs(op->getDiscardableAttrDictionary());
-    rewriter.replaceOpWithNewOp<CombineOp>(op, outTy, lseTy,
-                                           partial.getPartialOut(),
-                                           partial.getPartialLse());
+    rewriter.replaceOpWithNewOp<CombineOp>(
+        op, outTy, lseTy, partial.getPartialOut(), partial.getPartialLse());
     return success();
   }
 };
