@@ -1,5 +1,4 @@
-//===- mla-opt.cpp - the mla optimizer driver
-//------------------------------===//
+//===- mla-opt.cpp - the mla optimizer driver -----------------------------===//
 //
 // mlir-opt with the mla dialect, its passes and pipelines, and the upstream
 // dialects and passes that the mla lowerings produce and consume.

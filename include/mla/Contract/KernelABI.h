@@ -88,11 +88,13 @@ int64_t decodeSharedBytes(Chip chip, const DecodeShape &shape,
 ///   cache         [pages, pageSize, L+R] elem
 ///   block_table   [B, maxPages]      i32
 ///   seq_lens      [B]                i32
-///   split_bounds  [B, S+1]           i32 (piece s = [b[s], b[s+1]) clamped to
-///   seq_len) partial_out   [S, B, Sq, N, L]   f32 (normalised within the
-///   piece) partial_lse   [S, B, N, Sq]      f32 (natural log; -inf for an
-///   empty piece) B, maxPages, S                   i32 softmax_scale f32 (the
-///   (P+R)^-0.5 of the primer)
+///   split_bounds  [B, S+1]          i32 (piece s = [b[s], b[s+1]),
+///                                         clamped to seq_len)
+///   partial_out   [S, B, Sq, N, L]  f32 (normalised within the piece)
+///   partial_lse   [S, B, N, Sq]     f32 (natural log; -inf for an empty
+///                                         piece)
+///   B, maxPages, S                  i32
+///   softmax_scale                   f32 (the (P+R)^-0.5 of the primer)
 inline constexpr const char *kDecodePartialKernel = "mla_decode_partial";
 inline constexpr int kDecodePartialNumParams = 11;
 

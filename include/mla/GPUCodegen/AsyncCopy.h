@@ -1,5 +1,4 @@
-//===- AsyncCopy.h - cp.async staging and multi-stage rings --------*- C++
-//-*-===//
+//===- AsyncCopy.h - cp.async staging and multi-stage rings -----*- C++ -*-===//
 //
 // Global-to-shared staging with 16-byte `cp.async.cg` copies, spread over
 // the threads of a CTA, and the ring of `stages` shared-memory buffers a

@@ -1,5 +1,4 @@
-//===- DeviceBuilder.h - LLVM/NVVM-level kernel building helpers -*- C++
-//-*-===//
+//===- DeviceBuilder.h - NVVM-level kernel building helpers -----*- C++ -*-===//
 //
 // A thin layer over ImplicitLocOpBuilder for writing kernels at the
 // LLVM/NVVM level: i32 arithmetic (arith), global/shared pointers

@@ -1,5 +1,4 @@
-//===- InlinePTX.h - the inline-PTX instructions of the GPU kernels -*- C++
-//-*-===//
+//===- InlinePTX.h - inline-PTX instructions of the kernels -----*- C++ -*-===//
 //
 // Every `llvm.inline_asm` the GPU kernels use, in one place: the `.ftz`
 // fast exp2/log2 of the softmax, and wgmma with both operands from shared

@@ -1,5 +1,4 @@
-//===- MBarrier.h - shared-memory transaction barriers -------------*- C++
-//-*-===//
+//===- MBarrier.h - shared-memory transaction barriers ----------*- C++ -*-===//
 //
 // An mbarrier in shared memory (8 bytes, 8-aligned): the completion signal
 // of TMA and bulk copies. One thread initialises it with an arrival count

@@ -1,5 +1,4 @@
-//===- MmaSync.h - warp-level mma.sync m16n8k16 with ldmatrix ------*- C++
-//-*-===//
+//===- MmaSync.h - warp-level mma.sync m16n8k16 with ldmatrix ---*- C++ -*-===//
 //
 // The Ampere-style tensor-core MMA: one warp computes a 16x8 f32 tile from a
 // 16x16 A and a 16x8 B fragment (bf16 or f16), each lane holding the PTX ISA

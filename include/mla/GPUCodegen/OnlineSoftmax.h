@@ -1,5 +1,4 @@
-//===- OnlineSoftmax.h - base-2 online softmax steps ---------------*- C++
-//-*-===//
+//===- OnlineSoftmax.h - base-2 online softmax steps ------------*- C++ -*-===//
 //
 // The steps every attention kernel takes per KV block (primer section 4), in
 // base 2 so that each exponential is one ex2.approx: scores are scaled by

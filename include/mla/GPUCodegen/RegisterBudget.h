@@ -1,5 +1,4 @@
-//===- RegisterBudget.h - warpgroup register reallocation ----------*- C++
-//-*-===//
+//===- RegisterBudget.h - warpgroup register reallocation -------*- C++ -*-===//
 //
 // `setmaxnreg`: in a warp-specialised kernel the producer warpgroup gives
 // registers back and the consumer warpgroups take them (FA3's 24/240 split

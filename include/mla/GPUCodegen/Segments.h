@@ -1,5 +1,4 @@
-//===- Segments.h - finding a row's segment in varlen offsets ------*- C++
-//-*-===//
+//===- Segments.h - finding a row's segment in varlen offsets ---*- C++ -*-===//
 //
 // Variable-length batches describe their requests by non-decreasing offsets
 // (cu_seqlens, cu_rows): request b owns rows [offsets[b], offsets[b+1]). A

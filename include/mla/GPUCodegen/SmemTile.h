@@ -1,5 +1,4 @@
-//===- SmemTile.h - shared-memory tile layouts ---------------------*- C++
-//-*-===//
+//===- SmemTile.h - shared-memory tile layouts ------------------*- C++ -*-===//
 //
 // A tile of `rows` rows staged in shared memory at a fixed byte offset of the
 // kernel's shared buffer, in one of the layouts the MMAs read without bank

@@ -1,5 +1,4 @@
-//===- TargetInfo.h - what differs between GPU targets -------------*- C++
-//-*-===//
+//===- TargetInfo.h - what differs between GPU targets ----------*- C++ -*-===//
 //
 // Kernel emitters ask a TargetInfo for the facts that differ between chips
 // (which MMA instructions exist, shared memory, tensor memory, the PTX

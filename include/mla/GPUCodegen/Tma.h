@@ -1,5 +1,4 @@
-//===- Tma.h - TMA (cp.async.bulk.tensor) tile loads ----------------*- C++
-//-*-===//
+//===- Tma.h - TMA (cp.async.bulk.tensor) tile loads ------------*- C++ -*-===//
 //
 // A tensor-memory-accelerator load: one thread copies a box of a global
 // tensor, described by a CUtensorMap the host built with

@@ -1,5 +1,4 @@
-//===- WarpgroupPingPong.h - two warpgroups taking turns ---------*- C++
-//-*-===//
+//===- WarpgroupPingPong.h - two warpgroups taking turns --------*- C++ -*-===//
 //
 // FlashAttention-3's inter-warpgroup schedule: two consumer warpgroups take
 // turns issuing their tensor-core work, so one's softmax (CUDA cores, MUFU)

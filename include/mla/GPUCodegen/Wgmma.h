@@ -1,5 +1,4 @@
-//===- Wgmma.h - warpgroup MMA (wgmma.mma_async m64nNk16) ----------*- C++
-//-*-===//
+//===- Wgmma.h - warpgroup MMA (wgmma.mma_async m64nNk16) -------*- C++ -*-===//
 //
 // Hopper's warpgroup MMA: the 128 threads of a warpgroup compute a 64 x n
 // f32 tile from A (64 x 16) and B (16 x n) read from shared memory through

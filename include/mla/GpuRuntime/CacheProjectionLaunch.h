@@ -1,5 +1,4 @@
-//===- CacheProjectionLaunch.h - Launch cache write / projections -*- C++
-//-*-===//
+//===- CacheProjectionLaunch.h - cache write/projections --------*- C++ -*-===//
 //
 // Host loaders and launchers of the kernels in CacheProjectionABI.h. Each
 // launcher validates its arguments (shape, counts, pointer alignment) and

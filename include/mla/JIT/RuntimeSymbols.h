@@ -1,5 +1,4 @@
-//===- RuntimeSymbols.h - host functions JIT-compiled code calls -*- C++
-//-*-===//
+//===- RuntimeSymbols.h - host functions JIT code calls ---------*- C++ -*-===//
 //
 // Functions that lowered mla IR calls on the host (through C interfaces),
 // and the symbol map the CPU executor registers them with.

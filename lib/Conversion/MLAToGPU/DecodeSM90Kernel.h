@@ -1,5 +1,4 @@
-//===- DecodeSM90Kernel.h - the shared half of the sm_90a decode -*- C++
-//-*-===//
+//===- DecodeSM90Kernel.h - the shared sm_90a decode half -------*- C++ -*-===//
 //
 // mla_decode_partial for sm_90a. One CTA = `rows_per_cta` query rows of one
 // request and one split-KV piece:
