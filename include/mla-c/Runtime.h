@@ -149,6 +149,27 @@ int mlaPrefill(const mlaTensor *q, const mlaTensor *kvC, const mlaTensor *kPe,
                const mlaTensor *seqLens, const mlaPrefillOptions *options,
                mlaTensor *out, char *err, size_t errLen);
 
+typedef struct mlaAttentionOptions {
+  mlaPrefillOptions prefill;
+  /* mla-select-algorithm's threshold: the leading requests with
+   * q_len = 1 take the absorbed decode path when it is 1; 0 (or below)
+   * sends every request through the prefill path. The batch is split at run
+   * time, so larger values are invalid (mla/Contract/MixedBatch.h). */
+  int64_t decodeThreshold;
+} mlaAttentionOptions;
+
+/* MLA attention of a mixed decode/prefill batch (mla.attention): the
+ * operands and semantics of mlaPrefill (request i's new tokens attend
+ * causally to each other and to its context), but the cache must already
+ * hold every request's new tokens (cache_write ran first): decode requests
+ * (see mlaAttentionOptions) read them from it, so every page under
+ * seq_lens is checked. -> out [T, N, V]. */
+int mlaAttention(const mlaTensor *q, const mlaTensor *kvC, const mlaTensor *kPe,
+                 const mlaTensor *kvBProj, const mlaTensor *kvCache,
+                 const mlaTensor *blockTable, const mlaTensor *queryStartLoc,
+                 const mlaTensor *seqLens, const mlaAttentionOptions *options,
+                 mlaTensor *out, char *err, size_t errLen);
+
 /* The JIT cache: calls answered from it, compilations and their total wall
  * time, kernels held. */
 typedef struct mlaRuntimeStats {

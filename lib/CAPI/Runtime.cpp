@@ -158,9 +158,10 @@ llvm::Error run(llvm::Expected<Kernel> kernel, llvm::ArrayRef<HostTensor> args,
   if (kernel->isEmpty)
     return llvm::Error::success();
 
+  CpuPipelineOptions options;
+  options.decodeThreshold = kernel->decodeThreshold;
   llvm::Expected<std::shared_ptr<const CompiledFunction>> fn =
-      getExecutor().getOrCompile(*kernel->module, kernel->entry,
-                                 CpuPipelineOptions());
+      getExecutor().getOrCompile(*kernel->module, kernel->entry, options);
   if (!fn)
     return fn.takeError();
   llvm::Expected<llvm::SmallVector<ResultBuffer>> buffers = (*fn)->call(args);
@@ -398,6 +399,42 @@ int mlaPrefill(const mlaTensor *q, const mlaTensor *kvC, const mlaTensor *kPe,
   std::pair<mlaTensor *, llvm::StringRef> outs[] = {{out, "out"}};
   if (llvm::Error e = run(buildPrefill(getContext(), a[0], a[1], a[2], a[3],
                                        a[4], a[5], a[6], a[7], opts),
+                          a, outs))
+    return report(std::move(e), err, errLen);
+  return MLA_SUCCESS;
+}
+
+int mlaAttention(const mlaTensor *q, const mlaTensor *kvC, const mlaTensor *kPe,
+                 const mlaTensor *kvBProj, const mlaTensor *kvCache,
+                 const mlaTensor *blockTable, const mlaTensor *queryStartLoc,
+                 const mlaTensor *seqLens, const mlaAttentionOptions *options,
+                 mlaTensor *out, char *err, size_t errLen) {
+  auto args = unwrapAll<8>({{{q, "q"},
+                             {kvC, "kv_c"},
+                             {kPe, "k_pe"},
+                             {kvBProj, "kv_b_proj"},
+                             {kvCache, "kv_cache"},
+                             {blockTable, "block_table"},
+                             {queryStartLoc, "query_start_loc"},
+                             {seqLens, "seq_lens"}}});
+  if (!args)
+    return report(args.takeError(), err, errLen);
+  if (!options)
+    return report(makeInvalidArgumentError("options is NULL"), err, errLen);
+  llvm::Expected<CacheFormat> cache = unwrap(&options->prefill.cache);
+  if (!cache)
+    return report(cache.takeError(), err, errLen);
+  AttentionOptions opts;
+  opts.prefill.softmaxScale = options->prefill.softmaxScale;
+  opts.prefill.vHeadDim = options->prefill.vHeadDim;
+  if (options->prefill.hasWorkspaceRows)
+    opts.prefill.workspaceRows = options->prefill.workspaceRows;
+  opts.prefill.cache = std::move(*cache);
+  opts.decodeThreshold = options->decodeThreshold;
+  auto &a = *args;
+  std::pair<mlaTensor *, llvm::StringRef> outs[] = {{out, "out"}};
+  if (llvm::Error e = run(buildAttention(getContext(), a[0], a[1], a[2], a[3],
+                                         a[4], a[5], a[6], a[7], opts),
                           a, outs))
     return report(std::move(e), err, errLen);
   return MLA_SUCCESS;

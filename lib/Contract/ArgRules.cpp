@@ -9,6 +9,7 @@
 
 #include "mla/Contract/ArgRules.h"
 #include "mla/Contract/Error.h"
+#include "mla/Contract/MixedBatch.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/Twine.h"
 #include "llvm/Support/CheckedArithmetic.h"
@@ -1053,5 +1054,31 @@ mla::checkPrefill(Device device, const HostTensor &qT, const HostTensor &kvCT,
           "seq_lens[" + Twine(b) + "] = " + Twine(seqLensT.getI32(b)) +
           " is shorter than request " + Twine(b) + "'s " + Twine(newTokens(b)) +
           " new tokens (seq_lens counts the context and the new tokens)");
+  return call;
+}
+
+llvm::Expected<AttentionCall>
+mla::checkAttention(Device device, const HostTensor &q, const HostTensor &kvC,
+                    const HostTensor &kPe, const HostTensor &kvBProj,
+                    const HostTensor &kvCacheT, const HostTensor &blockTableT,
+                    const HostTensor &queryStartLoc, const HostTensor &seqLensT,
+                    const AttentionOptions &options) {
+  if (llvm::Error err = checkRuntimeDecodeThreshold(options.decodeThreshold))
+    return std::move(err);
+  llvm::Expected<PrefillCall> prefill =
+      checkPrefill(device, q, kvC, kPe, kvBProj, kvCacheT, blockTableT,
+                   queryStartLoc, seqLensT, options.prefill);
+  if (!prefill)
+    return prefill.takeError();
+  Arg blockTable{blockTableT, "block_table"};
+  if (llvm::Error err =
+          checkUsedPages(blockTable, prefill->cache,
+                         [&](int64_t b) { return seqLensT.getI32(b); }))
+    return std::move(err);
+  AttentionCall call;
+  call.prefill = std::move(*prefill);
+  call.decodeThreshold = options.decodeThreshold;
+  call.numDecodes =
+      countLeadingDecodes(i32Values(queryStartLoc), options.decodeThreshold);
   return call;
 }

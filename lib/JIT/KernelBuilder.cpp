@@ -354,3 +354,32 @@ mla::buildPrefill(MLIRContext &ctx, const HostTensor &q, const HostTensor &kvC,
       getOptionalI64Attr(b, call->workspaceRows));
   return eb.finish(op->getResults(), {{q.dtype, outShape}});
 }
+
+llvm::Expected<Kernel> mla::buildAttention(
+    MLIRContext &ctx, const HostTensor &q, const HostTensor &kvC,
+    const HostTensor &kPe, const HostTensor &kvBProj, const HostTensor &kvCache,
+    const HostTensor &blockTable, const HostTensor &queryStartLoc,
+    const HostTensor &seqLens, const AttentionOptions &options) {
+  llvm::Expected<AttentionCall> call =
+      checkAttention(Device::CPU, q, kvC, kPe, kvBProj, kvCache, blockTable,
+                     queryStartLoc, seqLens, options);
+  if (!call)
+    return call.takeError();
+  const PrefillCall &c = call->prefill;
+  llvm::SmallVector<int64_t, 4> outShape{c.tokens, c.numHeads, c.valueDim};
+  Type outTy = tensorType(ctx, outShape, q.dtype);
+  llvm::SmallVector<Type> argTypes;
+  for (const HostTensor *t : {&q, &kvC, &kPe, &kvBProj, &kvCache, &blockTable,
+                              &queryStartLoc, &seqLens})
+    argTypes.push_back(tensorType(ctx, *t));
+  EntryBuilder eb(ctx, "attention", argTypes, {outTy});
+  OpBuilder &b = eb.getBuilder();
+  auto op = AttentionOp::create(
+      b, eb.getLoc(), outTy, eb.getArg(0), eb.getArg(1), eb.getArg(2),
+      eb.getArg(3), eb.getArg(4), eb.getArg(5), eb.getArg(6), eb.getArg(7),
+      getLayout(ctx, c.cache), getF32Attr(ctx, c.softmaxScale),
+      getOptionalI64Attr(b, c.workspaceRows));
+  Kernel kernel = eb.finish(op->getResults(), {{q.dtype, outShape}});
+  kernel.decodeThreshold = call->decodeThreshold;
+  return kernel;
+}

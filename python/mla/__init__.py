@@ -14,6 +14,7 @@ semantics follow FlashMLA's `flash_mla_with_kvcache` and vLLM's MLA backends:
   merge_states(out_a, lse_a, out_b, lse_b) -> (out, lse)
   mha(q, k, v, cu_seqlens_q, cu_seqlens_k, softmax_scale=..., causal=...) -> (out, lse)
   prefill(q, kv_c, k_pe, kv_b_proj, kv_cache, block_table, query_start_loc, seq_lens, ...) -> out
+  attention(q, kv_c, k_pe, kv_b_proj, kv_cache, block_table, query_start_loc, seq_lens, ...) -> out
 
 Float arrays are float32 or float16 (results take the activations' dtype; log-sum-exp values are always
 float32); index arrays may be any integer dtype holding int32 values. `kv_format` is "auto" (a float
@@ -53,6 +54,7 @@ else:
 __all__ = [
     "__version__",
     "absorb_q",
+    "attention",
     "cache_write",
     "clear_kernel_cache",
     "decode",
@@ -580,6 +582,43 @@ def _prefill_cpu(q, kv_c, k_pe, kv_b_proj, kv_cache, block_table, query_start_lo
     opts.cache = _cache_format(kv_format, kv_scale)
     (result,) = _run(_capi.mlaPrefill, [_tensor(a) for a in arrays] + [ctypes.byref(opts)], 1, [("out", out)],
                      arrays)
+    return result
+
+
+def attention(q, kv_c, k_pe, kv_b_proj, kv_cache, block_table, query_start_loc, seq_lens, *, softmax_scale,
+              v_head_dim, decode_threshold=1, workspace_rows=None, kv_format="auto", kv_scale=None, out=None):
+    """MLA attention of a mixed decode/prefill batch (`mla.attention`), split as mla-select-algorithm
+    decides: with decode_threshold=1 the leading requests of one new token each (decode requests first,
+    as vLLM orders its batches) take the absorbed path (absorb_q, decode over the latent cache,
+    up_proj_out) and the rest the chunked prefill (`workspace_rows` context rows up-projected at once);
+    0 sends every request through the prefill. The batch is split when the call runs, so larger
+    thresholds are rejected (mla.decode's query rows are fixed when it is compiled).
+
+    The operands and result of `prefill` (q [T, N, P+R] un-absorbed, kv_c, k_pe, kv_b_proj [N*(P+V), L],
+    kv_cache, block_table [B, max_pages], query_start_loc [B+1], seq_lens [B] = context + new tokens),
+    but the cache must already hold every request's new tokens (cache_write ran first): the decode
+    path reads them from it. Returns out [T, N, v_head_dim] in q's dtype (into `out` when given).
+    """
+    return _attention_cpu(q, kv_c, k_pe, kv_b_proj, kv_cache, block_table, query_start_loc, seq_lens,
+                          softmax_scale, v_head_dim, decode_threshold, workspace_rows, kv_format, kv_scale, out)
+
+
+@_cpu
+def _attention_cpu(q, kv_c, k_pe, kv_b_proj, kv_cache, block_table, query_start_loc, seq_lens, softmax_scale,
+                   v_head_dim, decode_threshold, workspace_rows, kv_format, kv_scale, out):
+    arrays = [_array("q", q), _array("kv_c", kv_c), _array("k_pe", k_pe), _array("kv_b_proj", kv_b_proj),
+              _array("kv_cache", kv_cache), _indices("block_table", block_table),
+              _indices("query_start_loc", query_start_loc), _indices("seq_lens", seq_lens)]
+    opts = _capi.AttentionOptions()
+    opts.prefill.softmaxScale = _float("softmax_scale", softmax_scale)
+    opts.prefill.vHeadDim = _int("v_head_dim", v_head_dim)
+    if workspace_rows is not None:
+        opts.prefill.hasWorkspaceRows = 1
+        opts.prefill.workspaceRows = _int("workspace_rows", workspace_rows)
+    opts.prefill.cache = _cache_format(kv_format, kv_scale)
+    opts.decodeThreshold = _int("decode_threshold", decode_threshold)
+    (result,) = _run(_capi.mlaAttention, [_tensor(a) for a in arrays] + [ctypes.byref(opts)], 1,
+                     [("out", out)], arrays)
     return result
 
 

@@ -58,6 +58,13 @@ class PrefillOptions(ctypes.Structure):
     ]
 
 
+class AttentionOptions(ctypes.Structure):
+    _fields_ = [
+        ("prefill", PrefillOptions),
+        ("decodeThreshold", ctypes.c_int64),
+    ]
+
+
 class RuntimeStats(ctypes.Structure):
     _fields_ = [
         ("cacheHits", ctypes.c_uint64),
@@ -102,6 +109,7 @@ mlaUpProjKv = _declare("mlaUpProjKv",
                        [_T, _T, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, _T, _T] + _ERR)
 mlaMha = _declare("mlaMha", [_T] * 5 + [ctypes.c_double, ctypes.c_int32, _T, _T] + _ERR)
 mlaPrefill = _declare("mlaPrefill", [_T] * 8 + [ctypes.POINTER(PrefillOptions), _T] + _ERR)
+mlaAttention = _declare("mlaAttention", [_T] * 8 + [ctypes.POINTER(AttentionOptions), _T] + _ERR)
 
 # mla-c/GpuJit.h: the GPU kernel compiler this library links (mla.gpu_jit).
 mlaCompileGpuKernel = _declare("mlaCompileGpuKernel",

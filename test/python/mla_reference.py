@@ -545,6 +545,34 @@ def prefill_ref(q, kv_c, k_pe, kv_b_proj, kv_cache, block_table, query_start_loc
     return out.astype(np.float32)
 
 
+def attention_ref(q, kv_b_proj, kv_cache, block_table, query_start_loc, seq_lens, softmax_scale, v_head_dim,
+                  L, R, kv_format="auto", kv_scale=None):
+    """MLA attention of a mixed batch (mla.attention), however it is split: request i's new tokens
+    q[qsl[i]:qsl[i+1]] are its last q_len positions, and every key/value comes from the cache, which
+    already holds the new tokens' rows; query row j sees positions [0, seq_len - q_len + j], each
+    up-projected with kv_b_proj. Requests without tokens produce nothing. Returns float32 [T, N, V].
+    """
+    q = np.asarray(q, dtype=np.float64)
+    T, N, Dqk = q.shape
+    P, V = Dqk - R, v_head_dim
+    if np.asarray(kv_b_proj).shape != (N * (P + V), L):
+        raise ValueError(f"kv_b_proj must be [{N * (P + V)}, {L}], got {np.asarray(kv_b_proj).shape}")
+    _split_cache_dims(kv_cache, kv_format, L, R)
+    out = np.zeros((T, N, V))
+    for i in range(len(seq_lens)):
+        qs, qe = int(query_start_loc[i]), int(query_start_loc[i + 1])
+        if qe == qs:
+            continue
+        if int(seq_lens[i]) < qe - qs:
+            raise ValueError("seq_len shorter than the request's new tokens")
+        rows = decode_rows(_read_positions(kv_cache, block_table[i], 0, int(seq_lens[i])), kv_format, L, R,
+                           kv_scale)
+        k_nope, v = _up_proj_kv64(rows[:, :L], kv_b_proj, N, P, V)
+        k = np.concatenate([k_nope, np.broadcast_to(rows[:, None, L:], (rows.shape[0], N, R))], axis=-1)
+        out[qs:qe], _ = _mha_request(q[qs:qe], k, v, causal=True, scale=softmax_scale)
+    return out.astype(np.float32)
+
+
 # ---------------------------------------------------------------------------------------------------
 # Accounting (primer section 9)
 # ---------------------------------------------------------------------------------------------------

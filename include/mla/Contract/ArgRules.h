@@ -219,6 +219,35 @@ checkPrefill(Device device, const HostTensor &q, const HostTensor &kvC,
              const HostTensor &queryStartLoc, const HostTensor &seqLens,
              const PrefillOptions &options);
 
+/// attention(...) takes prefill's operands and options plus the decode
+/// threshold of mla-select-algorithm (mla/Contract/MixedBatch.h).
+struct AttentionOptions {
+  PrefillOptions prefill;
+  /// Requests with 1 <= q_len <= this take the absorbed decode path. A call
+  /// is split at run time, so at most 1 (below 1: prefill only).
+  int64_t decodeThreshold = 1;
+};
+
+/// A checked attention call: the prefill's facts, the threshold, and how
+/// many leading requests (and tokens: one each) take the decode path.
+struct AttentionCall {
+  PrefillCall prefill;
+  int64_t decodeThreshold = 1;
+  int64_t numDecodes = 0;
+};
+
+/// The attention rules: prefill's, except that the cache already holds
+/// every request's new tokens and the decode requests read them from it,
+/// so every page under seq_lens is checked against the cache; and the
+/// threshold is one a run-time batch supports. The host tables are
+/// required (the batch is split on the host).
+llvm::Expected<AttentionCall>
+checkAttention(Device device, const HostTensor &q, const HostTensor &kvC,
+               const HostTensor &kPe, const HostTensor &kvBProj,
+               const HostTensor &kvCache, const HostTensor &blockTable,
+               const HostTensor &queryStartLoc, const HostTensor &seqLens,
+               const AttentionOptions &options);
+
 /// seq_lens values against a block table of `maxPages` pages of `pageSize`
 /// positions: each in [0, capacity] and, for causal decode with
 /// `queryRows` rows, 0 or at least `queryRows` (the rows are the request's

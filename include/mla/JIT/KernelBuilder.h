@@ -31,6 +31,9 @@ struct Kernel {
   /// True when the call has nothing to compute (every result is empty and
   /// nothing is written in place), so callers may skip compiling it.
   bool isEmpty = false;
+  /// The pipeline's decode-threshold the module must be compiled with
+  /// (mla.attention's split; part of the compile cache key).
+  int64_t decodeThreshold = 1;
 };
 
 /// decode(q [b, s_q, h_q, d], kv_cache, block_table [b, max_pages],
@@ -108,6 +111,18 @@ buildPrefill(mlir::MLIRContext &context, const HostTensor &q,
              const HostTensor &kvBProj, const HostTensor &kvCache,
              const HostTensor &blockTable, const HostTensor &queryStartLoc,
              const HostTensor &seqLens, const PrefillOptions &options);
+
+/// attention(q [T, N, P+R], kv_c [T, L], k_pe [T, R] or [T, 1, R],
+/// kv_b_proj [N*(P+V), L], kv_cache, block_table [B, max_pages],
+/// query_start_loc [B+1], seq_lens [B]) -> out [T, N, V]: a mixed batch,
+/// split by mla-select-algorithm with the options' decode threshold (the
+/// Kernel's decodeThreshold). The cache already holds the new tokens.
+llvm::Expected<Kernel>
+buildAttention(mlir::MLIRContext &context, const HostTensor &q,
+               const HostTensor &kvC, const HostTensor &kPe,
+               const HostTensor &kvBProj, const HostTensor &kvCache,
+               const HostTensor &blockTable, const HostTensor &queryStartLoc,
+               const HostTensor &seqLens, const AttentionOptions &options);
 
 } // namespace mla
 

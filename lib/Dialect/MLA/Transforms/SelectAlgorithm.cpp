@@ -29,8 +29,13 @@
 //
 // Output rows outside every request are 0, as mla.prefill leaves them.
 //
+// The rule (which requests take which path, at compile time and at run
+// time) is mla/Contract/MixedBatch.h's, which the runtimes that split a
+// batch on the host use as well.
+//
 //===----------------------------------------------------------------------===//
 
+#include "mla/Contract/MixedBatch.h"
 #include "mla/Dialect/MLA/Transforms/Passes.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Arith/Utils/Utils.h"
@@ -117,8 +122,9 @@ public:
       int64_t queryLen = offsets[i + 1] - offsets[i];
       if (queryLen == 0)
         continue;
-      Selection &sel =
-          queryLen <= threshold ? decodeGroups[queryLen] : prefillRequests;
+      Selection &sel = takesDecodePath(queryLen, threshold)
+                           ? decodeGroups[queryLen]
+                           : prefillRequests;
       sel.add(i, offsets[i], queryLen);
     }
     if (decodeGroups.empty())
@@ -153,9 +159,13 @@ public:
     return castToResult(assemble(parts));
   }
 
-  /// The split of a batch known at run time: the leading requests with one
-  /// query row each take the decode path (see the file comment).
+  /// The split of a batch known at run time: the leading requests with
+  /// kRuntimeDecodeQueryLen query rows each take the decode path
+  /// (countLeadingDecodes; see the file comment).
   Value buildDynamic() {
+    // The run's counter is its requests' count and their tokens' alike.
+    static_assert(kRuntimeDecodeQueryLen == 1,
+                  "request i of the decode run owns token i");
     Value queryStartLoc = op.getQueryStartLoc();
     Value zero = idx(0), one = idx(1);
     Value batch = arith::SubIOp::create(b, loc, dim(queryStartLoc, 0), one);
@@ -184,8 +194,8 @@ public:
     Value decodeQ = slice(op.getQ(), zero, numDecodes);
     Value decodeTable = slice(op.getBlockTable(), zero, numDecodes);
     Value decodeLens = slice(op.getSeqLens(), zero, numDecodes);
-    Value decodeOut =
-        decode(decodeQ, decodeTable, decodeLens, numDecodes, /*queryRows=*/1);
+    Value decodeOut = decode(decodeQ, decodeTable, decodeLens, numDecodes,
+                             kRuntimeDecodeQueryLen);
 
     Value tokens = dim(op.getQ(), 0);
     Value restTokens = arith::SubIOp::create(b, loc, tokens, numDecodes);
@@ -421,16 +431,18 @@ struct SelectAlgorithmPattern : OpRewritePattern<AttentionOp> {
       rewriter.replaceOp(op, split.buildStatic(offsets, threshold));
       return success();
     }
-    if (threshold < 1) {
+    if (!takesDecodePath(kRuntimeDecodeQueryLen, threshold)) {
       rewriter.replaceOp(op, split.buildPrefillOnly());
       return success();
     }
-    if (threshold > 1)
+    if (llvm::Error unsupported = checkRuntimeDecodeThreshold(threshold)) {
+      llvm::consumeError(std::move(unsupported));
       return op.emitOpError()
              << "decode-threshold " << threshold
              << " needs a constant query_start_loc: mla.decode has a static "
                 "Sq, so a batch known only at run time can only split off "
                 "single-row requests (decode-threshold=1)";
+    }
     rewriter.replaceOp(op, split.buildDynamic());
     return success();
   }
