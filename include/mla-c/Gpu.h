@@ -427,6 +427,68 @@ int mlaGpuPrefill(const char *chip, int32_t device, const mlaGpuTensor *q,
                   uint64_t workspace, size_t *workspaceBytes, void *stream,
                   char *err, size_t errLen);
 
+/* The options of a mixed batch, as mlaAttentionOptions (mla-c/Runtime.h):
+ * the prefill's options, and the decode threshold (1: the leading requests
+ * with one new token take the absorbed decode path; 0 or below: every
+ * request is a prefill; larger values are invalid for a batch split at run
+ * time). */
+typedef struct mlaGpuAttentionOptions {
+  mlaGpuPrefillOptions prefill;
+  int64_t decodeThreshold;
+} mlaGpuAttentionOptions;
+
+/* Checks a mixed batch's tensors and options by the argument rules (the CPU
+ * mlaAttention's, with the GPU's types), without a GPU: mlaGpuCheckPrefill's
+ * tensors and host tables, plus wUkT [N, P, L] and wUv [N, L, V] of q's
+ * dtype (kv_b_proj split as mlaSplitKvBProj splits it); every page under
+ * seq_lens must be a page of the cache (decode requests read their new
+ * token's row). */
+int mlaGpuCheckAttention(
+    const mlaGpuTensor *q, const mlaGpuTensor *kvC, const mlaGpuTensor *kPe,
+    const mlaGpuTensor *kvBProj, const mlaGpuTensor *wUkT,
+    const mlaGpuTensor *wUv, const mlaGpuTensor *kvCache,
+    const mlaGpuTensor *blockTable, const mlaGpuTensor *queryStartLoc,
+    const mlaGpuTensor *seqLens, const int32_t *blockTableHost,
+    const int32_t *queryStartLocHost, const int32_t *seqLensHost,
+    const mlaGpuAttentionOptions *options, char *err, size_t errLen);
+
+/* MLA attention of a mixed decode/prefill batch on the GPU, the CPU
+ * mlaAttention's semantics and split (mla-select-algorithm's rule for a
+ * batch known at run time, mla/Contract/MixedBatch.h): the leading
+ * requests with one new token each (decode requests first, as vLLM orders
+ * them) run absorb_q (wUkT), a split-KV decode over the latent cache and
+ * up_proj_out (wUv); the other requests run mlaGpuPrefill's chunked
+ * prefill (kvBProj). The cache must already hold every new token. The
+ * batch is split and both paths planned on the host from the host copies
+ * of the tables, which are required (a caller holding them only on the
+ * device must copy them, which synchronises). The decode path reads caches
+ * of q's dtype only: a batch with decode requests and an fp8 cache is
+ * MLA_GPU_ERROR_INVALID_ARGUMENT (run it with decodeThreshold 0). Kernels:
+ * mlaGpuPrefill's, and for decode requests the absorb_q, up_proj_out and
+ * decode (Sq=1, causal=0) specs of the shape (mla-aot --shapes deepseek
+ * builds them for DeepSeek-V3 on sm_90a).
+ *
+ * With `workspace` 0 nothing runs: the call validates the arguments and
+ * stores the device workspace it needs in `*workspaceBytes` (it depends on
+ * the tables' values). Otherwise `*workspaceBytes` is the size of
+ * `workspace` (16-byte aligned); the call makes the primary context of
+ * `device` current when the current one is on another device, loads the
+ * kernels and enqueues everything on `stream`, including host-to-device
+ * copies of the decode's split bounds, the prefill's rebased
+ * query_start_loc and its chunk tables (not graph-capturable). */
+int mlaGpuAttention(const char *chip, int32_t device, const mlaGpuTensor *q,
+                    const mlaGpuTensor *kvC, const mlaGpuTensor *kPe,
+                    const mlaGpuTensor *kvBProj, const mlaGpuTensor *wUkT,
+                    const mlaGpuTensor *wUv, const mlaGpuTensor *kvCache,
+                    const mlaGpuTensor *blockTable,
+                    const mlaGpuTensor *queryStartLoc,
+                    const mlaGpuTensor *seqLens, const int32_t *blockTableHost,
+                    const int32_t *queryStartLocHost,
+                    const int32_t *seqLensHost,
+                    const mlaGpuAttentionOptions *options, uint64_t out,
+                    uint64_t workspace, size_t *workspaceBytes, void *stream,
+                    char *err, size_t errLen);
+
 /* Drops every loaded kernel (decode, cache write, projections, the
  * prefill pieces and whole prefills) and resets the statistics. */
 void mlaGpuClearDecoders(void);

@@ -15,6 +15,7 @@
 #include "mla/GpuRuntime/CacheProjectionLaunch.h"
 #include "mla/GpuRuntime/ChunkedPrefill.h"
 #include "mla/GpuRuntime/GpuDecode.h"
+#include "mla/GpuRuntime/MixedAttention.h"
 #include "mla/GpuRuntime/PrefillLaunch.h"
 #include "llvm/ADT/Twine.h"
 #include <algorithm>
@@ -1392,6 +1393,163 @@ llvm::Error prefill(const char *chipName, int32_t device,
   return runner->run(stream, shape, args, plan);
 }
 
+//===----------------------------------------------------------------------===//
+// Attention (a mixed decode/prefill batch)
+//===----------------------------------------------------------------------===//
+
+/// A mixed batch as the C API receives it: a prefill and the split weights.
+struct AttentionCall {
+  PrefillCall prefill;
+  const mlaGpuTensor *wUkT, *wUv;
+  const mlaGpuAttentionOptions *options;
+};
+
+llvm::Expected<mla::AttentionCall>
+checkAttentionCall(const AttentionCall &call) {
+  if (!call.options)
+    return invalid("options is NULL");
+  const PrefillCall &p = call.prefill;
+  auto t =
+      unwrapAll<10>({{{p.q, "q", nullptr},
+                      {p.kvC, "kv_c", nullptr},
+                      {p.kPe, "k_pe", nullptr},
+                      {p.kvBProj, "kv_b_proj", nullptr},
+                      {p.cache, "kv_cache", nullptr},
+                      {p.blockTable, "block_table", p.blockTableHost},
+                      {p.queryStartLoc, "query_start_loc", p.queryStartLocHost},
+                      {p.seqLens, "seq_lens", p.seqLensHost},
+                      {call.wUkT, "w_uk_t", nullptr},
+                      {call.wUv, "w_uv", nullptr}}});
+  if (!t)
+    return t.takeError();
+  auto &[q, kvC, kPe, w, cache, table, qsl, lens, wUkT, wUv] = *t;
+  const mlaGpuAttentionOptions &o = *call.options;
+  mla::AttentionOptions options;
+  options.prefill.softmaxScale = o.prefill.softmaxScale;
+  options.prefill.vHeadDim = o.prefill.vHeadDim;
+  if (o.prefill.hasWorkspaceRows)
+    options.prefill.workspaceRows = o.prefill.workspaceRows;
+  options.prefill.cache = unwrap(o.prefill.cache);
+  options.decodeThreshold = o.decodeThreshold;
+  llvm::Expected<mla::AttentionCall> checked = mla::checkAttention(
+      mla::Device::GPU, q, kvC, kPe, w, cache, table, qsl, lens, options);
+  if (!checked)
+    return checked.takeError();
+  if (llvm::Error error =
+          mla::checkAttentionWeights(mla::Device::GPU, *checked, q, wUkT, wUv))
+    return std::move(error);
+  return checked;
+}
+
+/// Loads the kernels `plan` needs in context `context`. Caller holds the
+/// state lock, which keeps them loaded while it is held.
+llvm::Expected<MixedAttentionKernels>
+getAttentionKernels(State &s, const MixedAttentionSpecs &specs,
+                    const MixedAttentionPlan &plan, CUcontext context) {
+  MixedAttentionKernels kernels;
+  if (plan.numDecodes > 0) {
+    llvm::Expected<const CudaKernel &> absorb =
+        getKernel(s, specs.absorbQ, context, loadProjectionKernel);
+    if (!absorb)
+      return absorb.takeError();
+    llvm::Expected<std::shared_ptr<GpuDecoder>> decoder =
+        getDecoder(s, specs.decode, context);
+    if (!decoder)
+      return decoder.takeError();
+    llvm::Expected<const CudaKernel &> up =
+        getKernel(s, specs.upProjOut, context, loadProjectionKernel);
+    if (!up)
+      return up.takeError();
+    kernels.absorbQ = &*absorb;
+    kernels.decoder = decoder->get();
+    kernels.upProjOut = &*up;
+  }
+  if (plan.prefillChunks) {
+    llvm::Expected<const ChunkedPrefill &> prefill =
+        getPrefill(s, specs.prefill, context);
+    if (!prefill)
+      return prefill.takeError();
+    kernels.prefill = &*prefill;
+  }
+  return kernels;
+}
+
+llvm::Error attention(const char *chipName, int32_t device,
+                      const AttentionCall &call, uint64_t out,
+                      uint64_t workspace, size_t *workspaceBytes,
+                      CUstream stream) {
+  llvm::Expected<mla::AttentionCall> checked = checkAttentionCall(call);
+  if (!checked)
+    return checked.takeError();
+  if (!workspaceBytes)
+    return invalid("workspaceBytes is null");
+  llvm::Expected<Chip> chip = resolveChip(chipName, device);
+  if (!chip)
+    return chip.takeError();
+  const mla::PrefillCall &c = checked->prefill;
+  ChunkedPrefillShape shape = prefillShape(c);
+  MixedAttentionSpecs specs = getMixedAttentionSpecs(*chip, shape);
+  if (const char *why = checkChunkedPrefillSpecs(specs.prefill); *why)
+    return invalid(Twine("no GPU prefill kernels for these arguments: ") + why);
+  const PrefillCall &p = call.prefill;
+  MixedAttentionBatch batch;
+  batch.queryStartLoc = llvm::ArrayRef(p.queryStartLocHost, c.batch + 1);
+  batch.seqLens = llvm::ArrayRef(p.seqLensHost, c.batch);
+  batch.maxPages = p.blockTable->shape[1];
+  batch.numPages = c.cache.pages;
+  batch.decodeThreshold = checked->decodeThreshold;
+  batch.workspaceRows = c.workspaceRows.value_or(
+      mla::defaultPrefillWorkspaceRows(*chip == Chip::SM100a ? 128 : 64));
+
+  State &s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  // The SM count sizes the decode's split-KV pieces; without decode
+  // requests no driver is needed to size the workspace.
+  if (checked->numDecodes > 0) {
+    llvm::Expected<int64_t> numSms = getNumSms(s, device);
+    if (!numSms)
+      return numSms.takeError();
+    batch.numSms = *numSms;
+  }
+  llvm::Expected<MixedAttentionPlan> plan =
+      planMixedAttention(specs, shape, batch);
+  if (!plan)
+    return plan.takeError();
+  if (!workspace) {
+    *workspaceBytes = plan->workspace.totalBytes;
+    return llvm::Error::success();
+  }
+  MixedAttentionArgs args;
+  args.q = p.q->data;
+  args.kvC = p.kvC->data;
+  args.kPe = p.kPe->data;
+  args.kvBProj = p.kvBProj->data;
+  args.wUkT = call.wUkT->data;
+  args.wUv = call.wUv->data;
+  args.cache = p.cache->data;
+  args.blockTable = p.blockTable->data;
+  args.seqLens = p.seqLens->data;
+  args.out = out;
+  args.workspace = workspace;
+  args.workspaceBytes = *workspaceBytes;
+  args.tokens = c.tokens;
+  args.batch = c.batch;
+  args.maxPages = batch.maxPages;
+  args.numPages = c.cache.pages;
+  if (llvm::Error error = checkMixedAttention(specs, shape, args, *plan))
+    return error;
+  if (c.tokens == 0)
+    return llvm::Error::success();
+  llvm::Expected<CUcontext> context = useDevice(s, device);
+  if (!context)
+    return context.takeError();
+  llvm::Expected<MixedAttentionKernels> kernels =
+      getAttentionKernels(s, specs, *plan, *context);
+  if (!kernels)
+    return kernels.takeError();
+  return runMixedAttention(stream, *kernels, specs, shape, args, *plan);
+}
+
 } // namespace
 
 extern "C" int mlaGpuDecodeSpec(const char *chip, int32_t device,
@@ -1700,6 +1858,44 @@ mlaGpuPrefill(const char *chip, int32_t device, const mlaGpuTensor *q,
       seqLensHost, options};
   return report(prefill(chip, device, call, out, workspace, workspaceBytes,
                         static_cast<CUstream>(stream)),
+                err, errLen);
+}
+
+extern "C" int mlaGpuCheckAttention(
+    const mlaGpuTensor *q, const mlaGpuTensor *kvC, const mlaGpuTensor *kPe,
+    const mlaGpuTensor *kvBProj, const mlaGpuTensor *wUkT,
+    const mlaGpuTensor *wUv, const mlaGpuTensor *kvCache,
+    const mlaGpuTensor *blockTable, const mlaGpuTensor *queryStartLoc,
+    const mlaGpuTensor *seqLens, const int32_t *blockTableHost,
+    const int32_t *queryStartLocHost, const int32_t *seqLensHost,
+    const mlaGpuAttentionOptions *options, char *err, size_t errLen) {
+  AttentionCall call{{q, kvC, kPe, kvBProj, kvCache, blockTable, queryStartLoc,
+                      seqLens, blockTableHost, queryStartLocHost, seqLensHost,
+                      options ? &options->prefill : nullptr},
+                     wUkT,
+                     wUv,
+                     options};
+  return report(checkAttentionCall(call).takeError(), err, errLen);
+}
+
+extern "C" int mlaGpuAttention(
+    const char *chip, int32_t device, const mlaGpuTensor *q,
+    const mlaGpuTensor *kvC, const mlaGpuTensor *kPe,
+    const mlaGpuTensor *kvBProj, const mlaGpuTensor *wUkT,
+    const mlaGpuTensor *wUv, const mlaGpuTensor *kvCache,
+    const mlaGpuTensor *blockTable, const mlaGpuTensor *queryStartLoc,
+    const mlaGpuTensor *seqLens, const int32_t *blockTableHost,
+    const int32_t *queryStartLocHost, const int32_t *seqLensHost,
+    const mlaGpuAttentionOptions *options, uint64_t out, uint64_t workspace,
+    size_t *workspaceBytes, void *stream, char *err, size_t errLen) {
+  AttentionCall call{{q, kvC, kPe, kvBProj, kvCache, blockTable, queryStartLoc,
+                      seqLens, blockTableHost, queryStartLocHost, seqLensHost,
+                      options ? &options->prefill : nullptr},
+                     wUkT,
+                     wUv,
+                     options};
+  return report(attention(chip, device, call, out, workspace, workspaceBytes,
+                          static_cast<CUstream>(stream)),
                 err, errLen);
 }
 

@@ -1082,3 +1082,30 @@ mla::checkAttention(Device device, const HostTensor &q, const HostTensor &kvC,
       countLeadingDecodes(i32Values(queryStartLoc), options.decodeThreshold);
   return call;
 }
+
+llvm::Error mla::checkAttentionWeights(Device device, const AttentionCall &call,
+                                       const HostTensor &q,
+                                       const HostTensor &wUkT,
+                                       const HostTensor &wUv) {
+  const PrefillCall &c = call.prefill;
+  llvm::Expected<ProjectionCall> absorb = checkAbsorbQ(device, q, wUkT);
+  if (!absorb)
+    return absorb.takeError();
+  if (absorb->inDim != c.nopeDim || absorb->outDim != c.latentDim)
+    return makeInvalidArgumentError(
+        "w_uk_t must be [N, P, L] = " +
+        Twine(formatShape({c.numHeads, c.nopeDim, c.latentDim})) + ", got " +
+        formatShape(wUkT.shape));
+  // up_proj_out's input is the decode's latent output [T, N, L].
+  HostTensor latentOut;
+  latentOut.dtype = q.dtype;
+  latentOut.shape = {c.tokens, c.numHeads, c.latentDim};
+  llvm::Expected<ProjectionCall> up = checkUpProjOut(device, latentOut, wUv);
+  if (!up)
+    return up.takeError();
+  if (up->outDim != c.valueDim)
+    return makeInvalidArgumentError("w_uv's last dim " + Twine(up->outDim) +
+                                    " must equal v_head_dim " +
+                                    Twine(c.valueDim));
+  return llvm::Error::success();
+}

@@ -29,7 +29,8 @@ have the result's shape and dtype, be C-contiguous and writeable: engines own th
 Invalid arguments raise ValueError before anything runs (a cache is never partly written); compiler
 failures raise RuntimeError.
 
-`decode`, `absorb_q`, `up_proj_out`, `gather_cache`, `up_proj_kv`, `merge_states`, `mha` and `prefill` also
+`decode`, `absorb_q`, `up_proj_out`, `gather_cache`, `up_proj_kv`, `merge_states`, `mha`, `prefill` and
+`attention` also
 run on the GPU when one of their arrays is a PyTorch CUDA tensor, and `cache_write` when kv_c or kv_cache is (see
 `mla.gpu`): that path needs neither numpy nor the
 MLIR-built CPU library, so a GPU-only installation (scripts/build-gpu-carry.sh) imports this package
@@ -598,7 +599,15 @@ def attention(q, kv_c, k_pe, kv_b_proj, kv_cache, block_table, query_start_loc, 
     kv_cache, block_table [B, max_pages], query_start_loc [B+1], seq_lens [B] = context + new tokens),
     but the cache must already hold every request's new tokens (cache_write ran first): the decode
     path reads them from it. Returns out [T, N, v_head_dim] in q's dtype (into `out` when given).
+    When q is a torch CUDA tensor the call runs `mla.gpu.attention` on its device.
     """
+    if any(_is_torch_cuda(a) for a in (q, kv_c, k_pe, kv_b_proj, kv_cache)):
+        from . import gpu
+
+        return gpu.attention(q, kv_c, k_pe, kv_b_proj, kv_cache, block_table, query_start_loc, seq_lens,
+                             softmax_scale=softmax_scale, v_head_dim=v_head_dim,
+                             decode_threshold=decode_threshold, workspace_rows=workspace_rows,
+                             kv_format=kv_format, kv_scale=kv_scale, out=out)
     return _attention_cpu(q, kv_c, k_pe, kv_b_proj, kv_cache, block_table, query_start_loc, seq_lens,
                           softmax_scale, v_head_dim, decode_threshold, workspace_rows, kv_format, kv_scale, out)
 

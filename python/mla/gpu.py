@@ -77,6 +77,10 @@ class _PrefillOptions(ctypes.Structure):
                 ("hasWorkspaceRows", ctypes.c_int32), ("workspaceRows", ctypes.c_int64), ("cache", _CacheFormat)]
 
 
+class _AttentionOptions(ctypes.Structure):
+    _fields_ = [("prefill", _PrefillOptions), ("decodeThreshold", ctypes.c_int64)]
+
+
 _lib = None
 _specs = {}
 
@@ -123,6 +127,9 @@ def _library():
         "mlaGpuCheckPrefill": [t] * 8 + [lens] * 3 + [ctypes.POINTER(_PrefillOptions)] + err,
         "mlaGpuPrefill": [p, i32] + [t] * 8 + [lens] * 3 + [ctypes.POINTER(_PrefillOptions), u64, u64,
                                                           ctypes.POINTER(size), ctypes.c_void_p] + err,
+        "mlaGpuCheckAttention": [t] * 10 + [lens] * 3 + [ctypes.POINTER(_AttentionOptions)] + err,
+        "mlaGpuAttention": [p, i32] + [t] * 10 + [lens] * 3 + [ctypes.POINTER(_AttentionOptions), u64, u64,
+                                                           ctypes.POINTER(size), ctypes.c_void_p] + err,
     }
     for name, argtypes in signatures.items():
         fn = getattr(lib, name)
@@ -993,6 +1000,71 @@ def prefill(q, kv_c, k_pe, kv_b_proj, kv_cache, block_table, query_start_loc, se
                   ctypes.byref(size), stream)
 
         call(0)  # validates, plans the chunks and sizes the workspace; enqueues nothing
+        workspace = torch.empty(max(size.value, 1), dtype=torch.uint8, device=q.device)
+        call(workspace.data_ptr())
+    return out
+
+
+def attention(q, kv_c, k_pe, kv_b_proj, kv_cache, block_table, query_start_loc, seq_lens, *, softmax_scale,
+              v_head_dim, decode_threshold=1, workspace_rows=None, kv_format="auto", kv_scale=None, out=None):
+    """`mla.attention` on the GPU: a mixed decode/prefill batch split as the CPU path splits it (the
+    mla-select-algorithm rule for a batch known at run time): with decode_threshold=1 the leading
+    requests with one new token each run absorb_q -> split-KV decode over the latent cache ->
+    up_proj_out, and the other requests the chunked prefill of `prefill`; decode_threshold=0 runs every
+    request as a prefill. Returns out [T, N, v_head_dim] in q's dtype, on q's device and current stream.
+
+    The tensors as for `prefill` (bfloat16 or float16 activations, contiguous CUDA tensors), and the
+    cache must already hold every request's new tokens. The decode path reads caches of q's dtype only
+    (kv_format "auto"): a batch with decode requests and an fp8 cache raises ValueError. block_table,
+    query_start_loc and seq_lens are copied to the host (a synchronisation for CUDA tensors): the batch
+    is split and both paths planned there. kv_b_proj's K and V halves for the decode path (w_uk_t
+    [N, P, L], w_uv [N, L, V], as `split_kv_b_proj` makes them) are sliced out with torch on the
+    current stream; the device workspace is allocated once per call with torch's allocator.
+    """
+    torch = _torch()
+    tables = [_int32_table(torch, n, v) for n, v in
+              (("block_table", block_table), ("query_start_loc", query_start_loc), ("seq_lens", seq_lens))]
+    hosts, ptrs = [t[0] for t in tables], [t[1] for t in tables]
+    opts = _AttentionOptions()
+    opts.prefill.softmaxScale = _float("softmax_scale", softmax_scale)
+    opts.prefill.vHeadDim = _int("v_head_dim", v_head_dim)
+    if workspace_rows is not None:
+        opts.prefill.hasWorkspaceRows = 1
+        opts.prefill.workspaceRows = _int("workspace_rows", workspace_rows)
+    opts.prefill.cache = _cache_format(kv_format, kv_scale)
+    opts.decodeThreshold = _int("decode_threshold", decode_threshold)
+    names = ("q", "kv_c", "k_pe", "kv_b_proj", "kv_cache", "block_table", "query_start_loc", "seq_lens")
+    inputs = (q, kv_c, k_pe, kv_b_proj, kv_cache)
+    checked = [_describe(torch, n, v, data=False) for n, v in zip(names, (*inputs, *hosts))]
+    # The prefill's rules first: they vouch for kv_b_proj's shape before it is split.
+    _call("mlaGpuCheckPrefill", *[ctypes.byref(t) for t in checked], *ptrs, ctypes.byref(opts.prefill))
+    _same_device({"q": q, "kv_c": kv_c, "k_pe": k_pe, "kv_b_proj": kv_b_proj, "kv_cache": kv_cache}, "q")
+
+    tokens, heads = q.shape[0], q.shape[1]
+    value = opts.prefill.vHeadDim
+    nope = q.shape[2] - k_pe.shape[-1]
+    out = _output(torch, "out", out, (tokens, heads, value), q.dtype, q.device,
+                  {"q": q, "kv_c": kv_c, "k_pe": k_pe, "kv_b_proj": kv_b_proj, "kv_cache": kv_cache})
+    device_tables = [_on_device(v, h, q.device) for v, h in zip((block_table, query_start_loc, seq_lens), hosts)]
+    device = q.device.index if q.device.index is not None else torch.cuda.current_device()
+    chip = _chip(torch, q.device).encode()
+    with torch.cuda.device(device):
+        heads_w = kv_b_proj.view(heads, nope + value, kv_b_proj.shape[1])
+        w_uk_t = heads_w[:, :nope, :].contiguous()
+        w_uv = heads_w[:, nope:, :].transpose(1, 2).contiguous()
+        described = [_describe(torch, n, v) for n, v in zip(names[:4], inputs[:4])]
+        described += [_describe(torch, "w_uk_t", w_uk_t), _describe(torch, "w_uv", w_uv)]
+        described += [_describe(torch, n, v) for n, v in zip(names[4:], (kv_cache, *device_tables))]
+        refs = [ctypes.byref(t) for t in described]
+        _call("mlaGpuCheckAttention", *refs, *ptrs, ctypes.byref(opts))
+        stream = ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
+        size = ctypes.c_size_t(0)
+
+        def call(workspace):
+            _call("mlaGpuAttention", chip, device, *refs, *ptrs, ctypes.byref(opts), out.data_ptr(), workspace,
+                  ctypes.byref(size), stream)
+
+        call(0)  # validates, splits and plans the batch and sizes the workspace; enqueues nothing
         workspace = torch.empty(max(size.value, 1), dtype=torch.uint8, device=q.device)
         call(workspace.data_ptr())
     return out

@@ -248,6 +248,13 @@ checkAttention(Device device, const HostTensor &q, const HostTensor &kvC,
                const HostTensor &queryStartLoc, const HostTensor &seqLens,
                const AttentionOptions &options);
 
+/// The decode path's weights of a checked attention call, for a runtime
+/// that takes them split (the GPU's: split_kv_b_proj of kv_b_proj, which
+/// engines compute once): w_uk_t [N, P, L] and w_uv [N, L, V] of q's dtype.
+llvm::Error checkAttentionWeights(Device device, const AttentionCall &call,
+                                  const HostTensor &q, const HostTensor &wUkT,
+                                  const HostTensor &wUv);
+
 /// seq_lens values against a block table of `maxPages` pages of `pageSize`
 /// positions: each in [0, capacity] and, for causal decode with
 /// `queryRows` rows, 0 or at least `queryRows` (the rows are the request's
