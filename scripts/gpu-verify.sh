@@ -26,10 +26,11 @@ step() {  # step NAME TIMEOUT CMD...
   echo "   rc=$rc in $((SECONDS - t0)) s; $(tail -n 2 "$LOGS/$name.log" | tr '\n' ' ' | cut -c1-300)" | tee -a "$LOGS/summary.log"
   [ $rc -eq 0 ] || status=1
 }
-PYTESTS="test/python/test_gpu_cache.py test/python/test_gpu_decode.py test/python/test_gpu_api.py
-  test/python/test_gpu_graphs.py test/python/test_gpu_mha.py
+# Every GPU test file (test_gpu_*.py) plus the files whose GPU cases sit among CPU ones.
+PYTESTS="$(ls test/python/test_gpu_*.py | tr '
+' ' ')
   test/python/test_hostile_args.py::test_hostile_argument_gpu test/python/test_prefill_pieces.py
-  test/python/test_compat.py test/python/test_gpu_prefill.py test/python/test_gpu_attention.py"
+  test/python/test_compat.py"
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv > "$LOGS/gpu.log" 2>&1
 case $MODE in
   check)

@@ -157,7 +157,8 @@ OwningOpRef<ModuleOp> buildDecodeModule(MLIRContext &ctx,
   auto partial = DecodePartialOp::create(
       b, kb.getLoc(), partialOut, partialLse, kb.getArg(0), kb.getArg(1),
       kb.getArg(2), kb.getArg(3), kb.getArg(4), layout, b.getF32FloatAttr(1.0f),
-      s.causal ? b.getUnitAttr() : UnitAttr(), b.getI64IntegerAttr(1));
+      s.causal ? b.getUnitAttr() : UnitAttr(), b.getI64IntegerAttr(1),
+      /*shard=*/DcpShardAttr());
   partial->setAttr(MLADialect::getGpuTilingAttrName(),
                    GpuTilingAttr::get(&ctx, t.rowsPerCta, t.warpsN, t.kvBlock,
                                       t.stages, t.wgmma));

@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "InputChecks.h"
+#include "mla/Contract/DcpShard.h"
 #include "mla/Dialect/MLA/IR/MLAOps.h"
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/Matchers.h"
@@ -89,7 +90,7 @@ private:
                            StringRef rowsDesc) const;
 
   llvm::Error visitDecode(Operation *op, Value q, Value cache, Value blockTable,
-                          Value seqLens, bool causal);
+                          Value seqLens, bool causal, DcpShardAttr shard = {});
   llvm::Error visitPrefill(Operation *op, Value q, Value cache,
                            Value blockTable, Value seqLens,
                            Value queryStartLoc);
@@ -167,12 +168,17 @@ llvm::Error TableChecker::checkOffsets(Operation *op, Value v,
 
 llvm::Error TableChecker::visitDecode(Operation *op, Value q, Value cache,
                                       Value blockTable, Value seqLens,
-                                      bool causal) {
+                                      bool causal, DcpShardAttr shard) {
   std::optional<SmallVector<int64_t>> lens = values(seqLens);
   if (!lens)
     return llvm::Error::success();
-  if (llvm::Error err =
-          checkLens(op, seqLens, *lens, blockTable, dim(cache, 1)))
+  // A DCP rank's table holds its own tokens of the global seq_lens.
+  SmallVector<int64_t> rows(*lens);
+  if (shard)
+    for (int64_t &n : rows)
+      n = dcp::ownedTokens(n, shard.getWorldSize(), shard.getRank(),
+                           shard.getInterleave());
+  if (llvm::Error err = checkLens(op, seqLens, rows, blockTable, dim(cache, 1)))
     return err;
   int64_t sq = dim(q, 1);
   if (causal && known(sq))
@@ -185,7 +191,7 @@ llvm::Error TableChecker::visitDecode(Operation *op, Value q, Value cache,
   std::optional<SmallVector<int64_t>> table = values(blockTable);
   if (!table)
     return llvm::Error::success();
-  for (auto [b, len] : llvm::enumerate(*lens))
+  for (auto [b, len] : llvm::enumerate(rows))
     if (llvm::Error err = checkPages(op, blockTable, *table, cache, b, 0, len))
       return err;
   return llvm::Error::success();
@@ -280,7 +286,7 @@ llvm::Error TableChecker::visit(Operation *op) {
       })
       .Case([&](DecodePartialOp d) {
         return visitDecode(d, d.getQ(), d.getCache(), d.getBlockTable(),
-                           d.getSeqLens(), d.getCausal());
+                           d.getSeqLens(), d.getCausal(), d.getShardAttr());
       })
       .Case([&](PrefillOp p) {
         return visitPrefill(p, p.getQ(), p.getCache(), p.getBlockTable(),

@@ -183,7 +183,15 @@ struct KernelEmitter {
   LogicalResult emit(Operation *op) {
     return llvm::TypeSwitch<Operation *, LogicalResult>(op)
         .Case<DecodeOp>([&](auto) { return emitDecode(op, true); })
-        .Case<DecodePartialOp>([&](auto) { return emitDecode(op, false); })
+        .Case<DecodePartialOp>([&](DecodePartialOp d) -> LogicalResult {
+          // The kernel reads seq_lens as the cache's own lengths; DCP ranks
+          // launch it with their local lengths (python/mla/dcp.py).
+          if (d.getShardAttr())
+            return d.emitOpError(
+                "with a DCP shard (global seq_lens) has no GPU kernel: "
+                "launch the decode per rank with local seq_lens (mla.dcp)");
+          return emitDecode(op, false);
+        })
         .Case<CombineOp>([&](CombineOp c) { return emitCombineOp(c); })
         .Case<CacheWriteOp>(
             [&](auto) { return emitCacheWriteKernels(builder, op, chip); })

@@ -107,6 +107,7 @@ struct LowerDecodePartial : public OpRewritePattern<DecodePartialOp> {
     Value q = op.getQ();
     Value blockTable = op.getBlockTable(), seqLens = op.getSeqLens();
     Value splitBounds = op.getSplitBounds();
+    DcpShardAttr shard = op.getShardAttr();
     double scale = op.getSoftmaxScale().convertToDouble();
 
     // The split dimension has no counterpart in q: its extent is
@@ -144,7 +145,13 @@ struct LowerDecodePartial : public OpRewritePattern<DecodePartialOp> {
                                           cF32(nb, nl, scale));
                 tensor::YieldOp::create(nb, nl, v);
               });
-          Value len = extractIndex(b, l, seqLens, {bIv});
+          // A DCP shard's pieces cut the rank's local positions; seq_lens
+          // stay global for the causal limits.
+          Value globalLen = extractIndex(b, l, seqLens, {bIv});
+          Value len = globalLen;
+          if (shard)
+            len = dcpOwnedTokens(b, l, globalLen, shard.getWorldSize(),
+                                 shard.getRank(), shard.getInterleave());
           Value nSplits = cIdx(b, l, splits);
           Value chunk = arith::CeilDivUIOp::create(b, l, len, nSplits);
           return llvm::to_vector(forLoop(
@@ -169,9 +176,10 @@ struct LowerDecodePartial : public OpRewritePattern<DecodePartialOp> {
                   end = arith::MinUIOp::create(
                       b, l, arith::AddIOp::create(b, l, start, chunk), len);
                 }
-                auto st = foldSplit(b, l, qb, bIv, len, start, end, stateTy,
-                                    accTy, cache, layout, blockTable, latentDim,
-                                    rowDim, pageSize, sq, heads, causal);
+                auto st =
+                    foldSplit(b, l, qb, bIv, globalLen, start, end, stateTy,
+                              accTy, cache, layout, blockTable, latentDim,
+                              rowDim, pageSize, sq, heads, causal, shard);
                 return writeSplit(b, l, st, outs[0], outs[1], sIv, bIv, sq,
                                   heads);
               }));
@@ -181,13 +189,15 @@ struct LowerDecodePartial : public OpRewritePattern<DecodePartialOp> {
   }
 
   /// Online-softmax state (running max, sum and output) of every query row
-  /// of request `bIv` over positions [start, end).
+  /// of request `bIv` over local positions [start, end); `len` is the
+  /// request's global length (what causal limits count).
   static SmallVector<Value>
   foldSplit(OpBuilder &b, Location l, Value qb, Value bIv, Value len,
             Value start, Value end, RankedTensorType stateTy,
             RankedTensorType accTy, Value cache, CacheLayoutAttr layout,
             Value blockTable, int64_t latentDim, int64_t rowDim,
-            int64_t pageSize, int64_t sq, int64_t heads, bool causal) {
+            int64_t pageSize, int64_t sq, int64_t heads, bool causal,
+            DcpShardAttr shard) {
     Value mInit =
         linalg::FillOp::create(
             b, l, cF32(b, l, kNegInf),
@@ -223,14 +233,18 @@ struct LowerDecodePartial : public OpRewritePattern<DecodePartialOp> {
           return llvm::to_vector(forLoop(
               b, l, c0, cIdx(b, l, sq), st,
               [&](OpBuilder &b, Location l, Value iIv, ValueRange st) {
-                // Causal row i sees positions [0, len - Sq + i]; clamp the
-                // row's end into [j0, j1] (signed: a short request can
+                // Causal row i sees global positions [0, len - Sq + i]
+                // (on a DCP rank: the local positions among them); clamp
+                // the row's end into [j0, j1] (signed: a short request can
                 // make the limit negative).
                 Value jEnd = j1;
                 if (causal) {
-                  Value limit = arith::SubIOp::create(
-                      b, l, causalVisible(b, l, len, cIdx(b, l, sq), iIv),
-                      base);
+                  Value visible = causalVisible(b, l, len, cIdx(b, l, sq), iIv);
+                  if (shard)
+                    visible =
+                        dcpOwnedTokens(b, l, visible, shard.getWorldSize(),
+                                       shard.getRank(), shard.getInterleave());
+                  Value limit = arith::SubIOp::create(b, l, visible, base);
                   jEnd = arith::MaxSIOp::create(
                       b, l, arith::MinSIOp::create(b, l, j1, limit), j0);
                 }
@@ -565,11 +579,56 @@ struct LowerPlanSplits : public OpRewritePattern<PlanSplitsOp> {
   }
 };
 
+/// dcp_combine is combine with ranks for pieces: the gathered states are
+/// already in combine's split-major layout.
+struct LowerDcpCombine : public OpRewritePattern<DcpCombineOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(DcpCombineOp op,
+                                PatternRewriter &rewriter) const override {
+    rewriter.replaceOpWithNewOp<CombineOp>(
+        op, op.getOut().getType(), op.getLse().getType(), op.getGatheredOut(),
+        op.getGatheredLse());
+    return success();
+  }
+};
+
+/// One process is one rank: with world_size 1 the gather is the rank's own
+/// state with a unit rank axis. Larger worlds need a transport, which the
+/// in-process CPU executor does not have.
+struct LowerDcpAllGather : public OpRewritePattern<DcpAllGatherOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(DcpAllGatherOp op,
+                                PatternRewriter &rewriter) const override {
+    int64_t world = op.getWorldSizeAttr().getInt();
+    if (world != 1)
+      return op.emitOpError()
+             << "world_size " << world
+             << " needs a collective transport, which the CPU lowering does "
+                "not have: run multi-rank DCP through mla.dcp (Python, "
+                "torch.distributed or multiprocessing), or lower the "
+                "single-process form (mla-dcp without rank)";
+    SmallVector<Value> gathered;
+    Value states[] = {op.getOut(), op.getLse()};
+    for (auto [src, ty] : llvm::zip(states, op.getResultTypes())) {
+      auto srcTy = cast<RankedTensorType>(src.getType());
+      SmallVector<ReassociationIndices> groups = {{0, 1}};
+      for (int64_t d = 1; d < srcTy.getRank(); ++d)
+        groups.push_back({d + 1});
+      gathered.push_back(tensor::ExpandShapeOp::create(
+          rewriter, op.getLoc(), cast<RankedTensorType>(ty), src, groups));
+    }
+    rewriter.replaceOp(op, gathered);
+    return success();
+  }
+};
+
 } // namespace
 
 void mla::populateMLADecodeToLinalgPatterns(RewritePatternSet &patterns) {
   // Decodes nobody split (mla-split-kv) go through the same rewrite first.
   populateSplitKVPatterns(patterns);
-  patterns.add<LowerDecodePartial, LowerCombine, LowerPlanSplits>(
-      patterns.getContext());
+  patterns.add<LowerDecodePartial, LowerCombine, LowerPlanSplits,
+               LowerDcpCombine, LowerDcpAllGather>(patterns.getContext());
 }

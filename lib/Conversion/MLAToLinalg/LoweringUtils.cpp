@@ -51,6 +51,23 @@ Value causalVisible(OpBuilder &b, Location loc, Value len, Value queryRows,
   return arith::SubIOp::create(b, loc, seen, queryRows);
 }
 
+Value dcpOwnedTokens(OpBuilder &b, Location loc, Value n, int64_t world,
+                     int64_t rank, int64_t interleave) {
+  Value c0 = cIdx(b, loc, 0), run = cIdx(b, loc, interleave);
+  Value cycle = cIdx(b, loc, world * interleave);
+  n = arith::MaxSIOp::create(b, loc, n, c0);
+  Value rest =
+      arith::SubIOp::create(b, loc, arith::RemUIOp::create(b, loc, n, cycle),
+                            cIdx(b, loc, rank * interleave));
+  rest = arith::MinSIOp::create(b, loc,
+                                arith::MaxSIOp::create(b, loc, rest, c0), run);
+  return arith::AddIOp::create(
+      b, loc,
+      arith::MulIOp::create(b, loc, arith::DivUIOp::create(b, loc, n, cycle),
+                            run),
+      rest);
+}
+
 Value toF32(OpBuilder &b, Location loc, Value v) {
   Type f32 = b.getF32Type();
   unsigned width = v.getType().getIntOrFloatBitWidth();

@@ -40,6 +40,12 @@ mlir::Value dimSize(mlir::OpBuilder &b, mlir::Location loc, mlir::Value tensor,
 mlir::Value causalVisible(mlir::OpBuilder &b, mlir::Location loc,
                           mlir::Value len, mlir::Value queryRows,
                           mlir::Value row);
+/// The global positions [0, n) that DCP rank `rank` of `world` owns in runs
+/// of `interleave` tokens (mla::dcp::ownedTokens as IR; n is a signed index,
+/// n <= 0 owns nothing).
+mlir::Value dcpOwnedTokens(mlir::OpBuilder &b, mlir::Location loc,
+                           mlir::Value n, int64_t world, int64_t rank,
+                           int64_t interleave);
 /// Converts a float value to f32 (extf/truncf as needed).
 mlir::Value toF32(mlir::OpBuilder &b, mlir::Location loc, mlir::Value v);
 /// Converts an f32 value to float type `ty`.

@@ -45,3 +45,17 @@ module attributes {mla.target = #mla.target<chip = sm90>} {
     return %uk, %uv : tensor<3x128x64xf32>, tensor<3x64x128xf32>
   }
 }
+
+// -----
+
+// The kernel reads seq_lens as its cache's own lengths; a DCP shard's are global.
+module attributes {mla.target = #mla.target<chip = sm90>} {
+  func.func @dcp_shard(%q: tensor<2x1x16x576xbf16>, %c: tensor<8x64x576xbf16>, %bt: tensor<2x4xi32>, %l: tensor<2xi32>)
+      -> (tensor<1x2x1x16x512xf32>, tensor<1x2x16x1xf32>) {
+    // expected-error @+1 {{with a DCP shard (global seq_lens) has no GPU kernel: launch the decode per rank with local seq_lens (mla.dcp)}}
+    %po, %pl = mla.decode_partial %q, %c[%bt, %l] layout #mla.cache_layout<format = bf16, page_size = 64> shard #mla.dcp_shard<world_size = 2, rank = 0, interleave = 1> scale 0.0721687824 num_splits 1
+        {mla.gpu_tiling = #mla.gpu_tiling<rows_per_cta = 16, warps_n = 4, kv_block = 64, stages = 2>}
+        : (tensor<2x1x16x576xbf16>, tensor<8x64x576xbf16>, tensor<2x4xi32>, tensor<2xi32>) -> (tensor<1x2x1x16x512xf32>, tensor<1x2x16x1xf32>)
+    return %po, %pl : tensor<1x2x1x16x512xf32>, tensor<1x2x16x1xf32>
+  }
+}

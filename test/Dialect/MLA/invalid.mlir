@@ -2105,3 +2105,86 @@ func.func @zero_prefill_value(%q: tensor<10x3x24xf32>, %kv: tensor<10x64xf32>, %
       : (tensor<10x3x24xf32>, tensor<10x64xf32>, tensor<10x16xf32>, tensor<24x64xf32>, tensor<8x16x80xf32>, tensor<2x4xi32>, tensor<3xi32>, tensor<2xi32>) -> tensor<10x3x0xf32>
   return
 }
+
+//===----------------------------------------------------------------------===//
+// Decode context parallelism: #mla.dcp_shard, dcp_all_gather, dcp_combine
+//===----------------------------------------------------------------------===//
+
+// -----
+
+func.func @dcp_shard_rank(%q: tensor<2x1x4x80xf32>, %cache: tensor<4x16x80xf32>, %bt: tensor<2x2xi32>, %lens: tensor<2xi32>) {
+  // expected-error @+1 {{rank 2 must be in [0, world_size = 2)}}
+  %po, %pl = mla.decode_partial %q, %cache[%bt, %lens] layout #mla.cache_layout<format = f32, page_size = 16> shard #mla.dcp_shard<world_size = 2, rank = 2, interleave = 1> scale 0.125 num_splits 1
+      : (tensor<2x1x4x80xf32>, tensor<4x16x80xf32>, tensor<2x2xi32>, tensor<2xi32>) -> (tensor<1x2x1x4x64xf32>, tensor<1x2x4x1xf32>)
+  return
+}
+
+// -----
+
+func.func @dcp_shard_world(%q: tensor<2x1x4x80xf32>, %cache: tensor<4x16x80xf32>, %bt: tensor<2x2xi32>, %lens: tensor<2xi32>) {
+  // expected-error @+1 {{world_size 0 must be positive}}
+  %po, %pl = mla.decode_partial %q, %cache[%bt, %lens] layout #mla.cache_layout<format = f32, page_size = 16> shard #mla.dcp_shard<world_size = 0, rank = 0, interleave = 1> scale 0.125 num_splits 1
+      : (tensor<2x1x4x80xf32>, tensor<4x16x80xf32>, tensor<2x2xi32>, tensor<2xi32>) -> (tensor<1x2x1x4x64xf32>, tensor<1x2x4x1xf32>)
+  return
+}
+
+// -----
+
+func.func @dcp_shard_interleave(%q: tensor<2x1x4x80xf32>, %cache: tensor<4x16x80xf32>, %bt: tensor<2x2xi32>, %lens: tensor<2xi32>) {
+  // expected-error @+1 {{interleave 0 must be positive (tokens per run; vLLM's default is 1)}}
+  %po, %pl = mla.decode_partial %q, %cache[%bt, %lens] layout #mla.cache_layout<format = f32, page_size = 16> shard #mla.dcp_shard<world_size = 2, rank = 0, interleave = 0> scale 0.125 num_splits 1
+      : (tensor<2x1x4x80xf32>, tensor<4x16x80xf32>, tensor<2x2xi32>, tensor<2xi32>) -> (tensor<1x2x1x4x64xf32>, tensor<1x2x4x1xf32>)
+  return
+}
+
+// -----
+
+// 33 global tokens put 17 on rank 0 of 2 (token interleave), more than one
+// local page of 16 holds; without the shard they would not fit 2 pages either.
+func.func @dcp_shard_capacity(%q: tensor<1x1x4x80xf32>, %cache: tensor<4x16x80xf32>, %bt: tensor<1x1xi32>) {
+  %lens = arith.constant dense<[33]> : tensor<1xi32>
+  // expected-error @+1 {{seq_lens[0] = 33 puts 17 tokens on DCP rank 0 of 2, which exceeds the block_table capacity 16 (1 pages of 16)}}
+  %po, %pl = mla.decode_partial %q, %cache[%bt, %lens] layout #mla.cache_layout<format = f32, page_size = 16> shard #mla.dcp_shard<world_size = 2, rank = 0, interleave = 1> scale 0.125 num_splits 1
+      : (tensor<1x1x4x80xf32>, tensor<4x16x80xf32>, tensor<1x1xi32>, tensor<1xi32>) -> (tensor<1x1x1x4x64xf32>, tensor<1x1x4x1xf32>)
+  return
+}
+
+// -----
+
+func.func @dcp_combine_ranks(%go: tensor<2x3x1x4x64xf32>, %gl: tensor<4x3x4x1xf32>) {
+  // expected-error @+1 {{gathered_lse dim 0 4 must equal gathered_out dim 0 (ranks) 2}}
+  %o, %l = mla.dcp_combine %go, %gl : (tensor<2x3x1x4x64xf32>, tensor<4x3x4x1xf32>) -> (tensor<3x1x4x64xf32>, tensor<3x4x1xf32>)
+  return
+}
+
+// -----
+
+func.func @dcp_combine_rank_axis(%go: tensor<3x1x4x64xf32>, %gl: tensor<2x3x4x1xf32>) {
+  // expected-error @+1 {{gathered_out must have rank 5 ([world_size, B, Sq, N, L])}}
+  %o, %l = mla.dcp_combine %go, %gl : (tensor<3x1x4x64xf32>, tensor<2x3x4x1xf32>) -> (tensor<3x1x4x64xf32>, tensor<3x4x1xf32>)
+  return
+}
+
+// -----
+
+func.func @dcp_combine_out(%go: tensor<2x3x1x4x64xf32>, %gl: tensor<2x3x4x1xf32>) {
+  // expected-error @+1 {{out dim 3 32 must equal gathered_out dim 4 64}}
+  %o, %l = mla.dcp_combine %go, %gl : (tensor<2x3x1x4x64xf32>, tensor<2x3x4x1xf32>) -> (tensor<3x1x4x32xf32>, tensor<3x4x1xf32>)
+  return
+}
+
+// -----
+
+func.func @dcp_all_gather_world(%o: tensor<3x1x4x64xf32>, %l: tensor<3x4x1xf32>) {
+  // expected-error @+1 {{gathered_out dim 0 2 must equal world_size 4}}
+  %go, %gl = mla.dcp_all_gather %o, %l world_size 4 : (tensor<3x1x4x64xf32>, tensor<3x4x1xf32>) -> (tensor<2x3x1x4x64xf32>, tensor<2x3x4x1xf32>)
+  return
+}
+
+// -----
+
+func.func @dcp_all_gather_positive(%o: tensor<3x1x4x64xf32>, %l: tensor<3x4x1xf32>) {
+  // expected-error @+1 {{world_size 0 must be positive}}
+  %go, %gl = mla.dcp_all_gather %o, %l world_size 0 : (tensor<3x1x4x64xf32>, tensor<3x4x1xf32>) -> (tensor<0x3x1x4x64xf32>, tensor<0x3x4x1xf32>)
+  return
+}

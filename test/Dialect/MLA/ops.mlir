@@ -170,3 +170,19 @@ func.func @targets() attributes {t100 = #mla.target<chip = sm100>, tcpu = #mla.t
   return
 }
 }
+
+// Decode context parallelism: rank 1 of 2's decode over its token shard,
+// the all-gather of the rank states and their merge.
+// CHECK-LABEL: func @dcp_rank
+// CHECK: %[[PO:.*]], %[[PL:.*]] = mla.decode_partial {{.*}} layout #mla.cache_layout<format = bf16, page_size = 64> shard #mla.dcp_shard<world_size = 2, rank = 1, interleave = 1> scale 0.0721687824 causal num_splits 1 :
+// CHECK: %[[GO:.*]], %[[GL:.*]] = mla.dcp_all_gather %{{.*}}, %{{.*}} world_size 2 : (tensor<4x2x16x512xf32>, tensor<4x16x2xf32>) -> (tensor<2x4x2x16x512xf32>, tensor<2x4x16x2xf32>)
+// CHECK: mla.dcp_combine %[[GO]], %[[GL]] : (tensor<2x4x2x16x512xf32>, tensor<2x4x16x2xf32>) -> (tensor<4x2x16x512xbf16>, tensor<4x16x2xf32>)
+func.func @dcp_rank(%q: tensor<4x2x16x576xbf16>, %cache: tensor<64x64x576xbf16>, %bt: tensor<4x16xi32>, %lens: tensor<4xi32>)
+    -> (tensor<4x2x16x512xbf16>, tensor<4x16x2xf32>) {
+  %po, %pl = mla.decode_partial %q, %cache[%bt, %lens] layout #mla.cache_layout<format = bf16, page_size = 64> shard #mla.dcp_shard<world_size = 2, rank = 1, interleave = 1> scale 0.0721687824 causal num_splits 1
+      : (tensor<4x2x16x576xbf16>, tensor<64x64x576xbf16>, tensor<4x16xi32>, tensor<4xi32>) -> (tensor<1x4x2x16x512xf32>, tensor<1x4x16x2xf32>)
+  %o, %l = mla.combine %po, %pl : (tensor<1x4x2x16x512xf32>, tensor<1x4x16x2xf32>) -> (tensor<4x2x16x512xf32>, tensor<4x16x2xf32>)
+  %go, %gl = mla.dcp_all_gather %o, %l world_size 2 : (tensor<4x2x16x512xf32>, tensor<4x16x2xf32>) -> (tensor<2x4x2x16x512xf32>, tensor<2x4x16x2xf32>)
+  %out, %lse = mla.dcp_combine %go, %gl : (tensor<2x4x2x16x512xf32>, tensor<2x4x16x2xf32>) -> (tensor<4x2x16x512xbf16>, tensor<4x16x2xf32>)
+  return %out, %lse : tensor<4x2x16x512xbf16>, tensor<4x16x2xf32>
+}

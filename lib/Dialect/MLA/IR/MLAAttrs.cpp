@@ -103,6 +103,21 @@ SplitPlanAttr::verify(function_ref<InFlightDiagnostic()> emitError,
   return success();
 }
 
+LogicalResult DcpShardAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                                   int64_t worldSize, int64_t rank,
+                                   int64_t interleave) {
+  if (worldSize <= 0)
+    return emitError() << "world_size " << worldSize << " must be positive";
+  if (rank < 0 || rank >= worldSize)
+    return emitError() << "rank " << rank
+                       << " must be in [0, world_size = " << worldSize << ")";
+  if (interleave <= 0)
+    return emitError() << "interleave " << interleave
+                       << " must be positive (tokens per run; vLLM's "
+                          "default is 1)";
+  return success();
+}
+
 LogicalResult TargetAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                                  Chip chip, std::optional<int64_t> numSms) {
   if (numSms && *numSms <= 0)

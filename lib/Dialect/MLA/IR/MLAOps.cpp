@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "mla/Dialect/MLA/IR/MLAOps.h"
+#include "mla/Contract/DcpShard.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/Matchers.h"
@@ -99,9 +100,11 @@ struct Checker {
                       const Twine &rowDesc, int64_t latentDim) const;
 
   /// seq_lens [B] and block_table [B, maxPages] against the batch size and,
-  /// when seq_lens are constants, against the table's capacity.
+  /// when seq_lens are constants, against the table's capacity. With a DCP
+  /// `shard` the table holds the rank's tokens of the global seq_lens.
   LogicalResult pagedTables(Value blockTable, Value seqLens, int64_t batch,
-                            StringRef batchDesc, int64_t pageSize) const;
+                            StringRef batchDesc, int64_t pageSize,
+                            DcpShardAttr shard = {}) const;
 };
 } // namespace
 
@@ -160,7 +163,7 @@ LogicalResult Checker::cache(Value cache, CacheLayoutAttr layout,
 
 LogicalResult Checker::pagedTables(Value blockTable, Value seqLens,
                                    int64_t batch, StringRef batchDesc,
-                                   int64_t pageSize) const {
+                                   int64_t pageSize, DcpShardAttr shard) const {
   if (failed(rank("block_table", blockTable, 2, "[B, maxPages]")) ||
       failed(rank("seq_lens", seqLens, 1, "[B]")))
     return failure();
@@ -180,11 +183,19 @@ LogicalResult Checker::pagedTables(Value blockTable, Value seqLens,
     if (n < 0)
       return op->emitOpError()
              << "seq_lens[" << b << "] = " << n << " must not be negative";
-    if (known(capacity) && n > capacity)
-      return op->emitOpError()
-             << "seq_lens[" << b << "] = " << n
-             << " exceeds the block_table capacity " << capacity << " ("
-             << bt.getDimSize(1) << " pages of " << pageSize << ")";
+    int64_t rows =
+        shard ? dcp::ownedTokens(n, shard.getWorldSize(), shard.getRank(),
+                                 shard.getInterleave())
+              : n;
+    if (known(capacity) && rows > capacity) {
+      InFlightDiagnostic diag = op->emitOpError()
+                                << "seq_lens[" << b << "] = " << n;
+      if (shard)
+        diag << " puts " << rows << " tokens on DCP rank " << shard.getRank()
+             << " of " << shard.getWorldSize() << ", which";
+      return diag << " exceeds the block_table capacity " << capacity << " ("
+                  << bt.getDimSize(1) << " pages of " << pageSize << ")";
+    }
   }
   return success();
 }
@@ -389,7 +400,8 @@ LogicalResult UpProjKvOp::verify() {
 static LogicalResult verifyDecodeInputs(const Checker &c, Value q, Value cache,
                                         Value blockTable, Value seqLens,
                                         CacheLayoutAttr layout, FloatAttr scale,
-                                        bool causal, int64_t latent) {
+                                        bool causal, int64_t latent,
+                                        DcpShardAttr shard = {}) {
   if (failed(c.rank("q", q, 4, "[B, Sq, N, L+R]")) || failed(c.scale(scale)) ||
       failed(c.width("q", q, 2, "N")))
     return failure();
@@ -399,7 +411,7 @@ static LogicalResult verifyDecodeInputs(const Checker &c, Value q, Value cache,
       failed(c.cache(cache, layout, row, "q last dim", latent)))
     return failure();
   if (failed(c.pagedTables(blockTable, seqLens, dim(q, 0), "q dim 0 (B)",
-                           dim(cache, 1))))
+                           dim(cache, 1), shard)))
     return failure();
   DenseIntElementsAttr lens;
   int64_t sq = dim(q, 1);
@@ -495,9 +507,9 @@ LogicalResult DecodePartialOp::verify() {
   if (failed(c.width("partial_out", getPartialOut(), 4, "L")))
     return failure();
   int64_t latent = dim(getPartialOut(), 4);
-  if (failed(verifyDecodeInputs(c, getQ(), getCache(), getBlockTable(),
-                                getSeqLens(), getLayout(),
-                                getSoftmaxScaleAttr(), getCausal(), latent)))
+  if (failed(verifyDecodeInputs(
+          c, getQ(), getCache(), getBlockTable(), getSeqLens(), getLayout(),
+          getSoftmaxScaleAttr(), getCausal(), latent, getShardAttr())))
     return failure();
   if (Value bounds = getSplitBounds()) {
     if (failed(c.rank("split_bounds", bounds, 2, "[B, num_splits + 1]")) ||
@@ -543,36 +555,63 @@ LogicalResult PlanSplitsOp::verify() {
   return success();
 }
 
-LogicalResult CombineOp::verify() {
-  Checker c{*this};
-  if (failed(c.rank("partial_out", getPartialOut(), 5,
-                    "[num_splits, B, Sq, N, L]")) ||
-      failed(c.rank("partial_lse", getPartialLse(), 4,
-                    "[num_splits, B, N, Sq]")) ||
-      failed(c.rank("out", getOut(), 4, "[B, Sq, N, L]")) ||
-      failed(c.rank("lse", getLse(), 3, "[B, N, Sq]")))
+/// A stack of decode states along dim 0 (split pieces or DCP ranks: `axis`
+/// in shapes, `axisSym` in messages) and the one state it merges into.
+static LogicalResult verifyStateMerge(const Checker &c, Value po, Value pl,
+                                      Value out, Value lse, StringRef poName,
+                                      StringRef plName, StringRef axis,
+                                      StringRef axisSym) {
+  std::string poShape = ("[" + axis + ", B, Sq, N, L]").str();
+  std::string plShape = ("[" + axis + ", B, N, Sq]").str();
+  if (failed(c.rank(poName, po, 5, poShape)) ||
+      failed(c.rank(plName, pl, 4, plShape)) ||
+      failed(c.rank("out", out, 4, "[B, Sq, N, L]")) ||
+      failed(c.rank("lse", lse, 3, "[B, N, Sq]")))
     return failure();
-  Value po = getPartialOut(), pl = getPartialLse();
-  if (failed(c.width("partial_out", po, 3, "N")) ||
-      failed(c.width("partial_out", po, 4, "L")) ||
-      failed(c.eq("partial_lse dim 0", dim(pl, 0), "partial_out dim 0 (splits)",
-                  dim(po, 0))) ||
-      failed(c.eq("partial_lse dim 1", dim(pl, 1), "partial_out dim 1 (B)",
-                  dim(po, 1))) ||
-      failed(c.eq("partial_lse dim 2", dim(pl, 2), "partial_out dim 3 (N)",
-                  dim(po, 3))) ||
-      failed(c.eq("partial_lse dim 3", dim(pl, 3), "partial_out dim 2 (Sq)",
-                  dim(po, 2))))
+  auto poDim = [&](unsigned d, StringRef sym) {
+    return (poName + " dim " + Twine(d) + " (" + sym + ")").str();
+  };
+  if (failed(c.width(poName, po, 3, "N")) ||
+      failed(c.width(poName, po, 4, "L")) ||
+      failed(
+          c.eq(plName + " dim 0", dim(pl, 0), poDim(0, axisSym), dim(po, 0))) ||
+      failed(c.eq(plName + " dim 1", dim(pl, 1), poDim(1, "B"), dim(po, 1))) ||
+      failed(c.eq(plName + " dim 2", dim(pl, 2), poDim(3, "N"), dim(po, 3))) ||
+      failed(c.eq(plName + " dim 3", dim(pl, 3), poDim(2, "Sq"), dim(po, 2))))
     return failure();
   for (unsigned i = 0; i < 4; ++i)
-    if (failed(c.eq("out dim " + Twine(i), dim(getOut(), i),
-                    "partial_out dim " + Twine(i + 1), dim(po, i + 1))))
+    if (failed(c.eq("out dim " + Twine(i), dim(out, i),
+                    poName + " dim " + Twine(i + 1), dim(po, i + 1))))
       return failure();
   for (unsigned i = 0; i < 3; ++i)
-    if (failed(c.eq("lse dim " + Twine(i), dim(getLse(), i),
-                    "partial_lse dim " + Twine(i + 1), dim(pl, i + 1))))
+    if (failed(c.eq("lse dim " + Twine(i), dim(lse, i),
+                    plName + " dim " + Twine(i + 1), dim(pl, i + 1))))
       return failure();
   return success();
+}
+
+LogicalResult CombineOp::verify() {
+  return verifyStateMerge(Checker{*this}, getPartialOut(), getPartialLse(),
+                          getOut(), getLse(), "partial_out", "partial_lse",
+                          "num_splits", "splits");
+}
+
+LogicalResult DcpCombineOp::verify() {
+  return verifyStateMerge(Checker{*this}, getGatheredOut(), getGatheredLse(),
+                          getOut(), getLse(), "gathered_out", "gathered_lse",
+                          "world_size", "ranks");
+}
+
+LogicalResult DcpAllGatherOp::verify() {
+  Checker c{*this};
+  int64_t world = getWorldSizeAttr().getInt();
+  if (failed(c.positive("world_size", world)) ||
+      failed(verifyStateMerge(c, getGatheredOut(), getGatheredLse(), getOut(),
+                              getLse(), "gathered_out", "gathered_lse",
+                              "world_size", "ranks")))
+    return failure();
+  return c.eq("gathered_out dim 0", dim(getGatheredOut(), 0), "world_size",
+              world);
 }
 
 //===----------------------------------------------------------------------===//

@@ -60,7 +60,7 @@ struct SplitDecode : public OpRewritePattern<DecodeOp> {
         RankedTensorType::get(plShape, f32), op.getQ(), op.getCache(),
         op.getBlockTable(), op.getSeqLens(), bounds, op.getLayout(),
         op.getSoftmaxScaleAttr(), op.getCausalAttr(),
-        rewriter.getI64IntegerAttr(splits));
+        rewriter.getI64IntegerAttr(splits), /*shard=*/DcpShardAttr());
     // Target annotations (mla.padded_heads) stay with the kernel's work.
     partial->setDiscardableAttrs(op->getDiscardableAttrDictionary());
     rewriter.replaceOpWithNewOp<CombineOp>(

@@ -159,4 +159,24 @@ def MLA_GpuTilingAttr : MLA_Attr<"GpuTiling", "gpu_tiling"> {
   let genVerifyDecl = 1;
 }
 
+def MLA_DcpShardAttr : MLA_Attr<"DcpShard", "dcp_shard"> {
+  let summary = "the token shard one decode context parallel rank owns";
+  let description = [{
+    Decode context parallelism (DCP) spreads each request's latent cache over
+    `world_size` ranks in runs of `interleave` tokens, as vLLM lays it out:
+    global token `t` lives on rank `(t / interleave) % world_size`, at local
+    position `(t / (world_size * interleave)) * interleave + t % interleave`.
+    vLLM's default `interleave` is 1 (token `t` on rank `t % world_size`); a
+    whole page keeps global pages whole. On `mla.decode_partial` it says that
+    the cache and block table hold rank `rank`'s shard while `seq_lens` stay
+    global (`mla/Contract/DcpShard.h` has the rule).
+
+    Example: `#mla.dcp_shard<world_size = 4, rank = 1, interleave = 1>`
+  }];
+  let parameters = (ins "int64_t":$world_size, "int64_t":$rank,
+                        "int64_t":$interleave);
+  let assemblyFormat = "`<` struct(params) `>`";
+  let genVerifyDecl = 1;
+}
+
 #endif // MLA_DIALECT_MLA_IR_MLAATTRS_TD

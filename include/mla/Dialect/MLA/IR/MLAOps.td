@@ -226,16 +226,26 @@ def MLA_DecodePartialOp : MLA_PureOp<"decode_partial"> {
     `partial_out [num_splits, B, Sq, N, L]` (f32) and
     `partial_lse [num_splits, B, N, Sq]` (f32, natural log). An empty piece
     has `partial_out = 0` and `partial_lse = -inf`. `mla.combine` merges them.
+
+    With `shard #mla.dcp_shard<world_size = W, rank = r, interleave = I>`
+    (decode context parallelism, set by `mla-dcp`) the cache and block table
+    hold only rank `r`'s tokens, compacted to local positions, while
+    `seq_lens` and the causal limits stay global: the request's local length
+    is the number of global positions `[0, seq_lens[b])` rank `r` owns, the
+    pieces above cut that local range, and causal row `i` sees the local
+    positions whose global position is at most `seq_lens[b] - Sq + i`. A rank
+    that owns none of a row's positions gives that row `partial_lse = -inf`.
   }];
   let arguments = (ins MLA_FloatTensor:$q, MLA_CacheTensor:$cache,
                        MLA_I32Tensor:$block_table, MLA_I32Tensor:$seq_lens,
                        Optional<MLA_I32Tensor>:$split_bounds,
                        MLA_CacheLayoutAttr:$layout, F32Attr:$softmax_scale,
-                       UnitAttr:$causal, I64Attr:$num_splits);
+                       UnitAttr:$causal, I64Attr:$num_splits,
+                       OptionalAttr<MLA_DcpShardAttr>:$shard);
   let results = (outs MLA_F32Tensor:$partial_out, MLA_F32Tensor:$partial_lse);
   let assemblyFormat = [{
     $q `,` $cache `[` $block_table `,` $seq_lens `]` (`bounds` $split_bounds^)?
-    `layout` qualified($layout)
+    `layout` qualified($layout) (`shard` qualified($shard)^)?
     `scale` $softmax_scale (`causal` $causal^)? `num_splits` $num_splits
     attr-dict `:` functional-type(operands, results)
   }];
@@ -276,6 +286,53 @@ def MLA_CombineOp : MLA_PureOp<"combine"> {
   let results = (outs MLA_FloatTensor:$out, MLA_F32Tensor:$lse);
   let assemblyFormat = [{
     $partial_out `,` $partial_lse attr-dict `:` functional-type(operands, results)
+  }];
+}
+
+def MLA_DcpAllGatherOp : MLA_Op<"dcp_all_gather"> {
+  let summary = "all-gather a rank's decode state over the DCP ranks";
+  let description = [{
+    The one collective of decode context parallelism: every rank of the
+    `world_size` ranks contributes its rank-local `out [B, Sq, N, L]` and
+    `lse [B, N, Sq]` (f32), and every rank receives all of them stacked
+    rank-major, `[world_size, B, Sq, N, L]` and `[world_size, B, N, Sq]`
+    (NCCL's `all_gather_into_tensor`). It has no pure semantics in one
+    process: the CPU lowering accepts `world_size = 1` only, and multi-rank
+    programs run through `mla.dcp` (Python, `torch.distributed`).
+  }];
+  let arguments = (ins MLA_F32Tensor:$out, MLA_F32Tensor:$lse,
+                       I64Attr:$world_size);
+  let results = (outs MLA_F32Tensor:$gathered_out, MLA_F32Tensor:$gathered_lse);
+  let assemblyFormat = [{
+    $out `,` $lse `world_size` $world_size attr-dict `:`
+    functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def MLA_DcpCombineOp : MLA_PureOp<"dcp_combine"> {
+  let summary = "merge the DCP ranks' decode states over a gathered rank axis";
+  let description = [{
+    `mla.combine` with the rank axis in place of the split axis: operand `r`
+    along dim 0 is rank `r`'s decode state over its token shard. With
+    `m = max_r lse_r` and `w_r = exp(lse_r - m)`:
+    `out = sum_r w_r * o_r / sum_r w_r` and `lse = m + log(sum_r w_r)`;
+    ranks with `lse = -inf` (no token of the row on that rank) weigh nothing,
+    and if no rank holds a token the row is `out = 0`, `lse = -inf`.
+
+    Operands: `gathered_out [W, B, Sq, N, L]`, `gathered_lse [W, B, N, Sq]`
+    (f32); results `out [B, Sq, N, L]`, `lse [B, N, Sq]`.
+
+    ```mlir
+    %o, %lse = mla.dcp_combine %go, %gl
+                 : (tensor<2x4x1x16x512xf32>, tensor<2x4x16x1xf32>)
+                 -> (tensor<4x1x16x512xbf16>, tensor<4x16x1xf32>)
+    ```
+  }];
+  let arguments = (ins MLA_F32Tensor:$gathered_out, MLA_F32Tensor:$gathered_lse);
+  let results = (outs MLA_FloatTensor:$out, MLA_F32Tensor:$lse);
+  let assemblyFormat = [{
+    $gathered_out `,` $gathered_lse attr-dict `:` functional-type(operands, results)
   }];
 }
 

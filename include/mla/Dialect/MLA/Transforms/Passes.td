@@ -111,6 +111,47 @@ def MLASplitKV : Pass<"mla-split-kv", "mlir::func::FuncOp"> {
   let dependentDialects = ["mlir::arith::ArithDialect"];
 }
 
+def MLADcp : Pass<"mla-dcp", "mlir::func::FuncOp"> {
+  let summary = "Rewrite mla.decode for decode context parallelism (DCP)";
+  let description = [{
+    Decode context parallelism shards each request's latent cache over
+    `world-size` ranks in runs of `interleave` tokens (`#mla.dcp_shard`;
+    vLLM's layout). Each rank decodes its shard into a rank-local
+    `(out, lse)`, the ranks all-gather those states and merge them with the
+    LSE combine. Every `mla.decode` of the function becomes, per rank,
+    `mla.decode_partial` with the rank's `shard` (the decode's `num_splits`
+    pieces over the rank's local positions, merged by `mla.combine` when
+    there are several), and the decode's results become `mla.dcp_combine`
+    of the gathered states.
+
+    * `rank=r` (0 <= r < world-size): the SPMD program of rank `r`. The
+      function's cache and block table are that rank's shard (their types
+      are kept, their meaning changes) and `seq_lens` stay global; the
+      states are gathered by `mla.dcp_all_gather`, which a runtime with a
+      transport (NCCL, gloo) executes.
+    * `rank=-1` (default): every rank in one program over the function's
+      global cache, for checking the decomposition where there is one
+      process (`mla-opt`, `mla-run`, the CPU lowering). A rank's shard is
+      then a view of the global cache, which needs whole pages per run:
+      `interleave` must be the page size, and rank `r`'s block table is
+      columns `r, r + world-size, ...` of the global one (static column
+      count). The states are concatenated along a new rank axis.
+
+    `interleave=0` (default) means one page. A decode that already has a
+    `split_plan` is rejected: plans count global positions, so `mla-dcp`
+    runs before `mla-plan-splits`.
+  }];
+  let options = [
+    Option<"worldSize", "world-size", "int64_t", /*default=*/"1",
+           "Number of DCP ranks the cache is sharded over">,
+    Option<"rank", "rank", "int64_t", /*default=*/"-1",
+           "The rank whose program to build (-1: all ranks in one program)">,
+    Option<"interleave", "interleave", "int64_t", /*default=*/"0",
+           "Tokens per run of a rank's shard (0: one page; vLLM's default is 1)">
+  ];
+  let dependentDialects = ["mlir::tensor::TensorDialect"];
+}
+
 def MLASelectAlgorithm : Pass<"mla-select-algorithm", "mlir::func::FuncOp"> {
   let summary = "Split mla.attention into absorbed decode and up-projected prefill";
   let description = [{
