@@ -27,8 +27,7 @@ step() {  # step NAME TIMEOUT CMD...
   [ $rc -eq 0 ] || status=1
 }
 # Every GPU test file (test_gpu_*.py) plus the files whose GPU cases sit among CPU ones.
-PYTESTS="$(ls test/python/test_gpu_*.py | tr '
-' ' ')
+PYTESTS="$(ls test/python/test_gpu_*.py | tr '\n' ' ')
   test/python/test_hostile_args.py::test_hostile_argument_gpu test/python/test_prefill_pieces.py
   test/python/test_compat.py"
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv > "$LOGS/gpu.log" 2>&1
