@@ -60,12 +60,22 @@ typedef struct mlaGpuTensor {
 } mlaGpuTensor;
 
 /* How cache rows are stored, as in mla-c/Runtime.h: `kvFormat` is "auto"
- * (also meant by NULL), "fp8_e4m3" (with `kvScale` when `hasKvScale`),
- * "fp8_e4m3_token" or "fp8_ds_mla". */
+ * (also meant by NULL), "fp8_e4m3", "fp8_e4m3_token" or "fp8_ds_mla".
+ * fp8_e4m3 needs its per-tensor scale in exactly one of two ways:
+ *  - `kvScaleTensor` (NULL: none): a float32 device tensor of one element on
+ *    the call's device (vLLM's k_scale). The kernels read it when they run:
+ *    nothing is copied, so a launch can be captured in a CUDA graph and uses
+ *    the value the tensor holds at each replay;
+ *  - `kvScale` when `hasKvScale`: a host value. The library keeps it in a
+ *    small device buffer of its own per value and device (freed by
+ *    mlaGpuClearDecoders); the first call with a value uploads it and waits
+ *    for the copy, so capture a graph only after such a call has run once.
+ * The kernels of one spec serve every scale either way. */
 typedef struct mlaGpuCacheFormat {
   const char *kvFormat;
   int32_t hasKvScale;
   double kvScale;
+  const mlaGpuTensor *kvScaleTensor;
 } mlaGpuCacheFormat;
 
 /* The options of a decode: `headDimV` is the latent width L. With
@@ -237,19 +247,21 @@ int mlaGpuCheckCacheWrite(const mlaGpuTensor *kvC, const mlaGpuTensor *kPe,
 
 /* vLLM's concat_and_cache_mla on the GPU, for the "cache_write" kernel
  * `spec` (which fixes L, R, the input dtype, the page size and the cache row
- * format): the tensors as mlaGpuCheckCacheWrite says (device pointers), with
- * the format the spec names; the call checks them by the same rules and
- * against the spec. Token t is written to row slotMapping[t] of the cache in
- * place; negative slots are padding and write nothing. `slotMappingHost`
+ * format): the tensors as mlaGpuCheckCacheWrite says (device pointers), and
+ * `format` naming the spec's row format with fp8_e4m3's scale (NULL: the
+ * spec's format, without a scale); the call checks them by the same rules
+ * and against the spec. Token t is written to row slotMapping[t] of the cache
+ * in place; negative slots are padding and write nothing. `slotMappingHost`
  * holds the same slots on the host: when given, a slot past the cache is
  * MLA_GPU_ERROR_INVALID_ARGUMENT and nothing is enqueued; with NULL the
  * kernel skips such slots. Pointers must be 16-byte aligned. Enqueues one
- * kernel on `stream`, without copies, so it may be captured in a CUDA
- * graph. */
+ * kernel on `stream`, without copies (but for the first use of a host
+ * kvScale, see mlaGpuCacheFormat), so it may be captured in a CUDA graph. */
 int mlaGpuCacheWrite(const char *spec, int32_t device, const mlaGpuTensor *kvC,
                      const mlaGpuTensor *kPe, const mlaGpuTensor *slotMapping,
                      const int32_t *slotMappingHost, const mlaGpuTensor *cache,
-                     void *stream, char *err, size_t errLen);
+                     const mlaGpuCacheFormat *format, void *stream, char *err,
+                     size_t errLen);
 
 /* Check absorb_q's and up_proj_out's tensors by the argument rules, without
  * a spec or a GPU: q [T, N, P+R] with wUkT [N, P, L], o [T, N, L] with
@@ -292,18 +304,20 @@ int mlaGpuCheckGatherCache(
  * dtype): workspace row r in [cuRows[b], cuRows[b+1]) receives cache
  * position starts[b] + r - cuRows[b] of request b, found through
  * blockTable, dequantised to the workspace dtype; other rows keep their
- * values. The tensors as mlaGpuCheckGatherCache says (device pointers).
- * With the host copies every gathered position is checked first
+ * values. The tensors as mlaGpuCheckGatherCache says (device pointers), and
+ * `format` as for mlaGpuCacheWrite (NULL: the spec's format, without a
+ * scale). With the host copies every gathered position is checked first
  * (MLA_GPU_ERROR_INVALID_ARGUMENT, nothing enqueued); without them the
  * kernel skips rows that would read out of bounds. One kernel on `stream`,
- * no copies (graph-capturable). */
+ * no copies but for a host kvScale's first use (graph-capturable). */
 int mlaGpuGatherCache(const char *spec, int32_t device,
                       const mlaGpuTensor *kvCache,
                       const mlaGpuTensor *blockTable,
                       const mlaGpuTensor *starts, const mlaGpuTensor *cuRows,
                       const int32_t *blockTableHost, const int32_t *startsHost,
                       const int32_t *cuRowsHost, const mlaGpuTensor *workspace,
-                      void *stream, char *err, size_t errLen);
+                      const mlaGpuCacheFormat *format, void *stream, char *err,
+                      size_t errLen);
 
 /* Checks merge_states' tensors by the argument rules, without a spec or a
  * GPU: outA/outB [T, N, H] (bf16, f16 or f32, one dtype), lseA/lseB float32
@@ -366,8 +380,9 @@ int mlaGpuMha(const char *spec, int32_t device, const mlaGpuTensor *q,
  * `hasWorkspaceRows`, at most `workspaceRows` context rows are
  * up-projected at once; else the CPU path's default budget (32768 rows;
  * 65536 on sm_100a), in both cases clamped to the block table's capacity.
- * The cache's format is `cache` (fp8_e4m3's kvScale is baked into the
- * gather kernel, so each scale is its own kernel). */
+ * The cache's format is `cache`; fp8_e4m3's scale is a host kvScale or a
+ * device kvScaleTensor (mlaGpuCacheFormat), read by the gather kernel at
+ * run time, so one set of kernels serves every scale. */
 typedef struct mlaGpuPrefillOptions {
   double softmaxScale;
   int64_t vHeadDim;

@@ -53,11 +53,14 @@ typedef struct mlaTensor {
  * activations' dtype; also meant by NULL), "fp8_e4m3" (e4m3 bytes,
  * per-tensor `kvScale`), "fp8_e4m3_token" (D + 8 bytes per row) or
  * "fp8_ds_mla" (L + 4*L/128 + 2*R bytes per row). `kvScale` is read only if
- * `hasKvScale`, and only fp8_e4m3 takes one. */
+ * `hasKvScale`, and only fp8_e4m3 takes one; it may instead be given as
+ * `kvScaleTensor` (NULL: none), a float32 array of one element whose value
+ * is read (the GPU API's device-tensor form, here on the host). */
 typedef struct mlaCacheFormat {
   const char *kvFormat;
   int32_t hasKvScale;
   double kvScale;
+  const mlaTensor *kvScaleTensor;
 } mlaCacheFormat;
 
 typedef struct mlaDecodeOptions {

@@ -15,6 +15,7 @@
 #include "mla/GpuRuntime/CacheProjectionLaunch.h"
 #include "mla/GpuRuntime/ChunkedPrefill.h"
 #include "mla/GpuRuntime/GpuDecode.h"
+#include "mla/GpuRuntime/KvScale.h"
 #include "mla/GpuRuntime/MixedAttention.h"
 #include "mla/GpuRuntime/PrefillLaunch.h"
 #include "llvm/ADT/Twine.h"
@@ -88,6 +89,8 @@ struct State {
   /// Whole prefills' kernel sets, by their spec texts.
   std::map<std::pair<std::string, CUcontext>, std::unique_ptr<ChunkedPrefill>>
       prefills;
+  /// Host kv_scale values on the device, for calls that give no tensor.
+  KvScaleBuffers kvScales;
   std::map<int32_t, CUcontext> primaryContexts;
   std::map<int32_t, int64_t> numSms;
   /// mlaGpuGetRuntimeStats's counters, reset by mlaGpuClearDecoders.
@@ -360,12 +363,38 @@ llvm::Expected<mla::HostTensor> unwrap(const mlaGpuTensor *t,
   return result;
 }
 
-mla::CacheFormat unwrap(const mlaGpuCacheFormat &format) {
+llvm::Expected<mla::CacheFormat> unwrap(const mlaGpuCacheFormat &format) {
   mla::CacheFormat result;
   result.kvFormat = format.kvFormat ? format.kvFormat : "auto";
   if (format.hasKvScale)
     result.kvScale = format.kvScale;
+  if (format.kvScaleTensor) {
+    llvm::Expected<mla::HostTensor> t =
+        unwrap(format.kvScaleTensor, "the kv_scale tensor");
+    if (!t)
+      return t.takeError();
+    result.kvScaleTensor = std::move(*t);
+  }
   return result;
+}
+
+/// The kv_scale pointer of a launch over `cache` (KvScale.h): the caller's
+/// device tensor, its host value in a buffer the runtime keeps in `device`'s
+/// context (uploaded on the first call with that value), or 0 for the
+/// formats whose kernels take none.
+llvm::Expected<CUdeviceptr> getKvScalePointer(int32_t device,
+                                              const mla::CheckedCache &cache,
+                                              const mlaGpuCacheFormat *format) {
+  if (cache.scaleOnDevice)
+    return format->kvScaleTensor->data;
+  if (!cache.scale)
+    return 0;
+  State &s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  llvm::Expected<CUcontext> context = useDevice(s, device);
+  if (!context)
+    return context.takeError();
+  return s.kvScales.get(*context, *cache.scale);
 }
 
 llvm::Expected<mla::plan::SplitPolicy> unwrapPolicy(int32_t policy) {
@@ -435,7 +464,10 @@ llvm::Expected<mla::DecodeCall> checkDecodeCall(const DecodeCall &call) {
   options.causal = o.causal != 0;
   if (o.hasNumSplits)
     options.numSplits = o.numSplits;
-  options.cache = unwrap(o.cache);
+  llvm::Expected<mla::CacheFormat> format = unwrap(o.cache);
+  if (!format)
+    return format.takeError();
+  options.cache = std::move(*format);
   return mla::checkDecode(mla::Device::GPU, t[0], t[1], t[2], t[3], options);
 }
 
@@ -793,7 +825,10 @@ struct CacheWriteCall {
 
 llvm::Expected<mla::CacheWriteCall>
 checkCacheWriteCall(const CacheWriteCall &call,
-                    const mla::CacheFormat &format) {
+                    const mlaGpuCacheFormat &cFormat) {
+  llvm::Expected<mla::CacheFormat> format = unwrap(cFormat);
+  if (!format)
+    return format.takeError();
   std::array<mla::HostTensor, 4> t;
   std::pair<const mlaGpuTensor *, const char *> in[] = {
       {call.kvC, "kv_c"},
@@ -807,12 +842,14 @@ checkCacheWriteCall(const CacheWriteCall &call,
       return unwrapped.takeError();
     t[i] = std::move(*unwrapped);
   }
-  return mla::checkCacheWrite(mla::Device::GPU, t[0], t[1], t[3], t[2], format);
+  return mla::checkCacheWrite(mla::Device::GPU, t[0], t[1], t[3], t[2],
+                              *format);
 }
 
-/// The kv_format (and kv_scale) of rows in `shape`'s format.
-mla::CacheFormat formatOf(const CacheWriteShape &shape) {
-  mla::CacheFormat format;
+/// The format a call with no mlaGpuCacheFormat means: the kv_format of
+/// `shape`'s rows, without a kv_scale.
+mlaGpuCacheFormat formatOf(const CacheWriteShape &shape) {
+  mlaGpuCacheFormat format = {};
   switch (shape.format) {
   case CacheFormat::BF16:
   case CacheFormat::F16:
@@ -820,7 +857,6 @@ mla::CacheFormat formatOf(const CacheWriteShape &shape) {
     break;
   case CacheFormat::FP8E4M3:
     format.kvFormat = "fp8_e4m3";
-    format.kvScale = shape.scale;
     break;
   case CacheFormat::FP8E4M3Token:
     format.kvFormat = "fp8_e4m3_token";
@@ -832,6 +868,22 @@ mla::CacheFormat formatOf(const CacheWriteShape &shape) {
   return format;
 }
 
+/// The row format of a checked cache (its layout keyword).
+CacheFormat cacheFormatOf(const mla::CheckedCache &cache) {
+  llvm::StringRef layout = cache.layoutFormat;
+  if (layout == "bf16")
+    return CacheFormat::BF16;
+  if (layout == "f16")
+    return CacheFormat::F16;
+  if (layout == "f32")
+    return CacheFormat::F32;
+  if (layout == "fp8_e4m3")
+    return CacheFormat::FP8E4M3;
+  if (layout == "fp8_e4m3_token")
+    return CacheFormat::FP8E4M3Token;
+  return CacheFormat::FP8DsMla;
+}
+
 ActType getActType(mla::DType dtype) {
   return dtype == mla::DType::bf16  ? ActType::BF16
          : dtype == mla::DType::f16 ? ActType::F16
@@ -839,22 +891,16 @@ ActType getActType(mla::DType dtype) {
 }
 
 /// `shape`'s row fields as a checked call over `cache` needs them: the
-/// float row formats are the cache's dtype, the fp8 ones the spec's own.
+/// float row formats are the cache's dtype, the fp8 ones the call's format.
 void setRowFields(CacheWriteShape &shape, int64_t latentDim, int64_t ropeDim,
                   mla::DType dtype, const mla::CheckedCache &cache) {
   shape.latentDim = latentDim;
   shape.ropeDim = ropeDim;
   shape.input = getActType(dtype);
-  llvm::StringRef layout = cache.layoutFormat;
-  if (layout == "bf16")
-    shape.format = CacheFormat::BF16;
-  else if (layout == "f16")
-    shape.format = CacheFormat::F16;
-  else if (layout == "f32")
-    shape.format = CacheFormat::F32;
+  shape.format = cacheFormatOf(cache);
 }
 
-/// The spec a checked cache write needs, with `spec`'s chip and fp8 scale.
+/// The spec a checked cache write needs, with `spec`'s chip.
 CacheWriteKernelSpec neededSpec(const CacheWriteKernelSpec &spec,
                                 const mla::CacheWriteCall &call) {
   CacheWriteKernelSpec needed = spec;
@@ -865,13 +911,17 @@ CacheWriteKernelSpec neededSpec(const CacheWriteKernelSpec &spec,
 }
 
 llvm::Error cacheWrite(const char *specText, int32_t device,
-                       const CacheWriteCall &call, CUstream stream) {
+                       const CacheWriteCall &call,
+                       const mlaGpuCacheFormat *format, CUstream stream) {
   llvm::Expected<CacheWriteKernelSpec> spec = parseFamily<CacheWriteKernelSpec>(
       specText, "cache_write", parseCacheWriteKernelSpec);
   if (!spec)
     return spec.takeError();
+  mlaGpuCacheFormat specFormat = formatOf(spec->shape);
+  if (!format)
+    format = &specFormat;
   llvm::Expected<mla::CacheWriteCall> checked =
-      checkCacheWriteCall(call, formatOf(spec->shape));
+      checkCacheWriteCall(call, *format);
   if (!checked)
     return checked.takeError();
   if (llvm::Error error = checkSpecFits(*spec, neededSpec(*spec, *checked)))
@@ -884,6 +934,13 @@ llvm::Error cacheWrite(const char *specText, int32_t device,
   args.cache = call.cache->data;
   args.tokens = checked->tokens;
   args.numSlots = checked->cache.pages * checked->cache.pageSize;
+  if (args.tokens > 0) {
+    llvm::Expected<CUdeviceptr> kvScale =
+        getKvScalePointer(device, checked->cache, format);
+    if (!kvScale)
+      return kvScale.takeError();
+    args.kvScale = *kvScale;
+  }
   if (llvm::Error error = checkCacheWriteArgs(args))
     return error;
   if (!checked->writesAnything)
@@ -1017,7 +1074,10 @@ struct GatherCall {
 
 llvm::Expected<mla::GatherCacheCall>
 checkGatherCall(const GatherCall &call, int64_t latentDim,
-                const mla::CacheFormat &format) {
+                const mlaGpuCacheFormat &cFormat) {
+  llvm::Expected<mla::CacheFormat> format = unwrap(cFormat);
+  if (!format)
+    return format.takeError();
   auto t = unwrapAll<5>({{{call.cache, "kv_cache", nullptr},
                           {call.blockTable, "block_table", call.blockTableHost},
                           {call.starts, "starts", call.startsHost},
@@ -1027,19 +1087,23 @@ checkGatherCall(const GatherCall &call, int64_t latentDim,
     return t.takeError();
   auto &[cache, table, starts, cuRows, ws] = *t;
   return mla::checkGatherCache(mla::Device::GPU, cache, table, starts, cuRows,
-                               ws, latentDim, format);
+                               ws, latentDim, *format);
 }
 
 llvm::Error gatherCache(const char *specText, int32_t device,
-                        const GatherCall &call, CUstream stream) {
+                        const GatherCall &call, const mlaGpuCacheFormat *format,
+                        CUstream stream) {
   llvm::Expected<GatherCacheKernelSpec> spec =
       parseFamily<GatherCacheKernelSpec>(specText, "gather_cache",
                                          parseGatherCacheKernelSpec);
   if (!spec)
     return spec.takeError();
   const CacheWriteShape &row = spec->shape.row;
+  mlaGpuCacheFormat specFormat = formatOf(row);
+  if (!format)
+    format = &specFormat;
   llvm::Expected<mla::GatherCacheCall> checked =
-      checkGatherCall(call, row.latentDim, formatOf(row));
+      checkGatherCall(call, row.latentDim, *format);
   if (!checked)
     return checked.takeError();
   GatherCacheKernelSpec needed = *spec;
@@ -1059,6 +1123,13 @@ llvm::Error gatherCache(const char *specText, int32_t device,
   args.maxPages = checked->maxPages;
   args.numPages = checked->cache.pages;
   args.workspaceRows = checked->workspaceRows;
+  if (args.workspaceRows > 0 && args.batch > 0) {
+    llvm::Expected<CUdeviceptr> kvScale =
+        getKvScalePointer(device, checked->cache, format);
+    if (!kvScale)
+      return kvScale.takeError();
+    args.kvScale = *kvScale;
+  }
   if (llvm::Error error = checkGatherCacheArgs(args))
     return error;
   if (!checked->gathersAnything)
@@ -1263,25 +1334,12 @@ llvm::Expected<mla::PrefillCall> checkPrefillCall(const PrefillCall &call) {
   options.vHeadDim = o.vHeadDim;
   if (o.hasWorkspaceRows)
     options.workspaceRows = o.workspaceRows;
-  options.cache = unwrap(o.cache);
+  llvm::Expected<mla::CacheFormat> format = unwrap(o.cache);
+  if (!format)
+    return format.takeError();
+  options.cache = std::move(*format);
   return mla::checkPrefill(mla::Device::GPU, q, kvC, kPe, w, cache, table, qsl,
                            lens, options);
-}
-
-/// The row format of a checked cache (its layout keyword).
-CacheFormat cacheFormatOf(const mla::CheckedCache &cache) {
-  llvm::StringRef layout = cache.layoutFormat;
-  if (layout == "bf16")
-    return CacheFormat::BF16;
-  if (layout == "f16")
-    return CacheFormat::F16;
-  if (layout == "f32")
-    return CacheFormat::F32;
-  if (layout == "fp8_e4m3")
-    return CacheFormat::FP8E4M3;
-  if (layout == "fp8_e4m3_token")
-    return CacheFormat::FP8E4M3Token;
-  return CacheFormat::FP8DsMla;
 }
 
 ChunkedPrefillShape prefillShape(const mla::PrefillCall &c) {
@@ -1294,7 +1352,6 @@ ChunkedPrefillShape prefillShape(const mla::PrefillCall &c) {
   shape.elem = getActType(c.dtype);
   shape.scale = c.softmaxScale;
   shape.format = cacheFormatOf(c.cache);
-  shape.kvScale = c.cache.scale.value_or(1.0f);
   shape.pageSize = c.cache.pageSize;
   return shape;
 }
@@ -1376,6 +1433,13 @@ llvm::Error prefill(const char *chipName, int32_t device,
   args.batch = batch;
   args.maxPages = maxPages;
   args.numPages = checked->cache.pages;
+  if (args.tokens > 0) {
+    llvm::Expected<CUdeviceptr> kvScale =
+        getKvScalePointer(device, checked->cache, &call.options->cache);
+    if (!kvScale)
+      return kvScale.takeError();
+    args.kvScale = *kvScale;
+  }
   if (llvm::Error error = ChunkedPrefill::check(specs, shape, args, plan))
     return error;
   if (args.tokens == 0)
@@ -1690,18 +1754,19 @@ extern "C" int mlaGpuCheckCacheWrite(const mlaGpuTensor *kvC,
   if (!format)
     return report(invalid("the cache format is NULL"), err, errLen);
   CacheWriteCall call{kvC, kPe, slotMapping, cache, slotMappingHost};
-  return report(checkCacheWriteCall(call, unwrap(*format)).takeError(), err,
-                errLen);
+  return report(checkCacheWriteCall(call, *format).takeError(), err, errLen);
 }
 
 extern "C" int
 mlaGpuCacheWrite(const char *spec, int32_t device, const mlaGpuTensor *kvC,
                  const mlaGpuTensor *kPe, const mlaGpuTensor *slotMapping,
                  const int32_t *slotMappingHost, const mlaGpuTensor *cache,
-                 void *stream, char *err, size_t errLen) {
+                 const mlaGpuCacheFormat *format, void *stream, char *err,
+                 size_t errLen) {
   CacheWriteCall call{kvC, kPe, slotMapping, cache, slotMappingHost};
-  return report(cacheWrite(spec, device, call, static_cast<CUstream>(stream)),
-                err, errLen);
+  return report(
+      cacheWrite(spec, device, call, format, static_cast<CUstream>(stream)),
+      err, errLen);
 }
 
 extern "C" int mlaGpuCheckAbsorbQ(const mlaGpuTensor *q,
@@ -1748,8 +1813,8 @@ extern "C" int mlaGpuCheckGatherCache(
     return report(invalid("the cache format is NULL"), err, errLen);
   GatherCall call{kvCache,        blockTable, starts,     cuRows,
                   blockTableHost, startsHost, cuRowsHost, workspace};
-  return report(checkGatherCall(call, latentDim, unwrap(*format)).takeError(),
-                err, errLen);
+  return report(checkGatherCall(call, latentDim, *format).takeError(), err,
+                errLen);
 }
 
 extern "C" int
@@ -1757,12 +1822,14 @@ mlaGpuGatherCache(const char *spec, int32_t device, const mlaGpuTensor *kvCache,
                   const mlaGpuTensor *blockTable, const mlaGpuTensor *starts,
                   const mlaGpuTensor *cuRows, const int32_t *blockTableHost,
                   const int32_t *startsHost, const int32_t *cuRowsHost,
-                  const mlaGpuTensor *workspace, void *stream, char *err,
+                  const mlaGpuTensor *workspace,
+                  const mlaGpuCacheFormat *format, void *stream, char *err,
                   size_t errLen) {
   GatherCall call{kvCache,        blockTable, starts,     cuRows,
                   blockTableHost, startsHost, cuRowsHost, workspace};
-  return report(gatherCache(spec, device, call, static_cast<CUstream>(stream)),
-                err, errLen);
+  return report(
+      gatherCache(spec, device, call, format, static_cast<CUstream>(stream)),
+      err, errLen);
 }
 
 extern "C" int mlaGpuCheckMergeStates(const mlaGpuTensor *outA,
@@ -1905,6 +1972,7 @@ extern "C" void mlaGpuClearDecoders(void) {
   s.decoders.clear();
   s.kernels.clear();
   s.prefills.clear();
+  s.kvScales.clear();
   s.stats = {};
 }
 

@@ -186,6 +186,13 @@ llvm::Expected<CacheFormat> unwrap(const mlaCacheFormat *format) {
   result.kvFormat = format->kvFormat ? format->kvFormat : "auto";
   if (format->hasKvScale)
     result.kvScale = format->kvScale;
+  if (format->kvScaleTensor) {
+    llvm::Expected<HostTensor> t =
+        unwrap(format->kvScaleTensor, "the kv_scale tensor");
+    if (!t)
+      return t.takeError();
+    result.kvScaleTensor = std::move(*t);
+  }
   return result;
 }
 

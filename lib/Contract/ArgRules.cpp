@@ -168,26 +168,53 @@ llvm::Error checkCacheDType(const Arg &cache, llvm::StringRef kvFormat,
                                   cache.dtype());
 }
 
-llvm::Expected<std::optional<float>> checkKvScale(const CacheFormat &format) {
+} // namespace
+
+llvm::Error mla::checkKvScale(Device device, const CacheFormat &format,
+                              CheckedCache &checked) {
   llvm::StringRef kvFormat = format.kvFormat;
+  bool given = format.kvScale || format.kvScaleTensor;
   if (kvFormat != "fp8_e4m3") {
-    if (format.kvScale)
+    if (given)
       return makeInvalidArgumentError("kv_scale is only used by kv_format "
                                       "'fp8_e4m3', not '" +
                                       kvFormat + "'");
-    return std::nullopt;
+    return llvm::Error::success();
   }
-  if (!format.kvScale)
+  if (!given)
     return makeInvalidArgumentError(
         "kv_format 'fp8_e4m3' needs kv_scale, the per-tensor scale its "
         "values were divided by");
-  float scale = static_cast<float>(*format.kvScale);
+  if (format.kvScale && format.kvScaleTensor)
+    return makeInvalidArgumentError(
+        "kv_scale is given twice: as a value and as a device tensor");
+  float scale;
+  if (const std::optional<HostTensor> &t = format.kvScaleTensor) {
+    if (t->dtype != DType::f32 || t->getNumElements() != 1)
+      return makeInvalidArgumentError(
+          "a kv_scale tensor must hold one float32 element, got " +
+          getDTypeName(t->dtype) + " " + formatShape(t->shape));
+    if (device == Device::GPU) {
+      checked.scaleOnDevice = true;
+      return llvm::Error::success();
+    }
+    if (!t->data)
+      return makeInvalidArgumentError(
+          "the CPU path reads the kv_scale tensor's value, but it has no "
+          "host data");
+    scale = *static_cast<const float *>(t->data);
+  } else {
+    scale = static_cast<float>(*format.kvScale);
+  }
   if (!(scale > 0.0f) || !std::isfinite(scale))
     return makeInvalidArgumentError(
         "kv_scale must be positive and finite, got " +
-        Twine(std::to_string(*format.kvScale)));
-  return scale;
+        Twine(std::to_string(scale)));
+  checked.scale = scale;
+  return llvm::Error::success();
 }
+
+namespace {
 
 llvm::Error checkRowWidth(const Arg &cache, llvm::StringRef kvFormat,
                           int64_t latent, int64_t rope) {
@@ -244,18 +271,16 @@ llvm::Expected<CheckedCache> checkCache(Device device, const Arg &cache,
     return std::move(err);
   if (llvm::Error err = checkCacheDType(cache, kvFormat, act, converts))
     return std::move(err);
-  llvm::Expected<std::optional<float>> scale = checkKvScale(format);
-  if (!scale)
-    return scale.takeError();
+  CheckedCache result;
+  if (llvm::Error err = checkKvScale(device, format, result))
+    return std::move(err);
   if (llvm::Error err = checkRowWidth(cache, kvFormat, latent, rope))
     return std::move(err);
   if (llvm::Error err = checkPages(device, cache))
     return std::move(err);
-  CheckedCache result;
   result.layoutFormat = kvFormat == "auto"
                             ? getDTypeIRName(cache.tensor.dtype).str()
                             : kvFormat.str();
-  result.scale = *scale;
   result.pages = cache.dim(0);
   result.pageSize = cache.dim(1);
   return result;
@@ -453,12 +478,13 @@ static llvm::Expected<DecodeCall> checkDecodeQuery(Device device, const Arg &q,
 static llvm::Error checkGpuDecodeFormat(const CacheFormat &format) {
   if (llvm::Error err = checkOptionString("kv_format", format.kvFormat))
     return err;
-  if (format.kvFormat == "auto" && !format.kvScale)
+  bool scaled = format.kvScale || format.kvScaleTensor;
+  if (format.kvFormat == "auto" && !scaled)
     return llvm::Error::success();
   return makeInvalidArgumentError(
       "the GPU decode supports kv_format='auto' (a cache of q's dtype) only, "
       "got kv_format='" +
-      format.kvFormat + "'" + (format.kvScale ? " with a kv_scale" : ""));
+      format.kvFormat + "'" + (scaled ? " with a kv_scale" : ""));
 }
 
 llvm::Expected<DecodeCall> mla::checkDecode(Device device, const HostTensor &qT,

@@ -88,8 +88,6 @@ mla::gpu::getChunkedPrefillSpecs(Chip chip, const ChunkedPrefillShape &s) {
   specs.gather.shape.row.ropeDim = s.ropeDim;
   specs.gather.shape.row.input = s.elem;
   specs.gather.shape.row.format = s.format;
-  specs.gather.shape.row.scale =
-      s.format == CacheFormat::FP8E4M3 ? s.kvScale : 1.0f;
   specs.gather.shape.pageSize = s.pageSize;
 
   specs.upProjKv.chip = chip;

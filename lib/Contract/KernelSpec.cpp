@@ -336,8 +336,6 @@ std::string toString(const CacheWriteKernelSpec &spec) {
      << " R=" << s.ropeDim << " page=" << spec.pageSize
      << " dtype=" << actTypeName(s.input)
      << " format=" << cacheFormatName(s.format);
-  if (s.format == CacheFormat::FP8E4M3)
-    os << " scale=" << scaleText(s.scale);
   return os.str();
 }
 
@@ -352,9 +350,7 @@ bool parseCacheWriteKernelSpec(const std::string &text,
     return false;
   }
   if (!checkRequired(fields, {"chip", "L", "R", "page", "dtype", "format"},
-                     "chip, L, R, page, dtype and format; scale with format "
-                     "fp8_e4m3",
-                     error))
+                     "chip, L, R, page, dtype and format", error))
     return false;
 
   CacheWriteKernelSpec result;
@@ -383,10 +379,14 @@ bool parseCacheWriteKernelSpec(const std::string &text,
                 "fp8_ds_mla, got '" +
                 value + "'";
     } else if (key == "scale") {
-      if (!parseScale(value, shape.scale) || !std::isfinite(shape.scale) ||
-          shape.scale <= 0) {
-        error = "scale must be a positive finite f32 (0x followed by its 8 "
-                "hex digit bit pattern, or a decimal), got '" +
+      // Texts from before fp8_e4m3's scale became a kernel parameter still
+      // name their kernel: the value no longer changes the image, so it is
+      // ignored (a malformed one is still an error).
+      float ignored;
+      if (!parseScale(value, ignored) || !std::isfinite(ignored) ||
+          ignored <= 0) {
+        error = "scale (ignored: fp8_e4m3's kv_scale is a kernel parameter) "
+                "must be a positive finite f32 when given, got '" +
                 value + "'";
         ok = false;
       }
@@ -399,17 +399,12 @@ bool parseCacheWriteKernelSpec(const std::string &text,
       return false;
   }
 
-  bool scaled = shape.format == CacheFormat::FP8E4M3;
-  if (scaled != static_cast<bool>(fields.values.count("scale"))) {
-    error = scaled ? "format fp8_e4m3 needs scale, the per-tensor scale its "
-                     "values are divided by (each scale is its own kernel)"
-                   : std::string("scale is only used by format fp8_e4m3, "
-                                 "not ") +
-                         cacheFormatName(shape.format);
+  if (fields.values.count("scale") && shape.format != CacheFormat::FP8E4M3) {
+    error = std::string("scale is only accepted (and ignored) with format "
+                        "fp8_e4m3, not ") +
+            cacheFormatName(shape.format);
     return false;
   }
-  if (!scaled)
-    shape.scale = 1.0f;
   if (shape.format == CacheFormat::FP8DsMla &&
       shape.latentDim % kDsMlaTile != 0) {
     error = "format fp8_ds_mla needs L % " + std::to_string(kDsMlaTile) +

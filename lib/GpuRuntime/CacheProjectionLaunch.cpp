@@ -6,6 +6,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "mla/GpuRuntime/CacheProjectionLaunch.h"
+#include "mla/GpuRuntime/KvScale.h"
 
 #include <cstdint>
 #include <limits>
@@ -89,8 +90,6 @@ Error mla::gpu::checkCacheWriteArgs(const CacheWriteArgs &args) {
   if (s.format == CacheFormat::FP8DsMla && s.latentDim % kDsMlaTile != 0)
     return fail(llvm::Twine(name) + ": fp8_ds_mla needs L % 128 == 0, got " +
                 llvm::Twine(s.latentDim));
-  if (s.format == CacheFormat::FP8E4M3 && !(s.scale > 0.0f))
-    return fail(llvm::Twine(name) + ": fp8_e4m3 needs a positive scale");
   if (Error err = checkCount(name, "tokens", args.tokens))
     return err;
   if (Error err = checkCount(name, "numSlots", args.numSlots))
@@ -103,7 +102,7 @@ Error mla::gpu::checkCacheWriteArgs(const CacheWriteArgs &args) {
                         {"cache", args.cache}})
     if (Error err = checkPointer(name, arg, p))
       return err;
-  return Error::success();
+  return checkKvScalePointer(name, s.format, args.kvScale);
 }
 
 Error mla::gpu::launchCacheWrite(const CudaKernel &kernel, CUstream stream,
@@ -116,8 +115,10 @@ Error mla::gpu::launchCacheWrite(const CudaKernel &kernel, CUstream stream,
               cache = args.cache;
   int32_t tokens = static_cast<int32_t>(args.tokens);
   int32_t numSlots = static_cast<int32_t>(args.numSlots);
-  void *params[kCacheWriteNumParams] = {&kvC,   &kPe,    &slots,
-                                        &cache, &tokens, &numSlots};
+  CUdeviceptr kvScale = args.kvScale;
+  // The kv_scale slot is past the end of the parameters the kernels of
+  // other formats declare, so they never read it.
+  void *params[] = {&kvC, &kPe, &slots, &cache, &tokens, &numSlots, &kvScale};
   return launch(kernel, stream, cacheWriteLaunchDims(args.tokens), params);
 }
 

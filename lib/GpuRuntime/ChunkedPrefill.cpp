@@ -115,6 +115,7 @@ Launches planLaunches(const ChunkedPrefillSpecs &specs,
   l.gather = {
       specs.gather.shape, a.cache, a.blockTable, starts,     cuRows,
       base + w.gathered,  a.batch, a.maxPages,   a.numPages, maxChunkRows};
+  l.gather.kvScale = a.kvScale;
   l.upCtx = {specs.upProjKv.shape, base + w.latent, a.kvBProj,
              base + w.kNope,       base + w.v,      maxChunkRows};
   l.upCtx.chip = specs.upProjKv.chip;

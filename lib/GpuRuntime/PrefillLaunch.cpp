@@ -6,6 +6,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "mla/GpuRuntime/PrefillLaunch.h"
+#include "mla/GpuRuntime/KvScale.h"
 #include "mla/GpuRuntime/TensorMap.h"
 
 #include <algorithm>
@@ -88,7 +89,7 @@ Error mla::gpu::checkGatherCacheArgs(const GatherCacheArgs &a) {
         {"cu_rows", a.cuRows}})
     if (Error err = checkPointer(name, arg, p, 4))
       return err;
-  return Error::success();
+  return checkKvScalePointer(name, a.shape.row.format, a.kvScale);
 }
 
 Error mla::gpu::launchGatherCache(const CudaKernel &kernel, CUstream stream,
@@ -101,9 +102,11 @@ Error mla::gpu::launchGatherCache(const CudaKernel &kernel, CUstream stream,
               cuRows = a.cuRows, ws = a.workspace;
   int32_t batch = int32_t(a.batch), maxPages = int32_t(a.maxPages),
           numPages = int32_t(a.numPages), rows = int32_t(a.workspaceRows);
-  void *params[kGatherCacheNumParams] = {&cache,    &table,    &starts,
-                                         &cuRows,   &ws,       &batch,
-                                         &maxPages, &numPages, &rows};
+  CUdeviceptr kvScale = a.kvScale;
+  // The kv_scale slot is past the end of the parameters the kernels of
+  // other formats declare, so they never read it.
+  void *params[] = {&cache, &table,    &starts,   &cuRows, &ws,
+                    &batch, &maxPages, &numPages, &rows,   &kvScale};
   return launch(kernel, stream, gatherCacheLaunchDims(a.workspaceRows), 0,
                 params);
 }

@@ -191,17 +191,19 @@ std::pair<RowFormat, Type> getCacheFormat(MLIRContext &ctx,
 }
 
 /// The cache tensor type and `#mla.cache_layout` of rows in `s`'s format,
-/// `pageSize` rows a page. The per-tensor scale is baked into fp8_e4m3
-/// kernels only.
+/// `pageSize` rows a page.
 std::pair<Type, CacheLayoutAttr>
 getCacheRowTypes(MLIRContext &ctx, const CacheWriteShape &s, int64_t pageSize) {
   auto [format, cacheElem] = getCacheFormat(ctx, s.format);
   int64_t elemBytes = cacheElem.getIntOrFloatBitWidth() / 8;
   Type cache =
       tensorType({-1, pageSize, cacheRowBytes(s) / elemBytes}, cacheElem);
+  // The layout requires fp8_e4m3's scale, which the GPU kernels read from
+  // their kv_scale parameter instead: any positive value compiles the same
+  // image.
   FloatAttr scale;
   if (s.format == CacheFormat::FP8E4M3)
-    scale = FloatAttr::get(Float32Type::get(&ctx), s.scale);
+    scale = FloatAttr::get(Float32Type::get(&ctx), 1.0);
   return {cache, CacheLayoutAttr::get(&ctx, format, pageSize, scale)};
 }
 

@@ -39,6 +39,7 @@ without them and raises ImportError only when a CPU function is called.
 
 import ctypes
 import functools
+import numbers
 import operator
 
 from ._version import __version__
@@ -152,14 +153,18 @@ def _float(name, value):
         raise ValueError(f"{name} must be a number, got {value!r}") from None
 
 
-def _tensor(a):
+def _tensor_struct(a):
     t = _capi.Tensor()
     t.data = a.ctypes.data
     t.dtype = _TO_CAPI[a.dtype]
     t.rank = a.ndim
     for i, d in enumerate(a.shape):
         t.shape[i] = d
-    return ctypes.byref(t)
+    return t
+
+
+def _tensor(a):
+    return ctypes.byref(_tensor_struct(a))
 
 
 def _c_string(name, value):
@@ -174,9 +179,16 @@ def _c_string(name, value):
 
 
 def _cache_format(kv_format, kv_scale):
+    """The C API's cache format. fp8_e4m3's `kv_scale` is a number, or an array of one element (numpy, or
+    a torch tensor such as vLLM's k_scale, copied to the host) whose value the C rules check and read."""
     fmt = _capi.CacheFormat()
     fmt.kvFormat = _c_string("kv_format", kv_format)
-    if kv_scale is not None:
+    if hasattr(kv_scale, "shape") and not isinstance(kv_scale, numbers.Real):
+        if type(kv_scale).__module__.startswith("torch"):
+            kv_scale = kv_scale.detach().cpu().numpy()
+        fmt.array = _array("kv_scale", kv_scale)  # kept alive with the format
+        fmt.kvScaleTensor = ctypes.pointer(_tensor_struct(fmt.array))
+    elif kv_scale is not None:
         fmt.hasKvScale = 1
         fmt.kvScale = _float("kv_scale", kv_scale)
     return fmt
@@ -364,7 +376,7 @@ def _decode_cpu(q, kv_cache, block_table, seq_lens, head_dim_v, softmax_scale, c
     if num_splits is not None:
         opts.hasNumSplits = 1
         opts.numSplits = _int("num_splits", num_splits)
-    opts.cache = _cache_format(kv_format, kv_scale)
+    opts.cache = opts.keep = _cache_format(kv_format, kv_scale)  # `keep` holds what it points at
     out, lse = _run(_capi.mlaDecode, [_tensor(a) for a in arrays] + [ctypes.byref(opts)], 2)
     return out, lse
 
@@ -580,7 +592,7 @@ def _prefill_cpu(q, kv_c, k_pe, kv_b_proj, kv_cache, block_table, query_start_lo
     if workspace_rows is not None:
         opts.hasWorkspaceRows = 1
         opts.workspaceRows = _int("workspace_rows", workspace_rows)
-    opts.cache = _cache_format(kv_format, kv_scale)
+    opts.cache = opts.keep = _cache_format(kv_format, kv_scale)  # `keep` holds what it points at
     (result,) = _run(_capi.mlaPrefill, [_tensor(a) for a in arrays] + [ctypes.byref(opts)], 1, [("out", out)],
                      arrays)
     return result

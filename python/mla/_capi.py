@@ -34,6 +34,7 @@ class CacheFormat(ctypes.Structure):
         ("kvFormat", ctypes.c_char_p),
         ("hasKvScale", ctypes.c_int32),
         ("kvScale", ctypes.c_double),
+        ("kvScaleTensor", ctypes.POINTER(Tensor)),
     ]
 
 

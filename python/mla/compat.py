@@ -174,19 +174,15 @@ def concat_and_cache_mla(kv_c, k_pe, kv_cache, slot_mapping, kv_cache_dtype, sca
     negative slot) is padding and writes nothing. Returns None.
 
     kv_c [num_tokens, kv_lora_rank], k_pe [num_tokens, rope_dim]. kv_cache_dtype is vLLM's: "auto" (a
-    cache of kv_c's dtype), "fp8" / "fp8_e4m3" (uint8 e4m3 codes of value / scale, scale a one-element
-    float32 tensor, read on the host), or "fp8_ds_mla" (656-byte rows with their own scales; `scale` is
-    not read).
+    cache of kv_c's dtype), "fp8" / "fp8_e4m3" (uint8 e4m3 codes of value / scale; scale is vLLM's k_scale,
+    a one-element float32 tensor: on the GPU the kernel reads it by pointer, with no host read, so the call
+    can be captured in a CUDA graph and sees the tensor's value at replay; a number works too), or
+    "fp8_ds_mla" (656-byte rows with their own scales; `scale` is not read).
     """
     if kv_cache_dtype not in _VLLM_CACHE_FORMATS:
         raise ValueError(f"kv_cache_dtype must be one of {sorted(_VLLM_CACHE_FORMATS)}, got {kv_cache_dtype!r}")
     kv_format, scaled = _VLLM_CACHE_FORMATS[kv_cache_dtype]
-    kv_scale = None
-    if scaled:
-        try:
-            kv_scale = float(scale)
-        except (TypeError, ValueError):
-            raise ValueError(f"scale must be a one-element tensor or a number, got {scale!r}") from None
+    kv_scale = scale if scaled else None
     kv_cache = _fp8_bytes(kv_cache)
     if any(_is_torch_cuda(v) for v in (kv_c, k_pe, kv_cache, slot_mapping)):
         cache_write(kv_c, k_pe, kv_cache, slot_mapping, kv_format=kv_format, kv_scale=kv_scale)

@@ -63,7 +63,8 @@ class _Tensor(ctypes.Structure):
 
 
 class _CacheFormat(ctypes.Structure):
-    _fields_ = [("kvFormat", ctypes.c_char_p), ("hasKvScale", ctypes.c_int32), ("kvScale", ctypes.c_double)]
+    _fields_ = [("kvFormat", ctypes.c_char_p), ("hasKvScale", ctypes.c_int32), ("kvScale", ctypes.c_double),
+                ("kvScaleTensor", ctypes.POINTER(_Tensor))]
 
 
 class _DecodeOptions(ctypes.Structure):
@@ -111,13 +112,14 @@ def _library():
         "mlaGpuDecodePlanCheck": [ctypes.c_void_p, ctypes.c_void_p] + err,
         "mlaGpuCanonicalSpec": [p, p, size] + err,
         "mlaGpuCheckCacheWrite": [t, t, t, lens, t, ctypes.POINTER(_CacheFormat)] + err,
-        "mlaGpuCacheWrite": [p, i32, t, t, t, lens, t, ctypes.c_void_p] + err,
+        "mlaGpuCacheWrite": [p, i32, t, t, t, lens, t, ctypes.POINTER(_CacheFormat), ctypes.c_void_p] + err,
         "mlaGpuCheckAbsorbQ": [t, t] + err,
         "mlaGpuCheckUpProjOut": [t, t] + err,
         "mlaGpuAbsorbQ": [p, i32, t, t, u64, ctypes.c_void_p] + err,
         "mlaGpuUpProjOut": [p, i32, t, t, u64, ctypes.c_void_p] + err,
         "mlaGpuCheckGatherCache": [t, t, t, t, lens, lens, lens, t, i64, ctypes.POINTER(_CacheFormat)] + err,
-        "mlaGpuGatherCache": [p, i32, t, t, t, t, lens, lens, lens, t, ctypes.c_void_p] + err,
+        "mlaGpuGatherCache": [p, i32, t, t, t, t, lens, lens, lens, t, ctypes.POINTER(_CacheFormat),
+                              ctypes.c_void_p] + err,
         "mlaGpuCheckMergeStates": [t, t, t, t] + err,
         "mlaGpuMergeStates": [p, i32, t, t, t, t, u64, u64, ctypes.c_void_p] + err,
         "mlaGpuCheckUpProjKv": [t, t, i64, i64, i64] + err,
@@ -208,13 +210,29 @@ def _describe(torch, name, value, data=True):
     return t
 
 
-def _cache_format(kv_format, kv_scale):
+def _is_tensor(value):
+    return type(value).__module__.startswith("torch") and hasattr(value, "data_ptr")
+
+
+def _cache_format(kv_format, kv_scale, data=True):
+    """The C API's cache format. fp8_e4m3's `kv_scale` is a number, or a float32 CUDA tensor of one
+    element (vLLM's k_scale) that is passed by its device pointer (unless `data` is False) and never read
+    on the host, so the kernels see the value it holds when they run (also on CUDA graph replays)."""
     fmt = _CacheFormat()
     fmt.kvFormat = _c_string("kv_format", kv_format)
-    if kv_scale is not None:
+    if _is_tensor(kv_scale):
+        fmt.kvScaleTensor = ctypes.pointer(_describe(_torch(), "kv_scale", kv_scale, data=data))
+    elif kv_scale is not None:
         fmt.hasKvScale = 1
         fmt.kvScale = _float("kv_scale", kv_scale)
     return fmt
+
+
+def _with_kv_scale(tensors, kv_scale):
+    """`tensors` (name -> tensor, for _same_device) with a kv_scale tensor, which must be on their device."""
+    if _is_tensor(kv_scale):
+        tensors["kv_scale"] = kv_scale
+    return tensors
 
 
 def _host_i32(value):
@@ -328,7 +346,7 @@ def _decode_options(head_dim_v, softmax_scale, causal, num_splits, split_policy,
     if policy not in SPLIT_POLICIES:
         raise ValueError(f"split_policy must be one of {sorted(SPLIT_POLICIES)}, got {split_policy!r}")
     opts.splitPolicy = SPLIT_POLICIES[policy]
-    opts.cache = _cache_format(kv_format, kv_scale)
+    opts.cache = opts.keep = _cache_format(kv_format, kv_scale)  # `keep` holds what it points at
     return opts
 
 
@@ -654,7 +672,7 @@ def kernel_spec(text):
 
 
 def _f32_bits(name, value):
-    """`value` rounded to float32 (as the CPU path rounds kv_scale), as the spec's 0x bit pattern."""
+    """`value` rounded to float32 (as the kernels use it), as the spec's 0x bit pattern."""
     try:
         packed = struct.pack("<f", float(value))
     except (TypeError, ValueError, OverflowError):
@@ -665,15 +683,12 @@ def _f32_bits(name, value):
     return f"0x{struct.unpack('<I', packed)[0]:08x}"
 
 
-def cache_write_spec(latent_dim, rope_dim, page_size, dtype, cache_format, chip, kv_scale=None):
+def cache_write_spec(latent_dim, rope_dim, page_size, dtype, cache_format, chip):
     """The spec of a cache_write kernel: `dtype` of kv_c/k_pe ("bf16", "f16", "f32"), `cache_format` a row
-    format ("bf16", "f16", "f32", "fp8_e4m3" with `kv_scale`, "fp8_e4m3_token", "fp8_ds_mla"). Each
-    fp8_e4m3 scale is its own kernel."""
-    text = (f"cache_write chip={chip} L={latent_dim} R={rope_dim} page={page_size} dtype={dtype} "
-            f"format={cache_format}")
-    if kv_scale is not None:
-        text += f" scale={_f32_bits('kv_scale', kv_scale)}"
-    return kernel_spec(text)
+    format ("bf16", "f16", "f32", "fp8_e4m3", "fp8_e4m3_token", "fp8_ds_mla"). fp8_e4m3's kv_scale is a
+    launch argument: one kernel serves every scale."""
+    return kernel_spec(f"cache_write chip={chip} L={latent_dim} R={rope_dim} page={page_size} dtype={dtype} "
+                       f"format={cache_format}")
 
 
 def projection_spec(kind, num_heads, in_dim, out_dim, rope_dim, dtype, chip):
@@ -707,8 +722,9 @@ def cache_write(kv_c, k_pe, kv_cache, slot_mapping, *, kv_format="auto", kv_scal
     kv_c [T, L] and k_pe [T, R] or [T, 1, R] bfloat16, float16 or float32; slot_mapping [T] integers (CUDA
     or CPU); kv_cache [pages, page_size, row], contiguous, on kv_c's device. kv_format "auto" stores rows
     in kv_cache's float dtype (bfloat16, float16 or float32; the CPU path needs kv_c's); the fp8 formats
-    take a torch.uint8 (or int8) cache with the CPU path's row bytes: L+R for "fp8_e4m3" (with kv_scale,
-    baked into the kernel: each scale is its own kernel), L+R+8 for "fp8_e4m3_token" and
+    take a torch.uint8 (or int8) cache with the CPU path's row bytes: L+R for "fp8_e4m3" (with kv_scale: a
+    number, or a float32 CUDA tensor of one element on kv_c's device, vLLM's k_scale, which the kernel
+    reads when it runs; one kernel serves every scale), L+R+8 for "fp8_e4m3_token" and
     L + 4*L/128 + 2*R for "fp8_ds_mla". Bytes are those of the CPU path. Invalid arguments raise
     ValueError and leave kv_cache untouched.
     """
@@ -722,13 +738,13 @@ def cache_write(kv_c, k_pe, kv_cache, slot_mapping, *, kv_format="auto", kv_scal
         raise ValueError("slot_mapping holds values that do not fit in int32")
     slots_host = slots_host.to(torch.int32).contiguous()
     slots_ptr = ctypes.cast(slots_host.data_ptr(), ctypes.POINTER(ctypes.c_int32))
-    fmt = _cache_format(kv_format, kv_scale)
+    fmt = _cache_format(kv_format, kv_scale, data=False)
     names = ("kv_c", "k_pe", "slot_mapping", "kv_cache")
     values = (kv_c, k_pe, slots_host, kv_cache)
     kvc_d, kpe_d, slots_d, cache_d = [_describe(torch, n, v, data=False) for n, v in zip(names, values)]
     _call("mlaGpuCheckCacheWrite", ctypes.byref(kvc_d), ctypes.byref(kpe_d), ctypes.byref(slots_d), slots_ptr,
           ctypes.byref(cache_d), ctypes.byref(fmt))
-    tensors = {"kv_c": kv_c, "k_pe": k_pe, "kv_cache": kv_cache}
+    tensors = _with_kv_scale({"kv_c": kv_c, "k_pe": k_pe, "kv_cache": kv_cache}, kv_scale)
     if slot_mapping.is_cuda:
         tensors["slot_mapping"] = slot_mapping
     _same_device(tensors, "kv_c")
@@ -736,14 +752,16 @@ def cache_write(kv_c, k_pe, kv_cache, slot_mapping, *, kv_format="auto", kv_scal
     tokens, latent = kv_c.shape
     cache_format = _SPEC_DTYPES[cache_d.dtype] if kv_format == "auto" else kv_format
     spec = cache_write_spec(latent, k_pe.shape[-1], kv_cache.shape[1], _SPEC_DTYPES[kvc_d.dtype], cache_format,
-                            _chip(torch, kv_c.device), kv_scale).encode()
+                            _chip(torch, kv_c.device)).encode()
     if tokens == 0:
         return None
     same = slot_mapping.dtype == torch.int32 and slot_mapping.is_cuda and slot_mapping.is_contiguous()
     slots_dev = slot_mapping if same else slots_host.to(kv_c.device)
     described = [_describe(torch, n, v) for n, v in zip(names, (kv_c, k_pe, slots_dev, kv_cache))]
     kvc_d, kpe_d, slots_d, cache_d = [ctypes.byref(t) for t in described]
-    _launch(torch, kv_c.device, "mlaGpuCacheWrite", spec, kvc_d, kpe_d, slots_d, slots_ptr, cache_d)
+    fmt = _cache_format(kv_format, kv_scale)
+    _launch(torch, kv_c.device, "mlaGpuCacheWrite", spec, kvc_d, kpe_d, slots_d, slots_ptr, cache_d,
+            ctypes.byref(fmt))
     return None
 
 
@@ -788,14 +806,11 @@ def up_proj_out(o, w_uv, *, out=None):
 # Chunked prefill: gather_cache, merge_states, up_proj_kv, mha
 # ---------------------------------------------------------------------------------------------------
 
-def gather_cache_spec(latent_dim, rope_dim, page_size, dtype, cache_format, chip, kv_scale=None):
-    """The spec of a gather_cache kernel: rows of `cache_format` (as in `cache_write_spec`, fp8_e4m3 with
-    its `kv_scale`) dequantised into a workspace of `dtype` ("bf16", "f16", "f32")."""
-    text = (f"gather_cache chip={chip} L={latent_dim} R={rope_dim} page={page_size} dtype={dtype} "
-            f"format={cache_format}")
-    if kv_scale is not None:
-        text += f" scale={_f32_bits('kv_scale', kv_scale)}"
-    return kernel_spec(text)
+def gather_cache_spec(latent_dim, rope_dim, page_size, dtype, cache_format, chip):
+    """The spec of a gather_cache kernel: rows of `cache_format` (as in `cache_write_spec`) dequantised
+    into a workspace of `dtype` ("bf16", "f16", "f32")."""
+    return kernel_spec(f"gather_cache chip={chip} L={latent_dim} R={rope_dim} page={page_size} dtype={dtype} "
+                       f"format={cache_format}")
 
 
 def merge_states_spec(num_heads, head_dim, dtype, chip):
@@ -842,7 +857,8 @@ def gather_cache(kv_cache, block_table, starts, cu_rows, workspace, *, latent_di
     place; rows outside [cu_rows[0], cu_rows[B]) are left as they were. Returns workspace.
 
     kv_cache [pages, page_size, row] (kv_format as in `cache_write`: "auto" for a float cache, or a uint8
-    cache of an fp8 format; fp8_e4m3 with its kv_scale); block_table [B, max_pages], starts [B] and
+    cache of an fp8 format; fp8_e4m3 with its kv_scale, a number or a float32 CUDA tensor of one element
+    read by the kernel); block_table [B, max_pages], starts [B] and
     cu_rows [B+1] integers (CUDA or CPU; copied to the host and checked by the C rules: cu_rows
     non-decreasing, every gathered page in the block table and the cache); workspace [W, L+R] bfloat16,
     float16 or float32, contiguous, on kv_cache's device. `latent_dim` is L.
@@ -851,22 +867,24 @@ def gather_cache(kv_cache, block_table, starts, cu_rows, workspace, *, latent_di
     tables = [_int32_table(torch, n, v) for n, v in
               (("block_table", block_table), ("starts", starts), ("cu_rows", cu_rows))]
     hosts, ptrs = [t[0] for t in tables], [t[1] for t in tables]
-    fmt = _cache_format(kv_format, kv_scale)
+    fmt = _cache_format(kv_format, kv_scale, data=False)
     names = ("kv_cache", "block_table", "starts", "cu_rows", "workspace")
     cache_d, table_d, starts_d, cu_d, ws_d = [
         _describe(torch, n, v, data=False) for n, v in zip(names, (kv_cache, *hosts, workspace))]
     latent = _int("latent_dim", latent_dim)
     _call("mlaGpuCheckGatherCache", ctypes.byref(cache_d), ctypes.byref(table_d), ctypes.byref(starts_d),
           ctypes.byref(cu_d), *ptrs, ctypes.byref(ws_d), latent, ctypes.byref(fmt))
-    _same_device({"kv_cache": kv_cache, "workspace": workspace}, "kv_cache")
+    _same_device(_with_kv_scale({"kv_cache": kv_cache, "workspace": workspace}, kv_scale), "kv_cache")
 
     cache_format = _SPEC_DTYPES[cache_d.dtype] if kv_format == "auto" else kv_format
     spec = gather_cache_spec(latent, workspace.shape[1] - latent, kv_cache.shape[1], _SPEC_DTYPES[ws_d.dtype],
-                             cache_format, _chip(torch, kv_cache.device), kv_scale).encode()
+                             cache_format, _chip(torch, kv_cache.device)).encode()
     device_tables = [_on_device(v, h, kv_cache.device) for v, h in zip((block_table, starts, cu_rows), hosts)]
     described = [_describe(torch, n, v) for n, v in zip(names, (kv_cache, *device_tables, workspace))]
     cache_d, table_d, starts_d, cu_d, ws_d = [ctypes.byref(t) for t in described]
-    _launch(torch, kv_cache.device, "mlaGpuGatherCache", spec, cache_d, table_d, starts_d, cu_d, *ptrs, ws_d)
+    fmt = _cache_format(kv_format, kv_scale)
+    _launch(torch, kv_cache.device, "mlaGpuGatherCache", spec, cache_d, table_d, starts_d, cu_d, *ptrs, ws_d,
+            ctypes.byref(fmt))
     return workspace
 
 
@@ -957,7 +975,8 @@ def prefill(q, kv_c, k_pe, kv_b_proj, kv_cache, block_table, query_start_loc, se
     q [T, N, P+R], kv_c [T, L], k_pe [T, R] or [T, 1, R] and kv_b_proj [N*(P+V), L] bfloat16 or float16
     (one dtype), contiguous CUDA tensors; kv_cache [pages, page_size, row] on q's device, read only:
     kv_format "auto" takes any float cache (bfloat16, float16 or float32, converted as gathered), the fp8
-    formats a uint8 cache as in `cache_write`. block_table [B, max_pages], query_start_loc [B+1] and
+    formats a uint8 cache as in `cache_write` (fp8_e4m3's kv_scale a number or a float32 CUDA tensor of one
+    element, read by the gather kernel). block_table [B, max_pages], query_start_loc [B+1] and
     seq_lens [B] (context + new tokens) are integers, CUDA or CPU: they are copied to the host (a
     synchronisation for CUDA tensors) because the context chunks are planned there, and checked by the C
     rules before anything is enqueued. `workspace_rows` bounds the context rows up-projected at once
@@ -975,12 +994,14 @@ def prefill(q, kv_c, k_pe, kv_b_proj, kv_cache, block_table, query_start_loc, se
     if workspace_rows is not None:
         opts.hasWorkspaceRows = 1
         opts.workspaceRows = _int("workspace_rows", workspace_rows)
-    opts.cache = _cache_format(kv_format, kv_scale)
+    opts.cache = opts.keep = _cache_format(kv_format, kv_scale, data=False)  # `keep` holds what it points at
     names = ("q", "kv_c", "k_pe", "kv_b_proj", "kv_cache", "block_table", "query_start_loc", "seq_lens")
     checked = [_describe(torch, n, v, data=False) for n, v in zip(names, (q, kv_c, k_pe, kv_b_proj, kv_cache,
                                                                           *hosts))]
     _call("mlaGpuCheckPrefill", *[ctypes.byref(t) for t in checked], *ptrs, ctypes.byref(opts))
-    _same_device({"q": q, "kv_c": kv_c, "k_pe": k_pe, "kv_b_proj": kv_b_proj, "kv_cache": kv_cache}, "q")
+    _same_device(_with_kv_scale({"q": q, "kv_c": kv_c, "k_pe": k_pe, "kv_b_proj": kv_b_proj,
+                                 "kv_cache": kv_cache}, kv_scale), "q")
+    opts.cache = opts.keep = _cache_format(kv_format, kv_scale)
 
     tokens, heads = q.shape[0], q.shape[1]
     out = _output(torch, "out", out, (tokens, heads, opts.vHeadDim), q.dtype, q.device,

@@ -16,6 +16,7 @@ Tolerances (all comparisons are against the float64 reference rounded to float32
   * split-KV: different num_splits agree within rtol 1e-5 / atol 1e-6.
 """
 
+import re
 import zlib
 from dataclasses import dataclass
 
@@ -663,6 +664,40 @@ def test_cache_write_rejects(rng, name):
         mla.cache_write(args.pop("kv_c"), args.pop("k_pe"), args.pop("kv_cache"), args.pop("slot_mapping"),
                         **args)
     assert_unchanged(cache, before)
+
+
+def _kv_scale_forms():
+    """fp8_e4m3's kv_scale as arrays of one float32 element: numpy [1] and [], and vLLM's k_scale tensor."""
+    forms = [np.array([0.25], np.float32), np.float32(0.25)]
+    try:
+        import torch
+    except ImportError:
+        return forms
+    return forms + [torch.tensor([0.25], dtype=torch.float32)]
+
+
+def test_cache_write_takes_kv_scale_as_a_one_element_array(rng):
+    args = small_write_args(rng, "fp8_e4m3", 0.25)
+    before = args["kv_cache"].copy()
+    mla.cache_write(**args)
+    for form in _kv_scale_forms():
+        cache = before.copy()
+        mla.cache_write(**with_(args, kv_cache=cache, kv_scale=form))
+        assert_unchanged(cache, args["kv_cache"])
+
+
+@pytest.mark.parametrize("kv_scale, message", [
+    (np.array([0.25], np.float16), "a kv_scale tensor must hold one float32 element, got float16 [1]"),
+    (np.array([0.25, 0.5], np.float32), "a kv_scale tensor must hold one float32 element, got float32 [2]"),
+    (np.array([-1.0], np.float32), "kv_scale must be positive and finite, got -1.000000"),
+    (np.array([1], np.int32), "a kv_scale tensor must hold one float32 element, got int32 [1]"),
+], ids=["float16", "two_elements", "negative", "int32"])
+def test_cache_write_rejects_bad_kv_scale_arrays(rng, kv_scale, message):
+    args = small_write_args(rng, "fp8_e4m3", 0.25)
+    before = args["kv_cache"].copy()
+    with pytest.raises(ValueError, match=re.escape(message)):
+        mla.cache_write(**with_(args, kv_scale=kv_scale))
+    assert_unchanged(args["kv_cache"], before)
 
 
 def small_prefill_args(rng):

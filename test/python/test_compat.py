@@ -9,7 +9,7 @@ cache_seqlens, dv, tile_scheduler_metadata, num_splits, causal=causal); vLLM's t
 from random.sample, scale a float32 tensor, padding slots -1) and checked against a float64 reference of
 the peers' documented behaviour. CPU: numpy arrays and, where torch is installed, torch CPU tensors.
 GPU (torch CUDA, an sm_90a/sm_100a device): the same call sites in the shapes of the AOT kernel set
-(`mla-aot --shapes deepseek`: h_q 16, d 576, page 64, bf16, softmax scale 192^-0.5, fp8_e4m3 at scale 1).
+(`mla-aot --shapes deepseek`: h_q 16, d 576, page 64, bf16, softmax scale 192^-0.5, fp8_e4m3 at any scale).
 """
 
 import importlib.util
@@ -313,7 +313,7 @@ def test_concat_and_cache_mla_gpu(kv_cache_dtype):
     kv_c_bf, k_pe_bf = torch.from_numpy(kv_c).bfloat16(), torch.from_numpy(k_pe).bfloat16()
     if kv_format == "auto":
         kv_cache = kv_cache.astype(np.float32)
-    scale = torch.tensor(1.0, dtype=torch.float32, device="cuda")  # the AOT set's fp8_e4m3 scale
+    scale = torch.tensor(1.0, dtype=torch.float32, device="cuda")  # vLLM's k_scale, read by the kernel
     expected = ref.cache_write_ref(kv_c_bf.float().numpy(), k_pe_bf.float().numpy(), kv_cache.copy(),
                                    slot_mapping, kv_format, 1.0 if kv_format == "fp8_e4m3" else None)
     cache = torch.from_numpy(kv_cache).cuda()

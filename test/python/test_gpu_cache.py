@@ -4,7 +4,7 @@ Without a GPU (libMLAGpuCAPI.so, plus torch CPU tensors where torch is installed
 API's rejections before anything is launched, and the Python layer's ValueErrors.
 
 On an sm_90a/sm_100a GPU, with the kernels of `mla-aot --cache-dir $MLA_KERNEL_CACHE_DIR --shapes
-deepseek` (bf16 input, L=512, R=64, page 64; fp8_e4m3 at kv_scale 1.0):
+deepseek` (bf16 input, L=512, R=64, page 64; fp8_e4m3's kv_scale is a launch argument, so any scale):
   - cache_write into every row format is compared byte for byte with the whole expected cache: rows the
     call must not touch (negative slots, unmapped slots) keep their random initial bytes. fp8 rows come
     from the numpy reference quantisers (mla_reference.encode_rows, which test_reference.py and
@@ -19,6 +19,7 @@ deepseek` (bf16 input, L=512, R=64, page 64; fp8_e4m3 at kv_scale 1.0):
 
 import ctypes
 import importlib.util
+import re
 
 import pytest
 
@@ -67,9 +68,12 @@ def lib():
 # ---------------------------------------------------------------------------------------------------
 
 def test_specs_are_canonical(lib):
-    assert gpu.kernel_spec("cache_write format=fp8_e4m3 scale=1 dtype=bf16 page=64 R=64 L=512 chip=sm90") == (
-        "cache_write chip=sm_90a L=512 R=64 page=64 dtype=bf16 format=fp8_e4m3 scale=0x3f800000")
-    assert gpu.cache_write_spec(L, R, PAGE, "bf16", "fp8_e4m3", "sm_90a", 0.02).endswith("scale=0x3ca3d70a")
+    # fp8_e4m3's kv_scale is a launch argument: an old text's scale is ignored, every scale one kernel.
+    for scale in ("1", "0x3f000000", "2.0"):
+        assert gpu.kernel_spec(f"cache_write format=fp8_e4m3 scale={scale} dtype=bf16 page=64 R=64 L=512 "
+                               "chip=sm90") == gpu.cache_write_spec(L, R, PAGE, "bf16", "fp8_e4m3", "sm_90a")
+    assert gpu.cache_write_spec(L, R, PAGE, "bf16", "fp8_e4m3", "sm_90a") == (
+        "cache_write chip=sm_90a L=512 R=64 page=64 dtype=bf16 format=fp8_e4m3")
     assert gpu.cache_write_spec(L, R, PAGE, "f16", "fp8_ds_mla", "sm_100a") == (
         "cache_write chip=sm_100a L=512 R=64 page=64 dtype=f16 format=fp8_ds_mla")
     assert gpu.projection_spec("absorb_q", 16, P, L, R, "bf16", "sm_90a") == (
@@ -80,10 +84,11 @@ def test_specs_are_canonical(lib):
 
 @pytest.mark.parametrize("call, message", [
     (lambda: gpu.kernel_spec("prefill chip=sm_90a"), "starts with its family"),
-    (lambda: gpu.cache_write_spec(L, R, PAGE, "bf16", "fp8_e4m3", "sm_90a"), "format fp8_e4m3 needs scale"),
     (lambda: gpu.cache_write_spec(500, R, PAGE, "bf16", "fp8_ds_mla", "sm_90a"), "L % 128 == 0"),
-    (lambda: gpu.cache_write_spec(L, R, PAGE, "bf16", "fp8_e4m3", "sm_90a", 0.0), "positive and finite"),
-    (lambda: gpu.cache_write_spec(L, R, PAGE, "bf16", "fp8_e4m3", "sm_90a", 1e300), "positive finite float32"),
+    (lambda: gpu.kernel_spec("cache_write chip=sm_90a L=512 R=64 page=64 dtype=bf16 format=fp8_e4m3 scale=0"),
+     "scale (ignored: fp8_e4m3's kv_scale is a kernel parameter) must be a positive finite f32 when given"),
+    (lambda: gpu.kernel_spec("cache_write chip=sm_90a L=512 R=64 page=64 dtype=bf16 format=bf16 scale=1"),
+     "scale is only accepted (and ignored) with format fp8_e4m3, not bf16"),
     (lambda: gpu.projection_spec("absorb_q", 16, 100, L, R, "bf16", "sm_90a"), "K % 16 == 0"),
     (lambda: gpu.projection_spec("merge", 16, P, L, R, "bf16", "sm_90a"), "kind must be"),
 ])
@@ -105,12 +110,12 @@ DS_MLA_ROW = L + 4 * (L // 128) + 2 * R
 
 
 def c_cache_write(lib, *, spec=CW_SPEC, pointers=4096, slots=(0, 5), host=True, latent=L, page=PAGE,
-                  check_only=False):
+                  check_only=False, fmt=None, row=DS_MLA_ROW):
     """Calls mlaGpuCacheWrite (or mlaGpuCheckCacheWrite, for fp8_ds_mla) as mla.gpu does."""
     t = len(slots)
     host_slots = (ctypes.c_int32 * t)(*slots)
     tensors = [c_tensor(BF16, (t, latent), pointers), c_tensor(BF16, (t, R), pointers),
-               c_tensor(I32, (t,), pointers), c_tensor(U8, (SLOTS // page, page, DS_MLA_ROW), pointers)]
+               c_tensor(I32, (t,), pointers), c_tensor(U8, (SLOTS // page, page, row), pointers)]
     kv_c, k_pe, slot_mapping, cache = [ctypes.byref(x) for x in tensors]
     host_ptr = ctypes.cast(host_slots, ctypes.POINTER(ctypes.c_int32)) if host else None
     err = ctypes.create_string_buffer(4096)
@@ -119,8 +124,8 @@ def c_cache_write(lib, *, spec=CW_SPEC, pointers=4096, slots=(0, 5), host=True, 
         code = lib.mlaGpuCheckCacheWrite(kv_c, k_pe, slot_mapping, host_ptr, cache, ctypes.byref(fmt), err,
                                          len(err))
     else:
-        code = lib.mlaGpuCacheWrite(spec.encode(), 0, kv_c, k_pe, slot_mapping, host_ptr, cache, None, err,
-                                    len(err))
+        code = lib.mlaGpuCacheWrite(spec.encode(), 0, kv_c, k_pe, slot_mapping, host_ptr, cache,
+                                    ctypes.byref(fmt) if fmt else None, None, err, len(err))
     return code, err.value.decode()
 
 
@@ -136,6 +141,31 @@ def c_cache_write(lib, *, spec=CW_SPEC, pointers=4096, slots=(0, 5), host=True, 
 ])
 def test_c_cache_write_rejects_bad_calls_before_touching_the_gpu(lib, kwargs, message):
     code, text = c_cache_write(lib, **kwargs)
+    assert code == gpu.ERROR_INVALID_ARGUMENT, text
+    assert message in text
+
+
+E4M3_SPEC = "cache_write chip=sm_90a L=512 R=64 page=64 dtype=bf16 format=fp8_e4m3"
+
+
+def e4m3_format(dtype=gpu._DTYPE_F32, shape=(1,), data=4096):
+    """fp8_e4m3 with its kv_scale as a device tensor description (kept alive by the format)."""
+    return gpu._CacheFormat(kvFormat=b"fp8_e4m3", kvScaleTensor=ctypes.pointer(c_tensor(dtype, shape, data)))
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(), "kv_format 'fp8_e4m3' needs kv_scale"),
+    (dict(fmt=e4m3_format(shape=(2,))), "a kv_scale tensor must hold one float32 element, got float32 [2]"),
+    (dict(fmt=e4m3_format(dtype=BF16)), "a kv_scale tensor must hold one float32 element, got bfloat16 [1]"),
+    (dict(fmt=e4m3_format(data=0)), "mla_cache_write: fp8_e4m3 needs kv_scale, a device pointer to one f32"),
+    (dict(fmt=e4m3_format(data=4098)), "mla_cache_write: kv_scale must be 4-byte aligned (got 0x1002)"),
+    (dict(fmt=gpu._CacheFormat(kvFormat=b"fp8_ds_mla")), "was not made for these arguments, which need "
+     "'cache_write chip=sm_90a L=512 R=64 page=64 dtype=bf16 format=fp8_ds_mla'"),
+])
+def test_c_cache_write_checks_the_kv_scale_before_touching_the_gpu(lib, kwargs, message):
+    fmt = kwargs.get("fmt")
+    row = DS_MLA_ROW if fmt is not None and fmt.kvFormat == b"fp8_ds_mla" else L + R
+    code, text = c_cache_write(lib, spec=E4M3_SPEC, row=row, **kwargs)
     assert code == gpu.ERROR_INVALID_ARGUMENT, text
     assert message in text
 
@@ -238,8 +268,16 @@ def test_cache_write_tensor_checks_raise_value_error(index):
     ("fp8_ds_mla", 1.0, "kv_scale is only used by kv_format 'fp8_e4m3'"),
     ("fp8_e4m3", 1.0, "kv_c is on cpu; the GPU path takes CUDA tensors"),
     ("auto", None, "kv_c is on cpu; the GPU path takes CUDA tensors"),
+    # vLLM's k_scale form: a float32 tensor of one element, checked by the C rules before any device test.
+    ("fp8_e4m3", lambda: torch.ones(1, dtype=torch.float16),
+     re.escape("a kv_scale tensor must hold one float32 element, got float16 [1]")),
+    ("fp8_e4m3", lambda: torch.ones(2), re.escape("a kv_scale tensor must hold one float32 element, got float32 [2]")),
+    ("fp8_e4m3", lambda: torch.ones(1, dtype=torch.float64), "kv_scale has dtype torch.float64"),
+    ("fp8_ds_mla", lambda: torch.ones(1), "kv_scale is only used by kv_format 'fp8_e4m3'"),
+    ("fp8_e4m3", lambda: torch.ones(()), "kv_c is on cpu; the GPU path takes CUDA tensors"),
 ])
 def test_cache_write_option_checks_raise_value_error(fmt, scale, message):
+    scale = scale() if callable(scale) else scale
     with pytest.raises(ValueError, match=message):
         gpu.cache_write(**cw_inputs(fmt=fmt if fmt in FP8_FORMATS else "auto"), kv_format=fmt, kv_scale=scale)
 
@@ -560,3 +598,78 @@ def test_runtime_stats_count_loads_hits_and_missing_entries(monkeypatch):
         mla.cache_write(p["kv_c"].cuda(), p["k_pe"].cuda(), paged16, p["slots"].cuda())
     stats = gpu.runtime_stats()
     assert (stats["cache_misses"], stats["not_found"], stats["loaded_kernels"]) == (2, 1, 1)
+
+
+# ---------------------------------------------------------------------------------------------------
+# fp8_e4m3's kv_scale as a device tensor (vLLM's k_scale): one kernel, the value read when it runs
+# ---------------------------------------------------------------------------------------------------
+
+def gather_all(cache, kv_scale):
+    """Every slot of `cache` (fp8_e4m3 rows) gathered into a bf16 workspace by one request over all pages."""
+    table = torch.arange(PAGES, dtype=torch.int32, device="cuda").view(1, PAGES)
+    starts = torch.zeros(1, dtype=torch.int32, device="cuda")
+    cu_rows = torch.tensor([0, SLOTS], dtype=torch.int32, device="cuda")
+    workspace = torch.zeros(SLOTS, L + R, dtype=torch.bfloat16, device="cuda")
+    mla.gather_cache(cache, table, starts, cu_rows, workspace, latent_dim=L, kv_format="fp8_e4m3",
+                     kv_scale=kv_scale)
+    return workspace
+
+
+def gathered_ref(cache, value):
+    table = np.arange(PAGES, dtype=np.int32).reshape(1, PAGES)
+    rows = ref.gather_cache_ref(cache.cpu().numpy(), "fp8_e4m3", table, [0], [0, SLOTS], L, R, value)
+    return torch.from_numpy(rows).bfloat16()
+
+
+@needs_gpu
+@pytest.mark.skipif(ref is None, reason="numpy is not installed: the reference is numpy")
+def test_fp8_e4m3_scale_tensor_serves_every_scale_with_one_kernel():
+    p = cache_problem()
+    kv_c, k_pe, slots = p["kv_c"].cuda(), p["k_pe"].cuda(), p["slots"].cuda()
+    scale = torch.empty(1, dtype=torch.float32, device="cuda")
+    gpu.clear_decoders()
+    caches = {}
+    for value in (0.5, 2.0):
+        scale.fill_(value)  # the same tensor, its value changed in place between the calls
+        cache = torch.zeros(PAGES, PAGE, L + R, dtype=torch.uint8, device="cuda")
+        mla.cache_write(kv_c, k_pe, cache, slots, kv_format="fp8_e4m3", kv_scale=scale)
+        want = expected_cache(torch.zeros(PAGES, PAGE, L + R, dtype=torch.uint8), p["rows"], p["slots"],
+                              "fp8_e4m3", value)
+        assert torch.equal(cache.cpu(), want), f"kv_scale {value}"
+        caches[value] = cache
+    assert not torch.equal(caches[0.5], caches[2.0])
+    stats = gpu.runtime_stats()
+    assert (stats["cache_misses"], stats["cache_hits"], stats["loaded_kernels"]) == (1, 1, 1)
+
+    gpu.clear_decoders()
+    for value, cache in caches.items():
+        scale.fill_(value)
+        assert torch.equal(gather_all(cache, scale).cpu(), gathered_ref(cache, value)), f"kv_scale {value}"
+    # The cache written at 0.5 read back at 2.0: the kernel takes the tensor's value, not a baked one.
+    assert torch.equal(gather_all(caches[0.5], scale).cpu(), gathered_ref(caches[0.5], 2.0))
+    stats = gpu.runtime_stats()
+    assert (stats["cache_misses"], stats["cache_hits"], stats["loaded_kernels"]) == (1, 2, 1)
+
+
+@needs_gpu
+@pytest.mark.skipif(ref is None, reason="numpy is not installed: the reference is numpy")
+def test_fp8_e4m3_host_scales_and_tensor_scales_write_the_same_bytes():
+    p = cache_problem()
+    kv_c, k_pe, slots = p["kv_c"].cuda(), p["k_pe"].cuda(), p["slots"].cuda()
+    for value in (0.5, 2.0, 0.5):  # a host value is uploaded once and reused
+        by_tensor = torch.zeros(PAGES, PAGE, L + R, dtype=torch.uint8, device="cuda")
+        by_value = torch.zeros_like(by_tensor)
+        mla.cache_write(kv_c, k_pe, by_tensor, slots, kv_format="fp8_e4m3",
+                        kv_scale=torch.full((), value, device="cuda"))
+        mla.cache_write(kv_c, k_pe, by_value, slots, kv_format="fp8_e4m3", kv_scale=value)
+        assert torch.equal(by_tensor, by_value)
+        assert torch.equal(gather_all(by_value, value), gather_all(by_tensor, torch.full((1,), value, device="cuda")))
+
+
+@needs_gpu
+def test_fp8_e4m3_scale_tensor_must_be_on_the_call_device():
+    p = cache_problem()
+    cache = torch.zeros(PAGES, PAGE, L + R, dtype=torch.uint8, device="cuda")
+    with pytest.raises(ValueError, match="kv_scale is on cpu; the GPU path takes CUDA tensors"):
+        mla.cache_write(p["kv_c"].cuda(), p["k_pe"].cuda(), cache, p["slots"].cuda(), kv_format="fp8_e4m3",
+                        kv_scale=torch.ones(1))

@@ -7,7 +7,7 @@ with a named chip and no workspace, which only validates, plans the chunks and s
 the Python layer's ValueErrors with torch CPU tensors.
 
 GPU (an sm_90a device and the kernels of `mla-aot --shapes deepseek`: L=512, R=64, P=V=128, page 64,
-bf16 activations, fp8_e4m3 at kv_scale 1.0, N in {16, 128}): varlen batches with 1-token prompts, empty
+bf16 activations, fp8_e4m3 at any kv_scale, N in {16, 128}): varlen batches with 1-token prompts, empty
 contexts, contexts crossing chunk boundaries, workspace budgets from the default down to one page and
 below, every row format, N = 16 and 128. The reference reads the inputs the GPU reads (bf16-rounded
 activations, the cache as stored), so the difference is the GPU's bf16 intermediates (K/V, each chunk's
@@ -109,6 +109,19 @@ def test_gpu_prefill_matches_the_reference(kv_format, N):
     out, read = run_on_gpu(case, kv_format, scale, workspace_rows=256)
     assert out.dtype == torch.bfloat16 and tuple(out.shape) == (sum(Q_LENS), N, V)
     assert_close(out, expected(case, read, kv_format, scale))
+
+
+@needs_gpu
+@pytest.mark.parametrize("value", [0.5, 2.0])
+def test_gpu_prefill_reads_fp8_e4m3_scale_from_a_device_tensor(value):
+    # vLLM's k_scale: one float32 CUDA tensor the gather kernel reads; every scale is the same kernel.
+    rng = np.random.default_rng(3)
+    case = ref.make_prefill_case(rng, Q_LENS, CTX_LENS, PAGE, L, R, 16, P, V, kv_format="fp8_e4m3",
+                                 kv_scale=value)
+    for name in ("q", "kv_c", "k_pe", "kv_b_proj"):
+        setattr(case, name, torch.from_numpy(getattr(case, name)).to(torch.bfloat16).float().numpy())
+    out, read = run_on_gpu(case, "fp8_e4m3", torch.full((1,), value, device="cuda"), workspace_rows=256)
+    assert_close(out, expected(case, read, "fp8_e4m3", value))
 
 
 @needs_gpu

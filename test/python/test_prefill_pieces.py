@@ -11,7 +11,7 @@ No GPU needed: spec texts, the C API's rejections before anything is launched (n
 pointers, bad host tables), and the Python layer's ValueErrors with torch CPU tensors.
 
 GPU (an sm_90a/sm_100a device and the kernels of `mla-aot --cache-dir $MLA_KERNEL_CACHE_DIR --shapes
-deepseek`: L=512, R=64, page 64, bf16 workspace / activations, fp8_e4m3 at scale 1.0):
+deepseek`: L=512, R=64, page 64, bf16 workspace / activations; fp8_e4m3 at any kv_scale):
   - gather_cache from every row format: gathered rows equal, bit for bit, the reference's float32 rows
     rounded to bfloat16 (the kernel decodes to float32 exactly and rounds once, as torch does); rows the
     call must not write keep their sentinel.
@@ -143,8 +143,10 @@ def lib():
 
 
 def test_prefill_specs_are_canonical(lib):
-    assert gpu.gather_cache_spec(L, R, PAGE, "bf16", "fp8_e4m3", "sm_90a", 1.0) == (
-        "gather_cache chip=sm_90a L=512 R=64 page=64 dtype=bf16 format=fp8_e4m3 scale=0x3f800000")
+    assert gpu.gather_cache_spec(L, R, PAGE, "bf16", "fp8_e4m3", "sm_90a") == (
+        "gather_cache chip=sm_90a L=512 R=64 page=64 dtype=bf16 format=fp8_e4m3")
+    assert gpu.kernel_spec("gather_cache format=fp8_e4m3 scale=0.5 dtype=bf16 page=64 R=64 L=512 chip=sm90") == (
+        "gather_cache chip=sm_90a L=512 R=64 page=64 dtype=bf16 format=fp8_e4m3")
     assert gpu.kernel_spec("gather_cache format=fp8_ds_mla dtype=bf16 page=64 R=64 L=512 chip=sm90") == (
         "gather_cache chip=sm_90a L=512 R=64 page=64 dtype=bf16 format=fp8_ds_mla")
     assert gpu.merge_states_spec(16, 128, "bf16", "sm_100a") == "merge_states chip=sm_100a N=16 H=128 dtype=bf16"
@@ -177,7 +179,8 @@ def c_gather(lib, *, pointers=4096, table=(0, 1), starts=(0,), cu_rows=(0, 70), 
     err = ctypes.create_string_buffer(4096)
     code = lib.mlaGpuGatherCache(GATHER_SPEC, 0, desc(BF16, (num_pages, PAGE, L + R), pointers),
                                  desc(I32, (batch, len(table) // max(1, batch))), desc(I32, (batch,)),
-                                 desc(I32, (batch + 1,)), *ptrs, desc(BF16, (rows, L + R)), None, err, len(err))
+                                 desc(I32, (batch + 1,)), *ptrs, desc(BF16, (rows, L + R)), None, None, err,
+                                 len(err))
     return code, err.value.decode()
 
 

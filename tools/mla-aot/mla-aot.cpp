@@ -60,7 +60,7 @@ cl::list<std::string>
            cl::desc("Named spec sets: 'deepseek' is sm_90a, bf16, page 64, "
                     "L=512 R=64: decode for N in {16,32,64,128} x (Sq=1, "
                     "Sq=2 causal), cache_write into every row format "
-                    "(fp8_e4m3 with scale 1.0), absorb_q (P=128) and "
+                    "(fp8_e4m3: any kv_scale), absorb_q (P=128) and "
                     "up_proj_out (V=128) for N in {16,128}, then prefill's "
                     "gather_cache from every row format into bf16, "
                     "up_proj_kv (P=V=128), merge_states (H=128) and mha "
@@ -130,10 +130,7 @@ std::vector<KernelSpec> getDeepSeekSpecs() {
     spec.shape.latentDim = 512;
     spec.shape.ropeDim = 64;
     spec.shape.input = ActType::BF16;
-    spec.shape.format = format;
-    // The per-tensor scale is baked into the fp8_e4m3 kernel: a model
-    // calibrated to another scale needs its own spec (--spec "... scale=S").
-    spec.shape.scale = 1.0f;
+    spec.shape.format = format; // fp8_e4m3's scale is a launch argument
     spec.pageSize = 64;
     result.push_back(spec);
   }
@@ -160,7 +157,6 @@ std::vector<KernelSpec> getDeepSeekSpecs() {
     shape.numHeads = heads;
     shape.scale = static_cast<float>(1.0 / std::sqrt(192.0));
     shape.format = format;
-    shape.kvScale = 1.0f;
     shape.pageSize = 64;
     return getChunkedPrefillSpecs(Chip::SM90a, shape);
   };

@@ -231,8 +231,8 @@ llvm::Expected<Problem> makeProblem(const BenchEnv &env, int64_t requests,
     w = std::max(w, size_t(chunk.rows()));
   int64_t rowBytes = 0;
   for (NamedFormat f : kE2EFormats)
-    rowBytes = std::max(rowBytes, cacheRowBytes({kLatent, kRope, ActType::BF16,
-                                                 f.format, 1.0f}));
+    rowBytes = std::max(
+        rowBytes, cacheRowBytes({kLatent, kRope, ActType::BF16, f.format}));
   size_t t = p.tokens, n = kHeads;
   size_t stateBytes = t * n * kValue * 2, lseBytes = n * t * 4;
   if (llvm::Error error = allocAll(
@@ -392,7 +392,7 @@ llvm::Error timeFormat(const BenchEnv &env, const Problem &p, NamedFormat f,
   if (!kernels)
     return kernels.takeError();
   std::mt19937 rng(7);
-  CacheWriteShape row{kLatent, kRope, ActType::BF16, f.format, 1.0f};
+  CacheWriteShape row{kLatent, kRope, ActType::BF16, f.format};
   if (llvm::Error error =
           fillCache(env.driver, p.at(Cache), row, p.numPages * kPage, rng))
     return error;

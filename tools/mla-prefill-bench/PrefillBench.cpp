@@ -31,7 +31,7 @@ UpProjKvKernelSpec mla::bench::upProjKvSpec(Chip chip) {
 GatherCacheKernelSpec mla::bench::gatherSpec(Chip chip, CacheFormat format) {
   GatherCacheKernelSpec spec;
   spec.chip = chip;
-  spec.shape.row = {kLatent, kRope, ActType::BF16, format, /*scale=*/1.0f};
+  spec.shape.row = {kLatent, kRope, ActType::BF16, format};
   spec.shape.pageSize = kPage;
   return spec;
 }

@@ -185,6 +185,71 @@ TEST(ArgRules, CacheWriteChecksFormatsAndSlots) {
             "float32");
 }
 
+TEST(ArgRules, KvScaleIsAHostValueOrAOneElementF32DeviceTensor) {
+  // f32 activations: both devices write them.
+  HostTensor kvC = tensor(DType::f32, {2, 64});
+  HostTensor kPe = tensor(DType::f32, {2, 16});
+  HostTensor cache = tensor(DType::u8, {4, 16, 80});
+  std::vector<int32_t> slots{0, 5};
+  HostTensor slotMapping = tensor(DType::i32, {2}, slots.data());
+  auto check = [&](Device device, const CacheFormat &format) {
+    return checkCacheWrite(device, kvC, kPe, cache, slotMapping, format);
+  };
+  CacheFormat format;
+  format.kvFormat = "fp8_e4m3";
+  EXPECT_EQ(messageOf(check(Device::GPU, format)),
+            "kv_format 'fp8_e4m3' needs kv_scale, the per-tensor scale its "
+            "values were divided by");
+  // A device tensor: float32, one element (vLLM's k_scale is [] or [1]).
+  for (llvm::SmallVector<int64_t> shape :
+       {llvm::SmallVector<int64_t>{}, {1}, {1, 1}}) {
+    format.kvScaleTensor = tensor(DType::f32, shape);
+    llvm::Expected<CacheWriteCall> call = check(Device::GPU, format);
+    ASSERT_TRUE(!!call) << messageOf(call.takeError());
+    EXPECT_TRUE(call->cache.scaleOnDevice);
+    EXPECT_FALSE(call->cache.scale.has_value());
+  }
+  format.kvScaleTensor = tensor(DType::bf16, {1});
+  EXPECT_EQ(messageOf(check(Device::GPU, format)),
+            "a kv_scale tensor must hold one float32 element, got bfloat16 "
+            "[1]");
+  format.kvScaleTensor = tensor(DType::f32, {2});
+  EXPECT_EQ(messageOf(check(Device::GPU, format)),
+            "a kv_scale tensor must hold one float32 element, got float32 "
+            "[2]");
+  // On the CPU the tensor is a host array and its value is read.
+  format.kvScaleTensor = tensor(DType::f32, {1});
+  EXPECT_EQ(messageOf(check(Device::CPU, format)),
+            "the CPU path reads the kv_scale tensor's value, but it has no "
+            "host data");
+  float value = 0.25f;
+  format.kvScaleTensor = tensor(DType::f32, {1}, &value);
+  llvm::Expected<CacheWriteCall> cpu = check(Device::CPU, format);
+  ASSERT_TRUE(!!cpu) << messageOf(cpu.takeError());
+  EXPECT_EQ(cpu->cache.scale, 0.25f);
+  EXPECT_FALSE(cpu->cache.scaleOnDevice);
+  value = -1.0f;
+  EXPECT_EQ(messageOf(check(Device::CPU, format)),
+            "kv_scale must be positive and finite, got -1.000000");
+  format.kvScale = 0.5;
+  EXPECT_EQ(messageOf(check(Device::GPU, format)),
+            "kv_scale is given twice: as a value and as a device tensor");
+  // A host value, rounded to the f32 the kernels and the IR use.
+  format.kvScaleTensor.reset();
+  llvm::Expected<CacheWriteCall> call = check(Device::GPU, format);
+  ASSERT_TRUE(!!call) << messageOf(call.takeError());
+  EXPECT_FALSE(call->cache.scaleOnDevice);
+  EXPECT_EQ(call->cache.scale, 0.5f);
+  // The formats that store their scales in the rows take neither.
+  format.kvFormat = "fp8_ds_mla";
+  format.kvScale.reset();
+  format.kvScaleTensor = tensor(DType::f32, {1});
+  cache = tensor(DType::u8, {4, 16, 256 + 8 + 32});
+  kvC = tensor(DType::f32, {2, 256});
+  EXPECT_EQ(messageOf(check(Device::GPU, format)),
+            "kv_scale is only used by kv_format 'fp8_e4m3', not 'fp8_ds_mla'");
+}
+
 TEST(ArgRules, Projections) {
   HostTensor q = tensor(DType::bf16, {5, 3, 24});
   HostTensor wUkT = tensor(DType::bf16, {3, 8, 64});

@@ -232,9 +232,8 @@ namespace {
 
 const char *const kCacheWriteBf16 =
     "cache_write chip=sm_90a L=512 R=64 page=64 dtype=bf16 format=bf16";
-const char *const kCacheWriteFp8 =
-    "cache_write chip=sm_90a L=512 R=64 page=64 "
-    "dtype=bf16 format=fp8_e4m3 scale=0x3f800000";
+const char *const kCacheWriteFp8 = "cache_write chip=sm_90a L=512 R=64 page=64 "
+                                   "dtype=bf16 format=fp8_e4m3";
 const char *const kAbsorbQ =
     "absorb_q chip=sm_90a N=128 P=128 L=512 R=64 dtype=bf16";
 const char *const kUpProjOut =
@@ -269,6 +268,25 @@ TEST(KernelSpecTest,
   EXPECT_EQ(toString(up), kUpProjOut);
 }
 
+TEST(KernelSpecTest, Fp8E4m3ScaleIsNotPartOfCacheWriteOrGatherImages) {
+  // fp8_e4m3's kv_scale is a kernel parameter: texts printed when it was
+  // baked in name today's kernel whatever scale they carry, so two scales
+  // share one key.
+  for (const char *family : {"cache_write", "gather_cache"}) {
+    std::string rest = " chip=sm_90a L=512 R=64 page=64 dtype=bf16 "
+                       "format=fp8_e4m3";
+    std::string canonical = family + rest;
+    KernelSpec plain = parseAnyOrDie(canonical);
+    EXPECT_EQ(toString(plain), canonical);
+    for (const char *scale : {" scale=0x3f000000", " scale=0x40000000",
+                              " scale=0.02", " scale=1"}) {
+      KernelSpec old = parseAnyOrDie(family + rest + scale);
+      EXPECT_EQ(toString(old), canonical) << scale;
+      EXPECT_EQ(cacheKeyFor(old), cacheKeyFor(plain)) << scale;
+    }
+  }
+}
+
 TEST(KernelSpecTest, EveryFamilyRoundTripsThroughTheDispatchingParser) {
   for (const char *text :
        {kDeepSeek, kCacheWriteBf16, kCacheWriteFp8, kAbsorbQ, kUpProjOut,
@@ -293,10 +311,9 @@ TEST(KernelSpecTest, EveryFamilyRoundTripsThroughTheDispatchingParser) {
   const auto &cw = std::get<CacheWriteKernelSpec>(cacheWrite);
   EXPECT_EQ(cw.shape.format, CacheFormat::FP8E4M3);
   EXPECT_EQ(cw.shape.input, ActType::F16);
-  EXPECT_EQ(cw.shape.scale, 0.02f);
   EXPECT_EQ(cw.pageSize, 32);
   EXPECT_EQ(toString(cacheWrite), "cache_write chip=sm_90a L=512 R=64 page=32 "
-                                  "dtype=f16 format=fp8_e4m3 scale=0x3ca3d70a");
+                                  "dtype=f16 format=fp8_e4m3");
   KernelSpec up = parseAnyOrDie(kUpProjOut);
   ASSERT_TRUE(std::holds_alternative<ProjectionKernelSpec>(up));
   const auto &p = std::get<ProjectionKernelSpec>(up);
@@ -340,7 +357,6 @@ TEST(KernelSpecTest, CacheWriteAndProjectionKeysChangeWithEveryField) {
   vary([](CacheWriteKernelSpec &s) { s.shape.ropeDim = 32; });
   vary([](CacheWriteKernelSpec &s) { s.pageSize = 16; });
   vary([](CacheWriteKernelSpec &s) { s.shape.input = ActType::F16; });
-  vary([](CacheWriteKernelSpec &s) { s.shape.scale = 2.0f; });
   for (CacheFormat format :
        {CacheFormat::BF16, CacheFormat::F16, CacheFormat::F32,
         CacheFormat::FP8E4M3Token, CacheFormat::FP8DsMla})
@@ -381,11 +397,13 @@ TEST(KernelSpecTest, MalformedCacheWriteAndProjectionTextIsRejected) {
   rejects(cw + "dtype=bf16", "missing format");
   rejects(cw + "dtype=fp8 format=bf16", "dtype must be bf16, f16 or f32");
   rejects(cw + "dtype=bf16 format=fp8", "format must be bf16, f16, f32");
-  rejects(cw + "dtype=bf16 format=fp8_e4m3", "format fp8_e4m3 needs scale");
   rejects(cw + "dtype=bf16 format=bf16 scale=0x3f800000",
-          "scale is only used by format fp8_e4m3, not bf16");
-  rejects(cw + "dtype=bf16 format=fp8_e4m3 scale=0", "scale must be");
-  rejects(cw + "dtype=bf16 format=fp8_e4m3 scale=inf", "scale must be");
+          "scale is only accepted (and ignored) with format fp8_e4m3, not "
+          "bf16");
+  for (const char *bad : {"scale=0", "scale=inf", "scale=-1", "scale=0x3f80"})
+    rejects(cw + "dtype=bf16 format=fp8_e4m3 " + bad,
+            "scale (ignored: fp8_e4m3's kv_scale is a kernel parameter) must "
+            "be a positive finite f32 when given");
   rejects(cw + "dtype=bf16 format=bf16 N=4", "unknown key 'N'");
   rejects("cache_write chip=sm_90a L=500 R=64 page=64 dtype=bf16 "
           "format=fp8_ds_mla",
@@ -427,7 +445,7 @@ TEST(KernelSpecTest, PrefillFamiliesPrintParseAndRoundTrip) {
        {"gather_cache chip=sm_90a L=512 R=64 page=64 dtype=bf16 "
         "format=fp8_ds_mla",
         "gather_cache chip=sm_100a L=256 R=32 page=16 dtype=f32 "
-        "format=fp8_e4m3 scale=0x3ca3d70a",
+        "format=fp8_e4m3",
         "gather_cache chip=sm_90a L=512 R=64 page=64 dtype=f16 "
         "format=fp8_e4m3_token",
         "merge_states chip=sm_100a N=16 H=512 dtype=f32",
@@ -449,7 +467,6 @@ TEST(KernelSpecTest, PrefillFamiliesPrintParseAndRoundTrip) {
   const auto &gs = std::get<GatherCacheKernelSpec>(g).shape;
   EXPECT_EQ(gs.row.format, CacheFormat::FP8E4M3);
   EXPECT_EQ(gs.row.input, ActType::F32);
-  EXPECT_EQ(gs.row.scale, 0.5f);
   EXPECT_EQ(gs.pageSize, 32);
   KernelSpec u = parseAnyOrDie("up_proj_kv V=64 P=32 L=128 N=4 dtype=bf16 "
                                "chip=sm_90a");
@@ -528,7 +545,6 @@ TEST(KernelSpecTest, MalformedPrefillTextIsRejected) {
   };
   const std::string g = "gather_cache chip=sm_90a L=512 R=64 page=64 ";
   rejects(g + "dtype=bf16", "missing format");
-  rejects(g + "dtype=bf16 format=fp8_e4m3", "format fp8_e4m3 needs scale");
   rejects("gather_cache chip=sm_90a L=500 R=64 page=64 dtype=bf16 "
           "format=fp8_ds_mla",
           "fp8_ds_mla needs L % 128 == 0");

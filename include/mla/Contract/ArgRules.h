@@ -27,11 +27,14 @@
 namespace mla {
 
 /// How the cache's rows are stored: `kvFormat` is "auto" (a float cache),
-/// "fp8_e4m3" (per-tensor scale `kvScale`), "fp8_e4m3_token" or
-/// "fp8_ds_mla".
+/// "fp8_e4m3" (with a per-tensor scale), "fp8_e4m3_token" or "fp8_ds_mla".
+/// fp8_e4m3's scale is a host value `kvScale` or a one-element tensor
+/// `kvScaleTensor` (vLLM's `k_scale`): on the GPU a device tensor described
+/// only (the kernels read it when they run), on the CPU a host array.
 struct CacheFormat {
   std::string kvFormat = "auto";
   std::optional<double> kvScale;
+  std::optional<HostTensor> kvScaleTensor;
 };
 
 struct DecodeOptions {
@@ -60,11 +63,24 @@ struct CheckedCache {
   /// The `format` keyword of #mla.cache_layout ("bf16", "f16", "f32",
   /// "fp8_e4m3", "fp8_e4m3_token", "fp8_ds_mla").
   std::string layoutFormat;
-  /// fp8_e4m3's per-tensor scale, rounded to the f32 the IR holds.
+  /// fp8_e4m3's per-tensor scale, rounded to the f32 the IR holds, when the
+  /// call gave it on the host.
   std::optional<float> scale;
+  /// True when the call gave fp8_e4m3's scale as a device tensor instead.
+  bool scaleOnDevice = false;
   int64_t pages = 0;
   int64_t pageSize = 0;
 };
+
+/// fp8_e4m3's per-tensor scale, the rule every call that reads or writes a
+/// cache applies: kv_format 'fp8_e4m3' needs exactly one of a positive finite
+/// `kvScale` and a `kvScaleTensor` of one float32 element (on the GPU a
+/// device tensor the kernels read; on the CPU a host array whose value is
+/// read here and checked as `kvScale` is); the other formats store their
+/// scales in the rows and take neither. Sets the checked cache's `scale`
+/// (host values) or `scaleOnDevice`.
+llvm::Error checkKvScale(Device device, const CacheFormat &format,
+                         CheckedCache &checked);
 
 /// decode(q [B, Sq, N, L+R], kv_cache, block_table [B, max_pages],
 /// seq_lens [B]).

@@ -8,10 +8,18 @@
 //
 // Every kernel takes raw device pointers (`!llvm.ptr<1>` in the IR, a
 // CUdeviceptr on the host) followed by i32 scalars. Tensors are dense and
-// row-major, and every pointer must be 16-byte aligned (the kernels use
-// 16-byte vector accesses wherever the row widths allow). Dimensions in the
-// shape structs below are baked into a kernel; the i32 parameters may differ
-// per launch. No kernel here uses dynamic shared memory.
+// row-major, and every tensor pointer must be 16-byte aligned (the kernels
+// use 16-byte vector accesses wherever the row widths allow). Dimensions in
+// the shape structs below are baked into a kernel; the i32 parameters may
+// differ per launch. No kernel here uses dynamic shared memory.
+//
+// fp8_e4m3's per-tensor scale (vLLM's `k_scale`) is not baked in: the
+// cache_write and gather_cache kernels of that format take one more
+// parameter, last, `kv_scale`, a pointer to one f32 in global memory (4-byte
+// aligned) that the kernel reads when it runs, so one image serves every
+// scale and a captured CUDA graph sees the value the tensor holds at replay.
+// Kernels of the other formats have no such parameter (kernelTakesKvScale):
+// their images and parameter lists are the same as before the scale moved.
 //
 //===----------------------------------------------------------------------===//
 
@@ -62,8 +70,14 @@ struct CacheWriteShape {
   int64_t ropeDim = 64;          // R
   ActType input = ActType::BF16; // kv_c and k_pe
   CacheFormat format = CacheFormat::BF16;
-  float scale = 1.0f; // the per-tensor scale of fp8_e4m3 (else unused)
 };
+
+/// Whether the cache_write and gather_cache kernels of `format` take the
+/// trailing `kv_scale` parameter: fp8_e4m3 only, the one format whose scale
+/// is not stored in the rows.
+inline bool kernelTakesKvScale(CacheFormat format) {
+  return format == CacheFormat::FP8E4M3;
+}
 
 /// Bytes of one stored cache row.
 inline int64_t cacheRowBytes(const CacheWriteShape &s) {
@@ -91,15 +105,16 @@ inline int64_t cacheRowBytes(const CacheWriteShape &s) {
 ///   slot_mapping  [T]                       i32
 ///   cache         [num_slots, row bytes]    the format's rows
 ///   T, num_slots                            i32
+///   kv_scale                                f32* (fp8_e4m3 only, see above)
 /// Token t with slot s = slot_mapping[t] writes cache row s when
 /// 0 <= s < num_slots and nothing otherwise (negative slots are padding;
 /// larger ones are a caller error the kernel ignores rather than writing out
 /// of bounds). Quantisation matches the CPU lowering byte for byte: x / scale
-/// as an f32 division, float8 E4M3FN round-to-nearest-even saturated at
+/// as an f32 division (each warp loads *kv_scale once), float8 E4M3FN
+/// round-to-nearest-even saturated at
 /// +-448, scales max(amax, 1e-4) / 448 (per row half for fp8_e4m3_token, per
 /// 128-entry tile for fp8_ds_mla), bf16 round-to-nearest-even.
 inline constexpr const char *kCacheWriteKernel = "mla_cache_write";
-inline constexpr int kCacheWriteNumParams = 6;
 inline constexpr int64_t kCacheWriteTokensPerCta = 4;
 inline constexpr int64_t kCacheWriteThreadsPerCta =
     32 * kCacheWriteTokensPerCta;

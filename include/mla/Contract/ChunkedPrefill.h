@@ -88,8 +88,8 @@ struct ChunkedPrefillShape {
   int64_t valueDim = 128;                 // V
   ActType elem = ActType::BF16;           // q, kv_c, k_pe, kv_b_proj and out
   float scale = 0.0721687824f;            // the softmax scale
-  CacheFormat format = CacheFormat::BF16; // the cache's rows
-  float kvScale = 1.0f;                   // fp8_e4m3's per-tensor scale
+  CacheFormat format = CacheFormat::BF16; // the cache's rows (fp8_e4m3's
+                                          // scale is a launch argument)
   int64_t pageSize = 64;
 };
 

@@ -51,20 +51,22 @@ bool parseDecodeKernelSpec(const std::string &text, DecodeKernelSpec &spec,
 /// type, so it is part of the spec as well.
 struct CacheWriteKernelSpec {
   Chip chip = Chip::SM90a;
-  CacheWriteShape shape; // shape.scale is read for fp8_e4m3 only
+  CacheWriteShape shape;
   int64_t pageSize = 64;
 };
 
 /// Canonical text, e.g. "cache_write chip=sm_90a L=512 R=64 page=64
-/// dtype=bf16 format=fp8_e4m3 scale=0x3f800000". `dtype` is the input's
-/// (kv_c and k_pe: bf16, f16 or f32); `format` is the cache row format (bf16,
-/// f16, f32, fp8_e4m3, fp8_e4m3_token or fp8_ds_mla). The per-tensor scale is
-/// baked into the fp8_e4m3 kernel, so it is printed (as its f32 bit pattern)
-/// for that format only: each scale is its own kernel.
+/// dtype=bf16 format=fp8_e4m3". `dtype` is the input's (kv_c and k_pe: bf16,
+/// f16 or f32); `format` is the cache row format (bf16, f16, f32, fp8_e4m3,
+/// fp8_e4m3_token or fp8_ds_mla). fp8_e4m3's per-tensor scale is a kernel
+/// parameter (CacheProjectionABI.h), not part of the image, so one key serves
+/// every scale.
 std::string toString(const CacheWriteKernelSpec &spec);
 
-/// Parses what toString prints (keys in any order; `scale` required for
-/// fp8_e4m3 and refused otherwise, decimal accepted).
+/// Parses what toString prints (keys in any order). A `scale=` field, which
+/// fp8_e4m3 texts printed before the scale became a kernel parameter carry,
+/// is accepted with that format when well formed and ignored, so such texts
+/// name today's kernel; other formats refuse it.
 bool parseCacheWriteKernelSpec(const std::string &text,
                                CacheWriteKernelSpec &spec, std::string &error);
 
@@ -98,8 +100,8 @@ struct GatherCacheKernelSpec {
 };
 
 /// Canonical text, e.g. "gather_cache chip=sm_90a L=512 R=64 page=64
-/// dtype=bf16 format=fp8_ds_mla" (`scale` as in cache_write: its f32 bit
-/// pattern, for format fp8_e4m3 only).
+/// dtype=bf16 format=fp8_ds_mla"; parsed as cache_write's (an old `scale=`
+/// of fp8_e4m3 is ignored).
 std::string toString(const GatherCacheKernelSpec &spec);
 bool parseGatherCacheKernelSpec(const std::string &text,
                                 GatherCacheKernelSpec &spec,

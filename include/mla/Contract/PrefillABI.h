@@ -25,9 +25,9 @@ namespace mla::gpu {
 // gather_cache: mla_gather_cache
 //===----------------------------------------------------------------------===//
 
-/// The baked parameters of a gather kernel: the cache rows' format (L, R,
-/// format and fp8_e4m3 scale in `row`; `row.input` is the workspace's
-/// element type, the type rows are dequantised to) and the page size.
+/// The baked parameters of a gather kernel: the cache rows' format (L, R and
+/// format in `row`; `row.input` is the workspace's element type, the type
+/// rows are dequantised to) and the page size.
 struct GatherCacheShape {
   CacheWriteShape row;
   int64_t pageSize = 64;
@@ -41,6 +41,8 @@ struct GatherCacheShape {
 ///   cu_rows      [B+1]                            i32, non-decreasing
 ///   workspace    [W, L+R]                         row.input
 ///   B, maxPages, numPages, W                      i32
+///   kv_scale  f32* (fp8_e4m3 only: the trailing parameter
+///             CacheProjectionABI.h describes; each warp loads it once)
 /// Workspace row r with cu_rows[b] <= r < cu_rows[b+1] (found by binary
 /// search) receives the cache row at logical position
 /// starts[b] + r - cu_rows[b] of request b, dequantised exactly as the CPU
@@ -51,7 +53,6 @@ struct GatherCacheShape {
 /// were (the argument rules reject such calls; the kernel never reads out of
 /// bounds).
 inline constexpr const char *kGatherCacheKernel = "mla_gather_cache";
-inline constexpr int kGatherCacheNumParams = 9;
 inline constexpr int64_t kGatherRowsPerCta = 4;
 inline constexpr int64_t kGatherThreadsPerCta = 32 * kGatherRowsPerCta;
 
@@ -69,8 +70,6 @@ inline const char *checkGatherCacheShape(const GatherCacheShape &s) {
     return "L, R and the page size must be positive";
   if (s.row.format == CacheFormat::FP8DsMla && s.row.latentDim % kDsMlaTile)
     return "fp8_ds_mla needs L % 128 == 0";
-  if (s.row.format == CacheFormat::FP8E4M3 && !(s.row.scale > 0.0f))
-    return "fp8_e4m3 needs a positive scale";
   return "";
 }
 

@@ -32,6 +32,10 @@ struct CacheWriteArgs {
   CUdeviceptr cache = 0;       // [numSlots, cacheRowBytes(shape)] bytes
   int64_t tokens = 0;
   int64_t numSlots = 0; // pages * page_size
+  /// fp8_e4m3's scale: one f32 on the device (CacheProjectionABI.h,
+  /// KvScale.h); 0 for the other formats, whose kernels have no such
+  /// parameter.
+  CUdeviceptr kvScale = 0;
 };
 
 /// Everything launchCacheWrite checks, without a kernel or a GPU.

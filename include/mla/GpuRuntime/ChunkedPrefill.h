@@ -40,6 +40,7 @@ struct ChunkedPrefillArgs {
   CUdeviceptr blockTable = 0;    // [B, maxPages] i32
   CUdeviceptr queryStartLoc = 0; // [B+1] i32
   CUdeviceptr out = 0;           // [T, N, V]
+  CUdeviceptr kvScale = 0;       // fp8_e4m3's f32 scale (KvScale.h), else 0
   CUdeviceptr workspace = 0;
   uint64_t workspaceBytes = 0;
   int64_t tokens = 0, batch = 0, maxPages = 0, numPages = 0;

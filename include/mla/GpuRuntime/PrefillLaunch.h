@@ -35,6 +35,9 @@ struct GatherCacheArgs {
   int64_t maxPages = 0;
   int64_t numPages = 0;
   int64_t workspaceRows = 0;
+  /// fp8_e4m3's scale: one f32 on the device (CacheProjectionABI.h); 0 for
+  /// the other formats, whose kernels have no such parameter.
+  CUdeviceptr kvScale = 0;
 };
 
 llvm::Error checkGatherCacheArgs(const GatherCacheArgs &args);

@@ -5,7 +5,10 @@
 // groups of consecutive row entries with one vector load and one vector
 // store (16 bytes where the row widths allow). Scaled formats reduce the
 // amax with warp shuffles (the whole row for fp8_e4m3_token, each 8-lane
-// 128-entry tile for fp8_ds_mla) before quantising.
+// 128-entry tile for fp8_ds_mla) before quantising. fp8_e4m3 divides by
+// the f32 its kv_scale parameter points at, loaded once per warp, not by the
+// layout's `scale` (the CPU lowering's constant): one image serves every
+// scale (CacheProjectionABI.h).
 //
 // The codecs repeat the CPU lowering's integer algorithms
 // (lib/Conversion/MLAToLinalg/LoweringUtils.cpp) operation for operation
@@ -152,10 +155,6 @@ FailureOr<CacheWritePlan> planCacheWrite(CacheWriteOp op) {
     break;
   case RowFormat::fp8_e4m3:
     plan.shape.format = abi::CacheFormat::FP8E4M3;
-    if (!layout.getScale())
-      return op.emitOpError()
-             << "GPU cache_write: fp8_e4m3 needs the layout's 'scale'";
-    plan.shape.scale = layout.getScale().getValueAsDouble();
     break;
   case RowFormat::fp8_e4m3_token:
     plan.shape.format = abi::CacheFormat::FP8E4M3Token;
@@ -182,13 +181,13 @@ FailureOr<CacheWritePlan> planCacheWrite(CacheWriteOp op) {
 
 /// The kernel body for one token whose row starts at `row` (i8 pointer);
 /// `kvRow` and `peRow` point at the token's kv_c and k_pe rows, `lane` is
-/// the lane id (i32).
+/// the lane id (i32), `kvScale` the kv_scale parameter (fp8_e4m3 only).
 class RowWriter {
 public:
   RowWriter(Emit &e, const CacheWritePlan &plan, Value kvRow, Value peRow,
-            Value row, Value lane)
+            Value row, Value lane, Value kvScale)
       : e(e), plan(plan), s(plan.shape), kvRow(kvRow), peRow(peRow), row(row),
-        lane(lane), inBytes(abi::actBytes(s.input)),
+        lane(lane), kvScale(kvScale), inBytes(abi::actBytes(s.input)),
         rowBytes(abi::cacheRowBytes(s)) {}
 
   void emit() {
@@ -199,7 +198,7 @@ public:
       return emitElementwise(plan.cacheElem.getIntOrFloatBitWidth() / 8,
                              nullptr);
     case abi::CacheFormat::FP8E4M3: {
-      Value scale = e.f(s.scale);
+      Value scale = e.load(e.f32, kvScale, 4);
       return emitElementwise(
           1, [&](Value x) { return e.encodeE4M3(e.fdiv(x, scale)); });
     }
@@ -214,7 +213,7 @@ private:
   Emit &e;
   const CacheWritePlan &plan;
   const abi::CacheWriteShape &s;
-  Value kvRow, peRow, row, lane;
+  Value kvRow, peRow, row, lane, kvScale;
   int64_t inBytes, rowBytes;
 
   int64_t rowDim() const { return s.latentDim + s.ropeDim; }
@@ -416,14 +415,18 @@ LogicalResult emitCacheWriteKernels(OpBuilder &builder, Operation *cacheWriteOp,
   Operation *module = builder.getInsertionBlock()->getParentOp();
   ImplicitLocOpBuilder b(op.getLoc(), builder);
   Emit e(b);
+  SmallVector<Type> params = {e.ptrGlobal, e.ptrGlobal, e.ptrGlobal,
+                              e.ptrGlobal, e.i32,       e.i32};
+  if (abi::kernelTakesKvScale(plan->shape.format))
+    params.push_back(e.ptrGlobal);
   auto fn = gpu_codegen::createKernel(
-      b, gpu_codegen::uniqueSymbolName(module, abi::kCacheWriteKernel),
-      {e.ptrGlobal, e.ptrGlobal, e.ptrGlobal, e.ptrGlobal, e.i32, e.i32},
+      b, gpu_codegen::uniqueSymbolName(module, abi::kCacheWriteKernel), params,
       abi::kCacheWriteThreadsPerCta, /*setMaxNTid=*/false);
   Block &entry = fn.getBody().front();
   Value kvC = entry.getArgument(0), kPe = entry.getArgument(1);
   Value slots = entry.getArgument(2), cache = entry.getArgument(3);
   Value tokens = entry.getArgument(4), numSlots = entry.getArgument(5);
+  Value kvScale = params.size() > 6 ? entry.getArgument(6) : Value();
   Type i32 = e.i32;
 
   Value tid = e.threadIdX();
@@ -442,7 +445,7 @@ LogicalResult emitCacheWriteKernels(OpBuilder &builder, Operation *cacheWriteOp,
                         e.mul(e.zext64(slot), e.c64(abi::cacheRowBytes(s))));
       Value kvRow = e.gep(kvC, plan->inElem, e.mul(t64, e.c64(s.latentDim)));
       Value peRow = e.gep(kPe, plan->inElem, e.mul(t64, e.c64(s.ropeDim)));
-      RowWriter(e, *plan, kvRow, peRow, row, lane).emit();
+      RowWriter(e, *plan, kvRow, peRow, row, lane, kvScale).emit();
     });
   });
   mlir::gpu::ReturnOp::create(b);

@@ -10,7 +10,9 @@
 // The fp8 and bf16 decoders repeat the CPU lowering's integer algorithms
 // (lib/Conversion/MLAToLinalg/LoweringUtils.cpp) so that both paths give the
 // same f32 values, NaN codes included, before the one rounding to the
-// workspace type.
+// workspace type. fp8_e4m3 multiplies by the f32 its kv_scale parameter
+// points at, loaded once per warp, not by the layout's `scale` (the CPU
+// lowering's constant): one image serves every scale (PrefillABI.h).
 //
 //===----------------------------------------------------------------------===//
 
@@ -67,10 +69,6 @@ LogicalResult setFormat(GatherCacheOp op, GatherPlan &plan) {
     return success();
   case RowFormat::fp8_e4m3:
     s.format = abi::CacheFormat::FP8E4M3;
-    if (!layout.getScale())
-      return op.emitOpError("GPU gather_cache: fp8_e4m3 needs the layout's "
-                            "'scale'");
-    s.scale = layout.getScale().getValueAsDouble();
     return success();
   case RowFormat::fp8_e4m3_token:
     s.format = abi::CacheFormat::FP8E4M3Token;
@@ -195,14 +193,20 @@ private:
   int64_t rowBytes, wsBytes, vec;
   Value cache, blockTable, starts, cuRows, workspace, batch, maxPages, numPages,
       wsRows;
+  /// fp8_e4m3's scale, loaded from the kv_scale parameter.
+  Value kvScale;
 };
 
 } // namespace
 
 void GatherKernel::emit(StringRef name) {
   Type g = e.ptrGlobal, i32 = e.i32;
-  auto fn = gpu_codegen::createKernel(
-      b, name, {g, g, g, g, g, i32, i32, i32, i32}, abi::kGatherThreadsPerCta);
+  SmallVector<Type> params = {g, g, g, g, g, i32, i32, i32, i32};
+  bool scaled = abi::kernelTakesKvScale(s.format);
+  if (scaled)
+    params.push_back(g);
+  auto fn =
+      gpu_codegen::createKernel(b, name, params, abi::kGatherThreadsPerCta);
   cache = fn.getArgument(0), blockTable = fn.getArgument(1),
   starts = fn.getArgument(2), cuRows = fn.getArgument(3),
   workspace = fn.getArgument(4), batch = fn.getArgument(5),
@@ -232,6 +236,8 @@ void GatherKernel::emit(StringRef name) {
                             e.zext64(logicalPage));
         Value page = e.load(i32, e.gep(blockTable, i32, entry), 4);
         e.ifThen(e.cmp(arith::CmpIPredicate::ult, page, numPages), [&] {
+          if (scaled)
+            kvScale = e.load(e.f32, fn.getArgument(9), 4);
           Value slot = e.add(e.mul(e.zext64(page), e.c64(plan.shape.pageSize)),
                              e.zext64(e.remu(pos, e.c32(plan.shape.pageSize))));
           Value row = e.gep(cache, e.i8, e.mul(slot, e.c64(rowBytes)));
@@ -303,7 +309,7 @@ Value GatherKernel::loadGroup(Value row, Value first) {
   }
   case abi::CacheFormat::FP8E4M3:
     return toWorkspace(
-        loadFp8(row, first, commonPow2({rowBytes, vec}, 16), e.f(s.scale)));
+        loadFp8(row, first, commonPow2({rowBytes, vec}, 16), kvScale));
   case abi::CacheFormat::FP8E4M3Token: {
     // s0 (latent) and s1 (RoPE) follow the L+R bytes.
     int64_t d = L + s.ropeDim;

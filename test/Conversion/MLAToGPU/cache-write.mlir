@@ -1,6 +1,8 @@
 // RUN: mla-opt %s --convert-mla-to-gpu=chip=sm_90a | FileCheck %s
 // RUN: mla-opt %s --mla-to-nvvm="chip=sm_90a format=isa" | FileCheck --check-prefix=PTX %s
 // RUN: %if ptxas %{ env CUDA_ROOT=/usr/local/cuda mla-opt %s --mla-to-nvvm="chip=sm_90a format=bin" -o /dev/null %}
+// sm_100a plans 128-token pages, so the same writes are assembled with those.
+// RUN: %if ptxas %{ sed -e 's/page_size = 64/page_size = 128/' -e 's/x64x\([0-9]\)/x128x\1/g' %s | env CUDA_ROOT=/usr/local/cuda mla-opt --mla-to-nvvm="chip=sm_100a format=bin" -o /dev/null %}
 
 // One `mla_cache_write` kernel per op (later ones get a numeric suffix):
 // one warp per token, a slot check, then 16-byte vector stores per lane.
@@ -45,16 +47,22 @@ func.func @f32(%kv: tensor<?x512xbf16>, %pe: tensor<?x64xbf16>, %s: tensor<?xi32
 }
 
 // fp8_e4m3, per-tensor scale: x / scale (a true division), then the e4m3
-// encoder: saturation at 448, round-to-nearest-even of subnormals.
+// encoder: saturation at 448, round-to-nearest-even of subnormals. The scale
+// is the f32 the trailing kv_scale parameter points at, loaded once by each
+// writing warp; the layout's 0.02 is the CPU lowering's and is not baked in.
 // CHECK-LABEL: gpu.func @mla_cache_write_3(
-// CHECK-DAG:     %[[SCALE:.*]] = arith.constant 2.000000e-02 : f32
-// CHECK-DAG:     arith.constant 4.480000e+02 : f32
+// CHECK-SAME:    %{{.*}}: !llvm.ptr<1>, %{{.*}}: !llvm.ptr<1>, %{{.*}}: !llvm.ptr<1>, %{{.*}}: !llvm.ptr<1>, %{{.*}}: i32, %{{.*}}: i32, %[[KVS:.*]]: !llvm.ptr<1>) kernel
+// CHECK-NOT:     2.000000e-02
+// CHECK:         %[[SCALE:.*]] = llvm.load %[[KVS]] {alignment = 4 : i64} : !llvm.ptr<1> -> f32
+// CHECK-NOT:     llvm.load %[[KVS]]
 // CHECK:         arith.divf %{{.*}}, %[[SCALE]] : f32
 // CHECK:         llvm.intr.minimum
 // CHECK:         llvm.call_intrinsic "llvm.roundeven.f32"
 // CHECK:         arith.fptoui
 // CHECK:         arith.trunci %{{.*}} : i32 to i8
 // CHECK:         llvm.store %{{.*}} {alignment = 16 : i64} : vector<16xi8>, !llvm.ptr<1>
+// CHECK-NOT:     2.000000e-02
+// CHECK:         gpu.return
 func.func @fp8(%kv: tensor<?x512xbf16>, %pe: tensor<?x64xbf16>, %s: tensor<?xi32>, %c: tensor<?x64x576xi8>) -> tensor<?x64x576xi8> {
   %r = mla.cache_write %kv, %pe, %s layout #mla.cache_layout<format = fp8_e4m3, page_size = 64, scale = 2.0e-02 : f32> into %c
      : tensor<?x512xbf16>, tensor<?x64xbf16>, tensor<?xi32> into tensor<?x64x576xi8>
@@ -97,10 +105,16 @@ func.func @ds_mla(%kv: tensor<?x512xbf16>, %pe: tensor<?x1x64xbf16>, %s: tensor<
   return %r : tensor<?x64x656xi8>
 }
 
+// In the PTX, fp8_e4m3's kv_scale is the last parameter, loaded once from
+// global memory and divided into every value.
 // PTX: .entry mla_cache_write(
 // PTX: ld.global.v4.b32
 // PTX: st.global.v4.b32
 // PTX: .entry mla_cache_write_3(
+// PTX: .param .u64 .ptr .global .align 1 mla_cache_write_3_param_6\0A)
+// PTX: ld.param.b64 \09[[KVS:%rd[0-9]+]], [mla_cache_write_3_param_6]
+// PTX: ld.global.b32 \09[[SCALE:%r[0-9]+]], {{\[}}[[KVS]]]
+// PTX: div.rn.f32 \09%r{{[0-9]+}}, %r{{[0-9]+}}, [[SCALE]];
 // PTX: cvt.rni.f32.f32
 // PTX: .entry mla_cache_write_4(
 // PTX: shfl.sync.bfly.b32

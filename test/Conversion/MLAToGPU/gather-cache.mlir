@@ -54,10 +54,15 @@ func.func @f32_to_bf16(%c: tensor<?x64x576xf32>, %bt: tensor<?x?xi32>, %st: tens
 
 // fp8_e4m3, per-tensor scale: 8 e4m3 bytes (one 8-byte load) per lane, decoded with integer
 // operations (sign << 24, (exp + 120) << 23, mantissa << 20; subnormals as
-// m / 512 with the sign; 0x7F codes to NaN), then times the scale.
+// m / 512 with the sign; 0x7F codes to NaN), then times the scale: the f32
+// the trailing kv_scale parameter points at, loaded once per warp (the
+// layout's 0.02 is the CPU lowering's and is not baked in).
 // CHECK-LABEL: gpu.func @mla_gather_cache_2(
-// CHECK-DAG:     %[[SCALE:.*]] = arith.constant 2.000000e-02 : f32
-// CHECK-DAG:     arith.constant 576 : i64
+// CHECK-SAME:    %{{[^:]*}}: i32, %{{[^:]*}}: i32, %{{[^:]*}}: i32, %{{[^:]*}}: i32, %[[KVS:[^:]*]]: !llvm.ptr<1>) kernel
+// CHECK-NOT:     2.000000e-02
+// CHECK:         %[[SCALE:.*]] = llvm.load %[[KVS]] {alignment = 4 : i64} : !llvm.ptr<1> -> f32
+// CHECK:         arith.constant 576 : i64
+// CHECK-NOT:     llvm.load %[[KVS]]
 // CHECK:         llvm.load %{{.*}} {alignment = 8 : i64} : !llvm.ptr<1> -> vector<8xi8>
 // CHECK:         arith.extui %{{.*}} : i8 to i32
 // CHECK:         arith.shli %{{.*}}, %c24_i32
@@ -68,6 +73,8 @@ func.func @f32_to_bf16(%c: tensor<?x64x576xf32>, %bt: tensor<?x?xi32>, %st: tens
 // CHECK:         arith.mulf %{{.*}}, %[[SCALE]] : f32
 // CHECK:         arith.truncf %{{.*}} : f32 to bf16
 // CHECK:         llvm.store %{{.*}} {alignment = 16 : i64} : vector<8xbf16>, !llvm.ptr<1>
+// CHECK-NOT:     2.000000e-02
+// CHECK:         gpu.return
 func.func @fp8(%c: tensor<?x64x576xi8>, %bt: tensor<?x?xi32>, %st: tensor<?xi32>, %cu: tensor<?xi32>, %ws: tensor<?x576xbf16>) -> tensor<?x576xbf16> {
   %r = mla.gather_cache %c[%bt] starts %st rows %cu layout #mla.cache_layout<format = fp8_e4m3, page_size = 64, scale = 2.0e-02 : f32> into %ws
      : tensor<?x64x576xi8>, tensor<?x?xi32>, tensor<?xi32>, tensor<?xi32> into tensor<?x576xbf16>
@@ -112,10 +119,17 @@ func.func @ds_mla(%c: tensor<?x64x656xi8>, %bt: tensor<?x?xi32>, %st: tensor<?xi
 }
 
 // In the PTX, the bf16 copy is one 16-byte load and one 16-byte store per
-// lane and step, and fp8_ds_mla's RoPE part one 8-byte load of 4 bf16.
+// lane and step, fp8_e4m3's kv_scale the last parameter, loaded once from
+// global memory and multiplied into every value, and fp8_ds_mla's RoPE part
+// one 8-byte load of 4 bf16.
 // PTX: .visible .entry mla_gather_cache(
 // PTX: ld.global.v4.b32
 // PTX: st.global.v4.b32
 // PTX: .visible .entry mla_gather_cache_1(
+// PTX: .visible .entry mla_gather_cache_2(
+// PTX: .param .u32 mla_gather_cache_2_param_8,\0A\09.param .u64 .ptr .global .align 1 mla_gather_cache_2_param_9\0A)
+// PTX: ld.param.b64 \09[[KVS:%rd[0-9]+]], [mla_gather_cache_2_param_9]
+// PTX: ld.global.b32 \09[[SCALE:%r[0-9]+]], {{\[}}[[KVS]]]
+// PTX: mul.rn.f32 \09%r{{[0-9]+}}, [[SCALE]], %r{{[0-9]+}};
 // PTX: .visible .entry mla_gather_cache_4(
 // PTX: ld.global.v4.b16
