@@ -167,7 +167,10 @@ llvm::Error checkCacheDType(const Arg &cache, llvm::StringRef kvFormat,
                                   cache.dtype());
 }
 
-llvm::Expected<std::optional<float>> checkKvScale(const CacheFormat &format) {
+/// `scaleAtLaunch`: fp8_e4m3's scale is a device value given at launch (the
+/// GPU decode), so the options carry none.
+llvm::Expected<std::optional<float>> checkKvScale(const CacheFormat &format,
+                                                  bool scaleAtLaunch) {
   llvm::StringRef kvFormat = format.kvFormat;
   if (kvFormat != "fp8_e4m3") {
     if (format.kvScale)
@@ -175,6 +178,13 @@ llvm::Expected<std::optional<float>> checkKvScale(const CacheFormat &format) {
                                       "'fp8_e4m3', not '" +
                                       kvFormat + "'");
     return std::nullopt;
+  }
+  if (scaleAtLaunch) {
+    if (!format.kvScale)
+      return std::nullopt;
+    return makeInvalidArgumentError(
+        "the GPU decode reads fp8_e4m3's kv_scale from device memory (a "
+        "float32[1] tensor passed at launch), not from the options");
   }
   if (!format.kvScale)
     return makeInvalidArgumentError(
@@ -231,11 +241,13 @@ llvm::Error checkPages(Device device, const Arg &cache) {
 
 /// Checks `cache` against `format` for rows of latent width `latent` and
 /// RoPE width `rope` written or read with the activations `act` (converted
-/// to the cache's float type where `converts`).
+/// to the cache's float type where `converts`). `scaleAtLaunch`: as in
+/// checkKvScale.
 llvm::Expected<CheckedCache> checkCache(Device device, const Arg &cache,
                                         const CacheFormat &format,
                                         int64_t latent, int64_t rope,
-                                        const Arg &act, bool converts = false) {
+                                        const Arg &act, bool converts = false,
+                                        bool scaleAtLaunch = false) {
   llvm::StringRef kvFormat = format.kvFormat;
   if (llvm::Error err = checkKvFormatName(kvFormat))
     return std::move(err);
@@ -243,7 +255,8 @@ llvm::Expected<CheckedCache> checkCache(Device device, const Arg &cache,
     return std::move(err);
   if (llvm::Error err = checkCacheDType(cache, kvFormat, act, converts))
     return std::move(err);
-  llvm::Expected<std::optional<float>> scale = checkKvScale(format);
+  llvm::Expected<std::optional<float>> scale =
+      checkKvScale(format, scaleAtLaunch);
   if (!scale)
     return scale.takeError();
   if (llvm::Error err = checkRowWidth(cache, kvFormat, latent, rope))
@@ -448,18 +461,6 @@ static llvm::Expected<DecodeCall> checkDecodeQuery(Device device, const Arg &q,
   return call;
 }
 
-/// The GPU decode kernels read a cache of q's own dtype.
-static llvm::Error checkGpuDecodeFormat(const CacheFormat &format) {
-  if (llvm::Error err = checkOptionString("kv_format", format.kvFormat))
-    return err;
-  if (format.kvFormat == "auto" && !format.kvScale)
-    return llvm::Error::success();
-  return makeInvalidArgumentError(
-      "the GPU decode supports kv_format='auto' (a cache of q's dtype) only, "
-      "got kv_format='" +
-      format.kvFormat + "'" + (format.kvScale ? " with a kv_scale" : ""));
-}
-
 llvm::Expected<DecodeCall> mla::checkDecode(Device device, const HostTensor &qT,
                                             const HostTensor &kvCacheT,
                                             const HostTensor &blockTableT,
@@ -470,11 +471,12 @@ llvm::Expected<DecodeCall> mla::checkDecode(Device device, const HostTensor &qT,
   llvm::Expected<DecodeCall> call = checkDecodeQuery(device, q, options);
   if (!call)
     return call.takeError();
-  if (device == Device::GPU)
-    if (llvm::Error err = checkGpuDecodeFormat(options.cache))
-      return std::move(err);
-  llvm::Expected<CheckedCache> cache = checkCache(
-      device, kvCache, options.cache, call->latentDim, call->ropeDim, q);
+  // The GPU decode reads every format but f32 (which checkCache refuses for
+  // q's bf16/f16 dtype), fp8_e4m3's scale from device memory.
+  bool gpu = device == Device::GPU;
+  llvm::Expected<CheckedCache> cache =
+      checkCache(device, kvCache, options.cache, call->latentDim, call->ropeDim,
+                 q, /*converts=*/false, /*scaleAtLaunch=*/gpu);
   if (!cache)
     return cache.takeError();
   call->cache = std::move(*cache);
