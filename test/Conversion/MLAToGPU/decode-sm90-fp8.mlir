@@ -12,8 +12,8 @@
 // CHECK: llvm.load %[[KVSCALE]] {{.*}} : !llvm.ptr<1> -> f32
 // CHECK: nvvm.cp.async.shared.global
 // CHECK: scf.for
-// CHECK: cvt.rn.f16x2.e4m3x2
 // CHECK: llvm.mlir.zero : vector<4xi32>
+// CHECK: cvt.rn.f16x2.e4m3x2
 // CHECK: nvvm.fence.proxy {kind = #nvvm.proxy_kind<async.shared>, space = #nvvm.shared_space<cta>}
 // CHECK: wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16
 // CHECK: wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16
