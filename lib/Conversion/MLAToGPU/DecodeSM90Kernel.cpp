@@ -220,12 +220,19 @@ void DecodeSM90Kernel::storeKvChunks(Value k, int64_t firstChunk,
   Value slot = d.add(d.c32(lay.rawOff), lay.ring.slotOffset(d, k));
   Value valid = d.sub(kvEnd, blockStart(k)); // tokens of the piece
   Value zero = LLVM::ZeroOp::create(b, VectorType::get({4}, d.i32));
-  forEachStrided(d, tid, T, Bk * chunks, [&](Value idx) {
-    Value tok = d.divu(idx, d.c32(chunks)), c = d.remu(idx, d.c32(chunks));
-    Value row = d.add(slot, d.mul(tok, d.c32(shape.cacheRowBytes())));
-    Value v = d.select(d.slt(tok, valid), chunk(row, c), zero);
-    Value dst = lay.kv.byteOffset(d, tok, d.add(c, d.c32(firstChunk)));
-    d.store(v, sm(lay.kv.base, dst), 16);
+  // A loop rather than forEachStrided's unrolled rounds: unrolled, every
+  // round's loads are hoisted together and the O accumulators spill.
+  const int64_t count = Bk * chunks;
+  d.forLoop(llvm::divideCeil(count, T), {}, [&](Value round, ValueRange) {
+    Value idx = d.add(tid, d.mul(round, d.c32(T)));
+    d.ifThen(d.slt(idx, d.c32(count)), [&] {
+      Value tok = d.divu(idx, d.c32(chunks)), c = d.remu(idx, d.c32(chunks));
+      Value row = d.add(slot, d.mul(tok, d.c32(shape.cacheRowBytes())));
+      Value v = d.select(d.slt(tok, valid), chunk(row, c), zero);
+      Value dst = lay.kv.byteOffset(d, tok, d.add(c, d.c32(firstChunk)));
+      d.store(v, sm(lay.kv.base, dst), 16);
+    });
+    return SmallVector<Value>{};
   });
 }
 
