@@ -237,8 +237,8 @@ def test_option_checks_raise_value_error(options, message):
     ("fp8_ds_mla", 656, None, "q is on cpu; the GPU path takes CUDA tensors"),
     ("fp8_e4m3", 576, None, "kv_format 'fp8_e4m3' needs kv_scale"),
     ("fp8_ds_mla", 656, 0.5, "kv_scale is only used by kv_format 'fp8_e4m3', not 'fp8_ds_mla'"),
-    ("fp8_ds_mla", 576, None, "656 bytes"),
-    ("fp8_e4m3_token", 576, None, "584 bytes"),
+    ("fp8_ds_mla", 576, None, "rows have 576 bytes but kv_format .fp8_ds_mla. with L = 512, R = 64 needs 656"),
+    ("fp8_e4m3_token", 576, None, "needs 584"),
 ])
 def test_fp8_cache_checks_raise_value_error(kv_format, width, kv_scale, message):
     import torch
