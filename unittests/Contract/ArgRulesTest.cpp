@@ -156,10 +156,12 @@ TEST(ArgRules, GpuDecodeTakesFp8CachesWithTheScaleOnTheDevice) {
   EXPECT_NE(messageOf(c.check(Device::GPU))
                 .find("reads fp8_e4m3's kv_scale from device memory"),
             std::string::npos);
-  // The CPU still needs the scale among the options.
+  // The CPU (which takes f16, not bf16, q) still needs it among the options.
   c.options.cache.kvScale.reset();
+  c.q.dtype = DType::f16;
   EXPECT_NE(messageOf(c.check(Device::CPU)).find("needs kv_scale"),
             std::string::npos);
+  c.q.dtype = DType::bf16;
   c.cache = tensor(DType::u8, {8, 64, 656});
   c.options.cache.kvFormat = "fp8_ds_mla";
   EXPECT_EQ(messageOf(c.check(Device::GPU)), "");
