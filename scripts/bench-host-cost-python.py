@@ -30,7 +30,8 @@ STAND_IN = """
 #include <stddef.h>
 #include <stdint.h>
 int mlaGpuDecodeRun(const void *plan, uint64_t q, uint64_t cache, uint64_t blockTable, uint64_t seqLens,
-                    uint64_t out, uint64_t lse, double softmaxScale, void *stream, char *err, size_t errLen) {
+                    uint64_t out, uint64_t lse, double softmaxScale, uint64_t kvScale, void *stream, char *err,
+                    size_t errLen) {
   return 0;
 }
 int64_t mlaGpuDecodePlanNumSplits(const void *plan) { return 1; }
@@ -45,7 +46,7 @@ def stand_in_library(folder):
     subprocess.run(["cc", "-O2", "-shared", "-fPIC", source, "-o", library], check=True)
     lib = ctypes.CDLL(library)
     u64 = ctypes.c_uint64
-    lib.mlaGpuDecodeRun.argtypes = [ctypes.c_void_p, u64, u64, u64, u64, u64, u64, ctypes.c_double,
+    lib.mlaGpuDecodeRun.argtypes = [ctypes.c_void_p, u64, u64, u64, u64, u64, u64, ctypes.c_double, u64,
                                     ctypes.c_void_p, ctypes.c_char_p, ctypes.c_size_t]
     lib.mlaGpuDecodeRun.restype = ctypes.c_int
     lib.mlaGpuDecodePlanNumSplits.argtypes = [ctypes.c_void_p]
@@ -81,7 +82,7 @@ def main():
         plan = gpu.DecodePlan(torch, lib, ctypes.c_void_p(1), None, None, torch.device("cpu"), None, L, False,
                               args.batch)
         plan._device_index = -1
-        plan._set_step(tuple(tuple(v.shape) for v in x.values()), torch.bfloat16)
+        plan._set_step(tuple(tuple(v.shape) for v in x.values()), torch.bfloat16, torch.bfloat16)
         scale = 192**-0.5
 
         def call():

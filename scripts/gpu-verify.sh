@@ -9,7 +9,11 @@
 #             flushed (ratios: docs/benchmarks.md), then the host time of a
 #             Python decode call with and without a plan (bench-host-cost.py);
 #      sanitize: compute-sanitizer memcheck, racecheck and synccheck over
-#             mla-bench --check, and memcheck over the GPU pytest files.
+#             mla-bench --check, and memcheck over the GPU pytest files;
+#      fp8: mla-bench --check over each fp8 cache format, the fp8 decode
+#             pytest file, then three rounds of the issue-13 bar shapes
+#             (128,16,8192) and (132,128,8192), Sq=1, bf16 and each fp8
+#             format (GB/s counts the bytes each format reads).
 # Logs go to OUT (default $OUT, else .) as <step>.log; a failing step makes
 # the script exit non-zero after every step has run.
 set -uo pipefail
@@ -48,6 +52,18 @@ case $MODE in
     done
     step sanitizer-pytest 400 compute-sanitizer --tool memcheck --error-exitcode 9 \
       python3 -m pytest -q -x $PYTESTS ;;
+  fp8)
+    for f in fp8_e4m3 fp8_e4m3_token fp8_ds_mla; do
+      step "check-$f" 240 "$B" --cache-dir "$K" --check --kv-format $f
+      step "check-bench-$f" 240 "$B" --cache-dir "$K" --check --check-bench --kv-format $f
+    done
+    step pytest-fp8 300 python3 -m pytest -q -rs test/python/test_gpu_fp8_decode.py
+    for r in 1 2 3; do
+      for f in auto fp8_e4m3 fp8_e4m3_token fp8_ds_mla; do
+        step "bar16-$f-r$r" 120 "$B" --cache-dir "$K" --b 128 --n 16 --seq 8192 --sq 1 --kv-format $f
+        step "bar128-$f-r$r" 120 "$B" --cache-dir "$K" --b 132 --n 128 --seq 8192 --sq 1 --kv-format $f
+      done
+    done ;;
   *) echo "unknown mode $MODE" >&2; exit 2 ;;
 esac
 exit $status

@@ -81,7 +81,10 @@ typedef struct mlaGpuCacheFormat {
 /* The options of a decode: `headDimV` is the latent width L. With
  * `hasNumSplits`, every request is cut into `numSplits` pieces (1 to 65535);
  * without, `splitPolicy` (MLA_GPU_SPLIT_*) decides. The decode kernels read
- * caches of q's dtype only (kv_format "auto"). */
+ * caches of q's dtype (kv_format "auto") and the fp8 formats (sm_90a only);
+ * fp8_e4m3's per-tensor scale is a device float32 passed at launch (the
+ * `kvScale` pointer of mlaGpuDecode and mlaGpuDecodeRun), so
+ * `cache.hasKvScale` stays 0. */
 typedef struct mlaGpuDecodeOptions {
   int64_t headDimV;
   double softmaxScale;
@@ -101,19 +104,22 @@ typedef struct mlaGpuDecodeOptions {
 /* Writes the canonical spec text of a decode kernel into `spec` (`specLen`
  * bytes, NUL included). `chip` is "sm_90a" or "sm_100a", or NULL for the
  * chip of device `device` (which then needs a driver); the tiling is
- * chooseDecodeTiling's unless `tile` ("RxWxKxS") is given. The softmax
- * scale is not part of a spec: the kernel takes it at launch. */
+ * chooseDecodeTiling's unless `tile` ("RxWxKxS") is given. `kvFormat` is
+ * the cache's kv_format ("auto" or NULL: a cache of `dtype`; "fp8_e4m3",
+ * "fp8_e4m3_token", "fp8_ds_mla"). The softmax scale (and fp8_e4m3's
+ * kv_scale) are not part of a spec: the kernel takes them at launch. */
 int mlaGpuDecodeSpec(const char *chip, int32_t device, int64_t numHeads,
                      int64_t queryRows, int64_t latentDim, int64_t ropeDim,
                      int64_t pageSize, int32_t dtype, int32_t causal,
-                     const char *tile, char *spec, size_t specLen, char *err,
-                     size_t errLen);
+                     const char *kvFormat, const char *tile, char *spec,
+                     size_t specLen, char *err, size_t errLen);
 
 /* Checks a decode's tensors and options by the argument rules, without a
  * spec or a GPU: q [B, Sq, N, L+R] bf16 or f16, cache [numPages, page, L+R]
- * of q's dtype, blockTable int32 [B, maxPages], seqLens int32 [B]; with
- * `seqLensHost` (the same lengths on the host) also every length against
- * the block table's capacity and, for causal decode, against Sq. */
+ * of q's dtype (or uint8 rows of an fp8 kv_format), blockTable int32 [B,
+ * maxPages], seqLens int32 [B]; with `seqLensHost` (the same lengths on the
+ * host) also every length against the block table's capacity and, for causal
+ * decode, against Sq. */
 int mlaGpuCheckDecode(const mlaGpuTensor *q, const mlaGpuTensor *cache,
                       const mlaGpuTensor *blockTable,
                       const mlaGpuTensor *seqLens, const int32_t *seqLensHost,
@@ -124,6 +130,8 @@ int mlaGpuCheckDecode(const mlaGpuTensor *q, const mlaGpuTensor *cache,
 /* FlashMLA's flash_mla_with_kvcache on the GPU, for the kernel `spec`:
  *   q, cache, blockTable, seqLens as mlaGpuCheckDecode says (device
  *   pointers), -> out [B, Sq, N, L] (q's dtype), lse float32 [B, N, Sq].
+ *   kvScale: for kv_format fp8_e4m3 a device pointer to its float32 scale,
+ *   read by the kernel; 0 otherwise.
  * The call first runs mlaGpuCheckDecode's rules and checks that the spec
  * was made for these shapes and options. `seqLensHost` holds the lengths on
  * the host; they are validated and the splits planned from them. With NULL,
@@ -148,8 +156,8 @@ int mlaGpuDecode(const char *spec, int32_t device, const mlaGpuTensor *q,
                  const mlaGpuTensor *seqLens, const int32_t *seqLensHost,
                  const int32_t *blockTableHost,
                  const mlaGpuDecodeOptions *options, uint64_t out, uint64_t lse,
-                 uint64_t workspace, size_t *workspaceBytes, void *stream,
-                 char *err, size_t errLen);
+                 uint64_t kvScale, uint64_t workspace, size_t *workspaceBytes,
+                 void *stream, char *err, size_t errLen);
 
 /* Plan/run decode (FlashInfer's plan/run, FlashMLA's scheduler metadata):
  * the split bounds are computed on the device from device seq_lens by the
@@ -210,12 +218,13 @@ int mlaGpuDecodePlanUpdate(mlaGpuDecodePlan *plan, const mlaGpuTensor *q,
  * (mlaGpuDecode's), the tables holding the values that were planned
  * (planned bounds clamp each piece to seq_lens; what was not planned is not
  * checked). `softmaxScale` is a launch argument: one kernel serves every
- * scale. Checks pointers and the scale only; no allocation, no copy, no
+ * scale; so is `kvScale` (mlaGpuDecode's: fp8_e4m3's device scale, else 0).
+ * Checks pointers and the scale only; no allocation, no copy, no
  * synchronisation: capturable in a CUDA graph. */
 int mlaGpuDecodeRun(const mlaGpuDecodePlan *plan, uint64_t q, uint64_t cache,
                     uint64_t blockTable, uint64_t seqLens, uint64_t out,
-                    uint64_t lse, double softmaxScale, void *stream, char *err,
-                    size_t errLen);
+                    uint64_t lse, double softmaxScale, uint64_t kvScale,
+                    void *stream, char *err, size_t errLen);
 
 /* Synchronises `stream`, reads the plan's status word and clears it:
  * MLA_GPU_ERROR_INVALID_ARGUMENT, with the rule that was broken, when a step

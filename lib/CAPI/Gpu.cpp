@@ -198,11 +198,10 @@ llvm::Expected<int64_t> getNumSms(State &s, int32_t ordinal) {
   return count;
 }
 
-llvm::Expected<std::string> buildSpec(const char *chip, int32_t device,
-                                      int64_t numHeads, int64_t queryRows,
-                                      int64_t latentDim, int64_t ropeDim,
-                                      int64_t pageSize, int32_t dtype,
-                                      int32_t causal, const char *tile) {
+llvm::Expected<std::string>
+buildSpec(const char *chip, int32_t device, int64_t numHeads, int64_t queryRows,
+          int64_t latentDim, int64_t ropeDim, int64_t pageSize, int32_t dtype,
+          int32_t causal, const char *kvFormat, const char *tile) {
   DecodeKernelSpec spec;
   if (chip) {
     if (!parseChip(chip, spec.chip))
@@ -242,6 +241,17 @@ llvm::Expected<std::string> buildSpec(const char *chip, int32_t device,
   spec.shape.elem =
       dtype == MLA_GPU_DTYPE_BF16 ? ElemType::BF16 : ElemType::F16;
   spec.shape.causal = causal != 0;
+  llvm::StringRef format = kvFormat ? kvFormat : "auto";
+  if (format == "fp8_e4m3")
+    spec.shape.kvFormat = CacheFormat::FP8E4M3;
+  else if (format == "fp8_e4m3_token")
+    spec.shape.kvFormat = CacheFormat::FP8E4M3Token;
+  else if (format == "fp8_ds_mla")
+    spec.shape.kvFormat = CacheFormat::FP8DsMla;
+  else if (format != "auto")
+    return invalid("kv_format '" + format +
+                   "' is unknown (expected auto, fp8_e4m3, fp8_e4m3_token, "
+                   "fp8_ds_mla)");
   std::string text = toString(spec);
   text = text.substr(0, text.rfind(" tile="));
   if (tile)
@@ -471,6 +481,22 @@ llvm::Expected<mla::DecodeCall> checkDecodeCall(const DecodeCall &call) {
   return mla::checkDecode(mla::Device::GPU, t[0], t[1], t[2], t[3], options);
 }
 
+/// The row format of a checked cache (its layout keyword).
+CacheFormat cacheFormatOf(const mla::CheckedCache &cache) {
+  llvm::StringRef layout = cache.layoutFormat;
+  if (layout == "bf16")
+    return CacheFormat::BF16;
+  if (layout == "f16")
+    return CacheFormat::F16;
+  if (layout == "f32")
+    return CacheFormat::F32;
+  if (layout == "fp8_e4m3")
+    return CacheFormat::FP8E4M3;
+  if (layout == "fp8_e4m3_token")
+    return CacheFormat::FP8E4M3Token;
+  return CacheFormat::FP8DsMla;
+}
+
 /// The spec a checked decode needs, with `spec`'s chip and tiling.
 DecodeKernelSpec neededSpec(const DecodeKernelSpec &spec,
                             const mla::DecodeCall &call) {
@@ -483,6 +509,9 @@ DecodeKernelSpec neededSpec(const DecodeKernelSpec &spec,
   s.pageSize = call.cache.pageSize;
   s.elem = call.dtype == mla::DType::bf16 ? ElemType::BF16 : ElemType::F16;
   s.causal = call.causal;
+  // A cache of q's dtype keeps the kvFormat default, as the spec text does.
+  CacheFormat format = cacheFormatOf(call.cache);
+  s.kvFormat = isFp8(format) ? format : CacheFormat::BF16;
   return needed;
 }
 
@@ -526,8 +555,9 @@ llvm::Expected<SplitBounds> planDecode(State &s, const DecodeCall &call,
 }
 
 llvm::Error decode(const char *specText, int32_t device, const DecodeCall &call,
-                   uint64_t out, uint64_t lse, uint64_t workspace,
-                   size_t *workspaceBytes, CUstream stream) {
+                   uint64_t out, uint64_t lse, uint64_t kvScale,
+                   uint64_t workspace, size_t *workspaceBytes,
+                   CUstream stream) {
   llvm::Expected<mla::DecodeCall> checked = checkDecodeCall(call);
   if (!checked)
     return checked.takeError();
@@ -568,6 +598,7 @@ llvm::Error decode(const char *specText, int32_t device, const DecodeCall &call,
   args.numPages = checked->cache.pages;
   args.numSplits = bounds->numSplits;
   args.softmaxScale = checked->softmaxScale;
+  args.kvScale = kvScale;
   if (!workspace) {
     if (llvm::Error error = checkDecodeSizes(*spec, args.batch, args.maxPages,
                                              args.numPages, args.numSplits))
@@ -606,6 +637,8 @@ struct mlaGpuDecodePlan {
   std::shared_ptr<GpuDecoder> decoder;
   CUcontext context = nullptr;
   mlaGpuDecodeOptions options = {};
+  /// The kv_format options.cache.kvFormat points to.
+  std::string kvFormat;
   int64_t maxBatch = 0, numSplits = 1;
   uint64_t workspace = 0;
   size_t workspaceBytes = 0;
@@ -704,7 +737,12 @@ llvm::Error createPlan(const char *specText, int32_t device,
   result->decoder = std::move(*decoder);
   result->context = *context;
   result->options = *call.options;
-  result->options.cache.kvFormat = nullptr; // not owned; "auto" was checked
+  result->kvFormat = checked->cache.layoutFormat == "fp8_e4m3" ||
+                             checked->cache.layoutFormat == "fp8_e4m3_token" ||
+                             checked->cache.layoutFormat == "fp8_ds_mla"
+                         ? checked->cache.layoutFormat
+                         : "auto";
+  result->options.cache.kvFormat = result->kvFormat.c_str();
   result->maxBatch = maxBatch;
   result->numSplits = *numSplits;
   result->workspace = workspace;
@@ -1620,11 +1658,12 @@ extern "C" int mlaGpuDecodeSpec(const char *chip, int32_t device,
                                 int64_t numHeads, int64_t queryRows,
                                 int64_t latentDim, int64_t ropeDim,
                                 int64_t pageSize, int32_t dtype, int32_t causal,
-                                const char *tile, char *spec, size_t specLen,
-                                char *err, size_t errLen) {
+                                const char *kvFormat, const char *tile,
+                                char *spec, size_t specLen, char *err,
+                                size_t errLen) {
   llvm::Expected<std::string> text =
       buildSpec(chip, device, numHeads, queryRows, latentDim, ropeDim, pageSize,
-                dtype, causal, tile);
+                dtype, causal, kvFormat, tile);
   if (!text)
     return report(text.takeError(), err, errLen);
   if (!spec || specLen <= text->size())
@@ -1651,12 +1690,12 @@ mlaGpuDecode(const char *spec, int32_t device, const mlaGpuTensor *q,
              const mlaGpuTensor *cache, const mlaGpuTensor *blockTable,
              const mlaGpuTensor *seqLens, const int32_t *seqLensHost,
              const int32_t *blockTableHost, const mlaGpuDecodeOptions *options,
-             uint64_t out, uint64_t lse, uint64_t workspace,
+             uint64_t out, uint64_t lse, uint64_t kvScale, uint64_t workspace,
              size_t *workspaceBytes, void *stream, char *err, size_t errLen) {
   DecodeCall call{q,           cache,          blockTable, seqLens,
                   seqLensHost, blockTableHost, options};
-  return report(decode(spec, device, call, out, lse, workspace, workspaceBytes,
-                       static_cast<CUstream>(stream)),
+  return report(decode(spec, device, call, out, lse, kvScale, workspace,
+                       workspaceBytes, static_cast<CUstream>(stream)),
                 err, errLen);
 }
 
@@ -1705,8 +1744,8 @@ extern "C" int mlaGpuDecodePlanUpdate(mlaGpuDecodePlan *plan,
 extern "C" int mlaGpuDecodeRun(const mlaGpuDecodePlan *plan, uint64_t q,
                                uint64_t cache, uint64_t blockTable,
                                uint64_t seqLens, uint64_t out, uint64_t lse,
-                               double softmaxScale, void *stream, char *err,
-                               size_t errLen) {
+                               double softmaxScale, uint64_t kvScale,
+                               void *stream, char *err, size_t errLen) {
   DecodeArgs args;
   args.q = q;
   args.cache = cache;
@@ -1715,6 +1754,7 @@ extern "C" int mlaGpuDecodeRun(const mlaGpuDecodePlan *plan, uint64_t q,
   args.out = out;
   args.lse = lse;
   args.softmaxScale = static_cast<float>(softmaxScale);
+  args.kvScale = kvScale;
   return report(runPlan(plan, args, static_cast<CUstream>(stream)), err,
                 errLen);
 }

@@ -171,7 +171,7 @@ llvm::Error checkCacheDType(const Arg &cache, llvm::StringRef kvFormat,
 } // namespace
 
 llvm::Error mla::checkKvScale(Device device, const CacheFormat &format,
-                              CheckedCache &checked) {
+                              CheckedCache &checked, bool scaleAtLaunch) {
   llvm::StringRef kvFormat = format.kvFormat;
   bool given = format.kvScale || format.kvScaleTensor;
   if (kvFormat != "fp8_e4m3") {
@@ -180,6 +180,15 @@ llvm::Error mla::checkKvScale(Device device, const CacheFormat &format,
                                       "'fp8_e4m3', not '" +
                                       kvFormat + "'");
     return llvm::Error::success();
+  }
+  if (scaleAtLaunch) {
+    // The GPU decode takes the scale as a launch argument (a float32[1]
+    // device pointer its launcher checks), so the options carry none.
+    if (!given)
+      return llvm::Error::success();
+    return makeInvalidArgumentError(
+        "the GPU decode reads fp8_e4m3's kv_scale from device memory (a "
+        "float32[1] tensor passed at launch), not from the options");
   }
   if (!given)
     return makeInvalidArgumentError(
@@ -259,11 +268,13 @@ llvm::Error checkPages(Device device, const Arg &cache) {
 
 /// Checks `cache` against `format` for rows of latent width `latent` and
 /// RoPE width `rope` written or read with the activations `act` (converted
-/// to the cache's float type where `converts`).
+/// to the cache's float type where `converts`). `scaleAtLaunch`: as in
+/// checkKvScale.
 llvm::Expected<CheckedCache> checkCache(Device device, const Arg &cache,
                                         const CacheFormat &format,
                                         int64_t latent, int64_t rope,
-                                        const Arg &act, bool converts = false) {
+                                        const Arg &act, bool converts = false,
+                                        bool scaleAtLaunch = false) {
   llvm::StringRef kvFormat = format.kvFormat;
   if (llvm::Error err = checkKvFormatName(kvFormat))
     return std::move(err);
@@ -272,7 +283,7 @@ llvm::Expected<CheckedCache> checkCache(Device device, const Arg &cache,
   if (llvm::Error err = checkCacheDType(cache, kvFormat, act, converts))
     return std::move(err);
   CheckedCache result;
-  if (llvm::Error err = checkKvScale(device, format, result))
+  if (llvm::Error err = checkKvScale(device, format, result, scaleAtLaunch))
     return std::move(err);
   if (llvm::Error err = checkRowWidth(cache, kvFormat, latent, rope))
     return std::move(err);
@@ -474,19 +485,6 @@ static llvm::Expected<DecodeCall> checkDecodeQuery(Device device, const Arg &q,
   return call;
 }
 
-/// The GPU decode kernels read a cache of q's own dtype.
-static llvm::Error checkGpuDecodeFormat(const CacheFormat &format) {
-  if (llvm::Error err = checkOptionString("kv_format", format.kvFormat))
-    return err;
-  bool scaled = format.kvScale || format.kvScaleTensor;
-  if (format.kvFormat == "auto" && !scaled)
-    return llvm::Error::success();
-  return makeInvalidArgumentError(
-      "the GPU decode supports kv_format='auto' (a cache of q's dtype) only, "
-      "got kv_format='" +
-      format.kvFormat + "'" + (scaled ? " with a kv_scale" : ""));
-}
-
 llvm::Expected<DecodeCall> mla::checkDecode(Device device, const HostTensor &qT,
                                             const HostTensor &kvCacheT,
                                             const HostTensor &blockTableT,
@@ -497,11 +495,12 @@ llvm::Expected<DecodeCall> mla::checkDecode(Device device, const HostTensor &qT,
   llvm::Expected<DecodeCall> call = checkDecodeQuery(device, q, options);
   if (!call)
     return call.takeError();
-  if (device == Device::GPU)
-    if (llvm::Error err = checkGpuDecodeFormat(options.cache))
-      return std::move(err);
-  llvm::Expected<CheckedCache> cache = checkCache(
-      device, kvCache, options.cache, call->latentDim, call->ropeDim, q);
+  // The GPU decode reads every format but f32 (which checkCache refuses for
+  // q's bf16/f16 dtype), fp8_e4m3's scale from device memory.
+  bool gpu = device == Device::GPU;
+  llvm::Expected<CheckedCache> cache =
+      checkCache(device, kvCache, options.cache, call->latentDim, call->ropeDim,
+                 q, /*converts=*/false, /*scaleAtLaunch=*/gpu);
   if (!cache)
     return cache.takeError();
   call->cache = std::move(*cache);

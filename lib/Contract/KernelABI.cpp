@@ -42,7 +42,8 @@ DecodeTiling chooseDecodeTiling(Chip chip, const DecodeShape &shape) {
   // Warpgroup MMAs on 128B-swizzled tiles when the shape allows them: on
   // the H200 2.1-2.3x the mma.sync kernel at N=128 and +5% at N=16, where
   // the 64-row tile idles MMA rows but the kernel is bound by HBM anyway
-  // (docs/benchmarks.md).
+  // (docs/benchmarks.md). fp8_ds_mla's 656-byte rows make two raw stages
+  // overflow shared memory next to the wgmma tiles: it takes mma.sync.
   DecodeTiling wgmmaTiling{64, 2, 64, 2, /*wgmma=*/true};
   if (checkDecodeTiling(chip, shape, wgmmaTiling).empty())
     return wgmmaTiling;
@@ -85,23 +86,30 @@ int64_t decodeSharedBytes(Chip chip, const DecodeShape &shape,
                           const DecodeTiling &tiling) {
   if (chip == Chip::SM100a)
     return decodeSharedBytesSM100(shape, tiling);
+  // An fp8 cache: one dequantised KV tile, after the other sections a ring
+  // of `stages` raw blocks.
+  int64_t kvTiles = shape.fp8() ? 1 : tiling.stages;
+  int64_t raw =
+      shape.fp8()
+          ? tiling.stages * alignTo(tiling.kvBlock * shape.cacheRowBytes(), 128)
+          : 0;
   if (tiling.wgmma) {
     // 64-column boxes of 128-byte rows; every section 1024-byte aligned (the
     // 128-byte swizzle atom).
     int64_t row = shape.rowDim() * elemBytes(shape.elem);
     return alignTo(tiling.rowsPerCta * row, 1024) +
-           alignTo(tiling.stages * tiling.kvBlock * row, 1024) +
+           alignTo(kvTiles * tiling.kvBlock * row, 1024) +
            alignTo(tiling.rowsPerCta * tiling.kvBlock * 2, 1024) +
-           alignTo(tiling.rowsPerCta * tiling.warpsN * 4, 128);
+           alignTo(tiling.rowsPerCta * tiling.warpsN * 4, 128) + raw;
   }
   // Shared rows are padded to whole 128-byte swizzle groups.
   int64_t rowBytes = alignTo(shape.rowDim() * elemBytes(shape.elem), 128);
   int64_t q = alignTo(tiling.rowsPerCta * rowBytes, 128);
-  int64_t kv = alignTo(tiling.stages * tiling.kvBlock * rowBytes, 128);
+  int64_t kv = alignTo(kvTiles * tiling.kvBlock * rowBytes, 128);
   // P rows are padded by 16 bytes so ldmatrix reads are conflict-free.
   int64_t p = alignTo(tiling.rowsPerCta * (tiling.kvBlock * 2 + 16), 128);
   int64_t red = alignTo(tiling.rowsPerCta * tiling.warpsN * 4, 128);
-  return q + kv + p + red;
+  return q + kv + p + red + raw;
 }
 
 std::string checkDecodeTiling(Chip chip, const DecodeShape &shape,
@@ -115,6 +123,13 @@ std::string checkDecodeTiling(Chip chip, const DecodeShape &shape,
            ", N = " + std::to_string(shape.numHeads) +
            " and Sq = " + std::to_string(shape.queryRows) +
            " must each be at most " + std::to_string(kMaxDecodeRowDim);
+  if (chip == Chip::SM100a && shape.fp8())
+    return "fp8 caches are decoded on sm_90a only; the sm_100a (tcgen05) "
+           "decode reads bf16/f16 caches";
+  if (shape.fp8() && shape.kvFormat == CacheFormat::FP8DsMla &&
+      shape.latentDim % kDsMlaTile != 0)
+    return "fp8_ds_mla needs L % " + std::to_string(kDsMlaTile) +
+           " == 0, got L = " + std::to_string(shape.latentDim);
   if (chip == Chip::SM100a && tiling.wgmma)
     return "wgmma is an sm_90a instruction; sm_100a uses tcgen05";
   if (chip == Chip::SM100a)

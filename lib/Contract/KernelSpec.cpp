@@ -231,8 +231,12 @@ std::string toString(const DecodeKernelSpec &spec) {
      << " Sq=" << s.queryRows << " L=" << s.latentDim << " R=" << s.ropeDim
      << " page=" << s.pageSize
      << " dtype=" << (s.elem == ElemType::BF16 ? "bf16" : "f16")
-     << " causal=" << (s.causal ? 1 : 0) << " tile=" << t.rowsPerCta << 'x'
-     << t.warpsN << 'x' << t.kvBlock << 'x' << t.stages << (t.wgmma ? "w" : "");
+     << " causal=" << (s.causal ? 1 : 0);
+  // bf16/f16 caches keep the text (and key) they had before fp8 decode.
+  if (s.fp8())
+    os << " format=" << cacheFormatName(s.kvFormat);
+  os << " tile=" << t.rowsPerCta << 'x' << t.warpsN << 'x' << t.kvBlock << 'x'
+     << t.stages << (t.wgmma ? "w" : "");
   return os.str();
 }
 
@@ -248,8 +252,8 @@ bool parseDecodeKernelSpec(const std::string &text, DecodeKernelSpec &spec,
   }
   if (!checkRequired(fields,
                      {"chip", "N", "Sq", "L", "R", "page", "dtype", "causal"},
-                     "chip, N, Sq, L, R, page, dtype and causal; tile is "
-                     "optional",
+                     "chip, N, Sq, L, R, page, dtype and causal; format "
+                     "and tile are optional",
                      error))
     return false;
 
@@ -299,6 +303,18 @@ bool parseDecodeKernelSpec(const std::string &text, DecodeKernelSpec &spec,
                 value + "'";
         ok = false;
       }
+    } else if (key == "format") {
+      ok = false;
+      for (CacheFormat format : kCacheFormats)
+        if (isFp8(format) && value == cacheFormatName(format)) {
+          shape.kvFormat = format;
+          ok = true;
+        }
+      if (!ok)
+        error = "format (the cache's row format; omitted for a cache of "
+                "dtype) must be fp8_e4m3, fp8_e4m3_token or fp8_ds_mla, "
+                "got '" +
+                value + "'";
     } else if (key == "tile") {
       if (!parseTile(value, result.tiling)) {
         error = "tile must be rows_per_cta x warps_n x kv_block x stages, "
@@ -308,8 +324,8 @@ bool parseDecodeKernelSpec(const std::string &text, DecodeKernelSpec &spec,
       }
     } else {
       error = "unknown key '" + key +
-              "' (expected chip, N, Sq, L, R, page, dtype, causal, scale "
-              "or tile)";
+              "' (expected chip, N, Sq, L, R, page, dtype, causal, "
+              "format, scale or tile)";
       ok = false;
     }
     if (!ok)

@@ -24,6 +24,23 @@ Value mla::gpu_codegen::ptx::lg2ApproxFtz(ImplicitLocOpBuilder &b, Value x) {
   return unaryF32Asm(b, "lg2.approx.ftz.f32 $0, $1;", x);
 }
 
+std::pair<Value, Value>
+mla::gpu_codegen::ptx::cvtE4M3x4ToF16x2(ImplicitLocOpBuilder &b, Value bytes) {
+  Type i32 = b.getI32Type();
+  auto pair = LLVM::LLVMStructType::getLiteral(b.getContext(), {i32, i32});
+  Value r =
+      LLVM::InlineAsmOp::create(
+          b, pair, ValueRange{bytes},
+          "{\n.reg .b16 lo, hi;\nmov.b32 {lo, hi}, $2;\n"
+          "cvt.rn.f16x2.e4m3x2 $0, lo;\ncvt.rn.f16x2.e4m3x2 $1, hi;\n}",
+          "=r,=r,r", /*has_side_effects=*/false,
+          /*is_align_stack=*/false, LLVM::tailcallkind::TailCallKind::None,
+          LLVM::AsmDialectAttr(), ArrayAttr())
+          .getResult(0);
+  return {LLVM::ExtractValueOp::create(b, r, 0),
+          LLVM::ExtractValueOp::create(b, r, 1)};
+}
+
 /// The asm text and constraints of a wgmma: operands $0..$(c-1) are the
 /// accumulators (outputs tied to inputs $c..$(2c-1) through "0".."c-1"
 /// constraints), then A (a descriptor, or `aRegs` = 4 i32 fragments), the B

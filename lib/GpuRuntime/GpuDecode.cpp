@@ -183,6 +183,17 @@ llvm::Error mla::gpu::checkDecodeArgs(const DecodeKernelSpec &spec,
       return invalid(Twine("the device pointer ") + p.name + " is not " +
                      Twine(p.align) + "-byte aligned");
   }
+  bool wantsScale = spec.shape.kvFormat == CacheFormat::FP8E4M3;
+  if (wantsScale && (!args.kvScale || args.kvScale % 4))
+    return invalid("an fp8_e4m3 decode reads its per-tensor scale from "
+                   "kv_scale, a 4-byte aligned device pointer to one float32; "
+                   "got " +
+                   Twine(args.kvScale ? "an unaligned one" : "null"));
+  if (!wantsScale && args.kvScale)
+    return invalid("kv_scale is the per-tensor scale of an fp8_e4m3 cache; "
+                   "this kernel reads " +
+                   Twine(spec.shape.fp8() ? "per-row scales" : "no scale") +
+                   ": pass 0");
   if (llvm::Error error = checkDecodeSizes(spec, args.batch, args.maxPages,
                                            args.numPages, args.numSplits))
     return error;
@@ -337,11 +348,13 @@ llvm::Error GpuDecoder::run(CUstream stream, const DecodeArgs &args) const {
   int32_t maxPages = static_cast<int32_t>(args.maxPages);
   int32_t numSplits = static_cast<int32_t>(args.numSplits);
   float softmaxScale = args.softmaxScale;
+  CUdeviceptr kvScale = args.kvScale;
 
-  void *partialParams[] = {&q,           &cache,      &blockTable,  &seqLens,
-                           &splitBounds, &partialOut, &partialLse,  &batch,
-                           &maxPages,    &numSplits,  &softmaxScale};
-  static_assert(std::size(partialParams) == kDecodePartialNumParams);
+  // fp8_e4m3 kernels take kv_scale last; the others stop before it.
+  void *partialParams[] = {&q,           &cache,      &blockTable,   &seqLens,
+                           &splitBounds, &partialOut, &partialLse,   &batch,
+                           &maxPages,    &numSplits,  &softmaxScale, &kvScale};
+  static_assert(std::size(partialParams) == kDecodePartialNumParams + 1);
   void *combineParams[] = {&partialOut, &partialLse, &out,
                            &lse,        &batch,      &numSplits};
   static_assert(std::size(combineParams) == kCombineNumParams);
@@ -387,7 +400,7 @@ int64_t mla::gpu::chooseGridSplits(const DecodeKernelSpec &spec, int64_t batch,
   const double bandwidth = 3.3e12, flops = 180e12;
   const int64_t rows = shape.numHeads * shape.queryRows;
   const int64_t rowBlocks = (rows + tiling.rowsPerCta - 1) / tiling.rowsPerCta;
-  const double blockBytes = double(tiling.kvBlock) * shape.rowDim() * 2;
+  const double blockBytes = double(tiling.kvBlock) * shape.cacheRowBytes();
   const double blockFlops = 2.0 * tiling.rowsPerCta * tiling.kvBlock *
                             double(shape.rowDim() + shape.latentDim);
   const double tBlock = std::max(blockBytes / (bandwidth / numSms),

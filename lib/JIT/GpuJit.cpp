@@ -129,47 +129,8 @@ private:
   func::FuncOp func;
 };
 
-/// One function with an `mla.decode_partial` (dynamic batch, pages and
-/// splits; the spec's tiling as `mla.gpu_tiling`) and the `mla.combine` of
-/// its partials.
-OwningOpRef<ModuleOp> buildDecodeModule(MLIRContext &ctx,
-                                        const DecodeKernelSpec &spec) {
-  const DecodeShape &s = spec.shape;
-  const DecodeTiling &t = spec.tiling;
-  bool bf16 = s.elem == ElemType::BF16;
-  Type elem = bf16 ? Type(BFloat16Type::get(&ctx)) : Float16Type::get(&ctx);
-  Type f32 = Float32Type::get(&ctx), i32 = IntegerType::get(&ctx, 32);
-  int64_t sq = s.queryRows, n = s.numHeads, l = s.latentDim;
-  Type q = tensorType({-1, sq, n, s.rowDim()}, elem);
-  Type cache = tensorType({-1, s.pageSize, s.rowDim()}, elem);
-  Type table = tensorType({-1, -1}, i32), lens = tensorType({-1}, i32);
-  Type partialOut = tensorType({-1, -1, sq, n, l}, f32);
-  Type partialLse = tensorType({-1, -1, n, sq}, f32);
-  Type out = tensorType({-1, sq, n, l}, elem);
-  Type lse = tensorType({-1, n, sq}, f32);
-  KernelModuleBuilder kb(ctx, spec.chip, "mla_decode",
-                         {q, cache, table, lens, table}, {out, lse});
-  OpBuilder &b = kb.getBuilder();
-  auto layout = CacheLayoutAttr::get(
-      &ctx, bf16 ? RowFormat::bf16 : RowFormat::f16, s.pageSize, FloatAttr());
-  // The kernels read the split count and the softmax scale at run time; any
-  // positive values compile the same image.
-  auto partial = DecodePartialOp::create(
-      b, kb.getLoc(), partialOut, partialLse, kb.getArg(0), kb.getArg(1),
-      kb.getArg(2), kb.getArg(3), kb.getArg(4), layout, b.getF32FloatAttr(1.0f),
-      s.causal ? b.getUnitAttr() : UnitAttr(), b.getI64IntegerAttr(1),
-      /*shard=*/DcpShardAttr());
-  partial->setAttr(MLADialect::getGpuTilingAttrName(),
-                   GpuTilingAttr::get(&ctx, t.rowsPerCta, t.warpsN, t.kvBlock,
-                                      t.stages, t.wgmma));
-  auto combine =
-      CombineOp::create(b, kb.getLoc(), out, lse, partial.getPartialOut(),
-                        partial.getPartialLse());
-  return kb.finish(combine.getResults());
-}
-
-/// The row format and cache element type of a cache_write spec (fp8 caches
-/// hold bytes).
+/// The row format and cache element type of a cache format (fp8 caches hold
+/// bytes).
 std::pair<RowFormat, Type> getCacheFormat(MLIRContext &ctx,
                                           CacheFormat format) {
   Type byte = IntegerType::get(&ctx, 8);
@@ -188,6 +149,53 @@ std::pair<RowFormat, Type> getCacheFormat(MLIRContext &ctx,
     return {RowFormat::fp8_ds_mla, byte};
   }
   llvm_unreachable("unknown CacheFormat");
+}
+
+/// One function with an `mla.decode_partial` (dynamic batch, pages and
+/// splits; the spec's tiling as `mla.gpu_tiling`) and the `mla.combine` of
+/// its partials.
+OwningOpRef<ModuleOp> buildDecodeModule(MLIRContext &ctx,
+                                        const DecodeKernelSpec &spec) {
+  const DecodeShape &s = spec.shape;
+  const DecodeTiling &t = spec.tiling;
+  bool bf16 = s.elem == ElemType::BF16;
+  Type elem = bf16 ? Type(BFloat16Type::get(&ctx)) : Float16Type::get(&ctx);
+  Type f32 = Float32Type::get(&ctx), i32 = IntegerType::get(&ctx, 32);
+  int64_t sq = s.queryRows, n = s.numHeads, l = s.latentDim;
+  Type q = tensorType({-1, sq, n, s.rowDim()}, elem);
+  Type cache = tensorType({-1, s.pageSize, s.rowDim()}, elem);
+  Type table = tensorType({-1, -1}, i32), lens = tensorType({-1}, i32);
+  Type partialOut = tensorType({-1, -1, sq, n, l}, f32);
+  Type partialLse = tensorType({-1, -1, n, sq}, f32);
+  Type out = tensorType({-1, sq, n, l}, elem);
+  Type lse = tensorType({-1, n, sq}, f32);
+  auto layout = CacheLayoutAttr::get(
+      &ctx, bf16 ? RowFormat::bf16 : RowFormat::f16, s.pageSize, FloatAttr());
+  if (s.fp8()) {
+    auto [format, byte] = getCacheFormat(ctx, s.kvFormat);
+    cache = tensorType({-1, s.pageSize, s.cacheRowBytes()}, byte);
+    FloatAttr scale;
+    if (s.kvFormat == CacheFormat::FP8E4M3)
+      scale = FloatAttr::get(f32, 1.0f);
+    layout = CacheLayoutAttr::get(&ctx, format, s.pageSize, scale);
+  }
+  KernelModuleBuilder kb(ctx, spec.chip, "mla_decode",
+                         {q, cache, table, lens, table}, {out, lse});
+  OpBuilder &b = kb.getBuilder();
+  // The kernels read the split count, the softmax scale and fp8_e4m3's
+  // kv_scale at run time; any positive values compile the same image.
+  auto partial = DecodePartialOp::create(
+      b, kb.getLoc(), partialOut, partialLse, kb.getArg(0), kb.getArg(1),
+      kb.getArg(2), kb.getArg(3), kb.getArg(4), layout, b.getF32FloatAttr(1.0f),
+      s.causal ? b.getUnitAttr() : UnitAttr(), b.getI64IntegerAttr(1),
+      /*shard=*/DcpShardAttr());
+  partial->setAttr(MLADialect::getGpuTilingAttrName(),
+                   GpuTilingAttr::get(&ctx, t.rowsPerCta, t.warpsN, t.kvBlock,
+                                      t.stages, t.wgmma));
+  auto combine =
+      CombineOp::create(b, kb.getLoc(), out, lse, partial.getPartialOut(),
+                        partial.getPartialLse());
+  return kb.finish(combine.getResults());
 }
 
 /// The cache tensor type and `#mla.cache_layout` of rows in `s`'s format,

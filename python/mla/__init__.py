@@ -265,7 +265,8 @@ def decode(q, kv_cache, block_table, seq_lens, *, head_dim_v, softmax_scale, cau
     """Absorbed MLA decode over a paged latent cache (FlashMLA's flash_mla_with_kvcache).
 
     numpy arrays run on the CPU; when q is a torch CUDA tensor, every array must be a torch tensor and the
-    call runs `mla.gpu.decode` on q's device (bfloat16 or float16, kv_format "auto").
+    call runs `mla.gpu.decode` on q's device (bfloat16 or float16 q; kv_format "auto", or on sm_90a an fp8
+    format, fp8_e4m3's kv_scale then a number or a float32 CUDA tensor of one element).
 
     q [b, s_q, h_q, d] with d = L + R (RoPE part last); kv_cache [pages, page_size, row];
     block_table [b, max_pages]; seq_lens [b] (counting the s_q new tokens). head_dim_v is the latent
@@ -337,17 +338,18 @@ class HostDecodePlan:
 
 
 def plan_decode(q, kv_cache, block_table, seq_lens, *, head_dim_v, causal=False, num_splits=None,
-                split_policy="grid", max_batch=None, max_seq_len=None, plan=None):
+                split_policy="grid", max_batch=None, max_seq_len=None, plan=None, kv_format="auto"):
     """Plans the decodes of one batch step (FlashMLA's get_mla_metadata, FlashInfer's plan) and returns
     the plan for `decode(..., plan=plan)`. On torch CUDA tensors this is `mla.gpu.plan_decode` (split bounds
     computed on the GPU from device seq_lens, capturable in a CUDA graph); on numpy arrays it returns a
-    `HostDecodePlan`, whose decodes check every value on the host as a plain decode does."""
+    `HostDecodePlan`, whose decodes check every value on the host as a plain decode does. `kv_format` is
+    the cache's (it picks the GPU kernel; a CPU plan does not depend on it)."""
     if any(_is_torch_cuda(v) for v in (q, kv_cache, block_table, seq_lens)):
         from . import gpu
 
         return gpu.plan_decode(q, kv_cache, block_table, seq_lens, head_dim_v=head_dim_v, causal=causal,
                                num_splits=num_splits, split_policy=split_policy, max_batch=max_batch,
-                               max_seq_len=max_seq_len, plan=plan)
+                               max_seq_len=max_seq_len, plan=plan, kv_format=kv_format)
     return _plan_decode_cpu(q, block_table, seq_lens, head_dim_v, causal, num_splits, split_policy)
 
 

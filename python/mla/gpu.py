@@ -100,15 +100,15 @@ def _library():
     t, lens = ctypes.POINTER(_Tensor), ctypes.POINTER(i32)
     err = [p, size]
     signatures = {
-        "mlaGpuDecodeSpec": [p, i32, i64, i64, i64, i64, i64, i32, i32, p, p, size] + err,
+        "mlaGpuDecodeSpec": [p, i32, i64, i64, i64, i64, i64, i32, i32, p, p, p, size] + err,
         "mlaGpuCheckDecode": [t, t, t, t, lens, lens, ctypes.POINTER(_DecodeOptions)] + err,
-        "mlaGpuDecode": [p, i32, t, t, t, t, lens, lens, ctypes.POINTER(_DecodeOptions), u64, u64, u64,
+        "mlaGpuDecode": [p, i32, t, t, t, t, lens, lens, ctypes.POINTER(_DecodeOptions), u64, u64, u64, u64,
                          ctypes.POINTER(size), ctypes.c_void_p] + err,
         "mlaGpuDecodePlanCreate": [p, i32, t, t, t, t, ctypes.POINTER(_DecodeOptions), i64, i64, u64,
                                    ctypes.POINTER(size), u64, ctypes.POINTER(ctypes.c_void_p)] + err,
         "mlaGpuDecodePlanUpdate": [ctypes.c_void_p, t, t, t, t, ctypes.c_void_p] + err,
-        "mlaGpuDecodeRun": [ctypes.c_void_p, u64, u64, u64, u64, u64, u64, ctypes.c_double, ctypes.c_void_p]
-        + err,
+        "mlaGpuDecodeRun": [ctypes.c_void_p, u64, u64, u64, u64, u64, u64, ctypes.c_double, u64,
+                            ctypes.c_void_p] + err,
         "mlaGpuDecodePlanCheck": [ctypes.c_void_p, ctypes.c_void_p] + err,
         "mlaGpuCanonicalSpec": [p, p, size] + err,
         "mlaGpuCheckCacheWrite": [t, t, t, lens, t, ctypes.POINTER(_CacheFormat)] + err,
@@ -258,11 +258,14 @@ def _call(fn, *args):
     _check(code, err)
 
 
-def decode_spec(num_heads, query_rows, latent_dim, rope_dim, page_size, dtype, causal, chip, tile=None):
+def decode_spec(num_heads, query_rows, latent_dim, rope_dim, page_size, dtype, causal, chip, tile=None,
+                kv_format="auto"):
     """The kernel-cache spec text of a decode kernel: what `mla-aot --spec` takes. `dtype` is "bf16" or
-    "f16"; `chip` "sm_90a" or "sm_100a"; `tile` "RxWxKxS" overrides the default tiling. The softmax scale
-    is a launch argument, not part of the spec: one kernel serves every scale."""
-    key = (num_heads, query_rows, latent_dim, rope_dim, page_size, dtype, bool(causal), chip, tile)
+    "f16" (q and out); `chip` "sm_90a" or "sm_100a"; `tile` "RxWxKxS" overrides the default tiling;
+    `kv_format` is the cache's ("auto": rows of dtype; "fp8_e4m3", "fp8_e4m3_token", "fp8_ds_mla": sm_90a
+    only). The softmax scale and fp8_e4m3's kv_scale are launch arguments, not part of the spec: one
+    kernel serves every scale."""
+    key = (num_heads, query_rows, latent_dim, rope_dim, page_size, dtype, bool(causal), chip, tile, kv_format)
     if key in _specs:
         return _specs[key]
     codes = {"bf16": _DTYPE_BF16, "f16": _DTYPE_F16}
@@ -272,7 +275,7 @@ def decode_spec(num_heads, query_rows, latent_dim, rope_dim, page_size, dtype, c
     spec = ctypes.create_string_buffer(512)
     err = ctypes.create_string_buffer(_ERROR_BYTES)
     _check(lib.mlaGpuDecodeSpec(_c_string("chip", chip), 0, num_heads, query_rows, latent_dim, rope_dim,
-                                page_size, codes[dtype], 1 if causal else 0,
+                                page_size, codes[dtype], 1 if causal else 0, _c_string("kv_format", kv_format),
                                 _c_string("tile", tile) if tile is not None else None, spec, len(spec), err,
                                 len(err)),
            err)
@@ -372,11 +375,38 @@ def _outputs(torch, q, latent, out, lse):
     return result
 
 
-def _decode_spec_for(torch, q, kv_cache, latent, causal, tile):
+def _decode_spec_for(torch, q, kv_cache, latent, causal, tile, kv_format):
     b, sq, h, d = q.shape
     dtype = "bf16" if q.dtype == torch.bfloat16 else "f16"
     return decode_spec(h, sq, latent, d - latent, kv_cache.shape[1], dtype, causal, _chip(torch, q.device),
-                       tile).encode()
+                       tile, kv_format).encode()
+
+
+def _check_kv_scale(kv_format, kv_scale):
+    """kv_scale is given exactly for fp8_e4m3."""
+    if kv_format != "fp8_e4m3" and kv_scale is not None:
+        raise ValueError(f"kv_scale is only used by kv_format 'fp8_e4m3', not {kv_format!r}")
+    if kv_format == "fp8_e4m3" and kv_scale is None:
+        raise ValueError("kv_format 'fp8_e4m3' needs kv_scale, the per-tensor scale its values were divided by "
+                         "(a number or a float32 CUDA tensor of one element)")
+
+
+def _kv_scale_tensor(torch, kv_format, kv_scale, device):
+    """fp8_e4m3's per-tensor scale as the float32 [1] CUDA tensor the decode kernel reads (a given one, or
+    a new one holding the number `kv_scale`), or None for the other formats. The kernel reads it at launch,
+    so a captured graph sees later writes to it (vLLM's k_scale)."""
+    _check_kv_scale(kv_format, kv_scale)
+    if kv_format != "fp8_e4m3":
+        return None
+    if isinstance(kv_scale, torch.Tensor):
+        if kv_scale.dtype != torch.float32 or kv_scale.numel() != 1 or kv_scale.device != device:
+            raise ValueError(f"kv_scale must be a float32 tensor of one element on {device}, got "
+                             f"{kv_scale.dtype} {list(kv_scale.shape)} on {kv_scale.device}")
+        return kv_scale
+    value = _float("kv_scale", kv_scale)
+    if not (value > 0 and math.isfinite(value)):
+        raise ValueError(f"kv_scale must be positive and finite, got {kv_scale!r}")
+    return torch.tensor([value], dtype=torch.float32, device=device)
 
 
 def decode(q, kv_cache, block_table, seq_lens, *, head_dim_v, softmax_scale, causal=False, num_splits=None,
@@ -384,7 +414,9 @@ def decode(q, kv_cache, block_table, seq_lens, *, head_dim_v, softmax_scale, cau
     """Absorbed MLA decode over a paged latent cache on the GPU (FlashMLA's flash_mla_with_kvcache).
 
     Shapes and semantics are those of `mla.decode`: q [b, s_q, h_q, L+R] bfloat16 or float16, kv_cache
-    [pages, page_size, L+R] of q's dtype, block_table int32 [b, max_pages] (CUDA), seq_lens int32 [b]
+    [pages, page_size, L+R] of q's dtype (kv_format "auto") or uint8 rows of an fp8 kv_format as in
+    `cache_write` (sm_90a: dequantised to q's dtype in shared memory; fp8_e4m3's kv_scale a number or a
+    float32 CUDA tensor of one element, read by the kernel at launch), block_table int32 [b, max_pages] (CUDA), seq_lens int32 [b]
     (CUDA or CPU); returns out [b, s_q, h_q, L] in q's dtype and lse float32 [b, h_q, s_q], written into
     `out` and `lse` when given (contiguous tensors of those shapes on q's device).
 
@@ -399,22 +431,25 @@ def decode(q, kv_cache, block_table, seq_lens, *, head_dim_v, softmax_scale, cau
     devices against the plan and enqueues the decode on torch's current stream: no host copy, no
     synchronisation, and with `out` and `lse` no allocation, so it can be captured in a CUDA graph.
     seq_lens and block_table must hold the values the plan was made from; the plan checked those on
-    the device (`DecodePlan.check` reports what it found). The plan fixes num_splits, split_policy and
-    tile, which must then be left at their defaults.
+    the device (`DecodePlan.check` reports what it found). The plan fixes num_splits, split_policy, tile
+    and kv_format, which must then be left at their defaults; kv_scale (fp8_e4m3) is given per call.
     """
     if plan is not None:
-        if num_splits is not None or split_policy != "grid" or tile is not None or kv_format != "auto" \
-                or kv_scale is not None:
-            raise ValueError("with a plan, num_splits, split_policy, tile, kv_format and kv_scale are the "
-                             "plan's: leave them at their defaults")
+        if num_splits is not None or split_policy != "grid" or tile is not None:
+            raise ValueError("with a plan, num_splits, split_policy and tile are the plan's: leave them at "
+                             "their defaults")
         if not isinstance(plan, DecodePlan):
             raise ValueError(f"plan must come from mla.gpu.plan_decode, got {type(plan).__name__}")
-        return plan._run(q, kv_cache, block_table, seq_lens, head_dim_v, softmax_scale, causal, out, lse)
+        if kv_format not in ("auto", plan.kv_format):
+            raise ValueError(f"kv_format is the plan's ({plan.kv_format!r}), got {kv_format!r}")
+        return plan._run(q, kv_cache, block_table, seq_lens, head_dim_v, softmax_scale, causal, out, lse,
+                         kv_scale)
     torch = _torch()
     names = ("q", "kv_cache", "block_table", "seq_lens")
     values = (q, kv_cache, block_table, seq_lens)
     described = [_describe(torch, n, v, data=False) for n, v in zip(names, values)]
-    opts = _decode_options(head_dim_v, softmax_scale, causal, num_splits, split_policy, kv_format, kv_scale)
+    opts = _decode_options(head_dim_v, softmax_scale, causal, num_splits, split_policy, kv_format, None)
+    _check_kv_scale(kv_format, kv_scale)
     lens_host, lens_ptr = _host_i32(seq_lens)
     # The block table is read on the host too, so that a page past the cache
     # is an error rather than an out-of-bounds read on the GPU.
@@ -427,9 +462,10 @@ def decode(q, kv_cache, block_table, seq_lens, *, head_dim_v, softmax_scale, cau
     _same_device(tensors, "q")
 
     out, lse = _outputs(torch, q, opts.headDimV, out, lse)
+    scale = _kv_scale_tensor(torch, kv_format, kv_scale, q.device)
     if q.shape[0] == 0:
         return out, lse
-    spec = _decode_spec_for(torch, q, kv_cache, opts.headDimV, causal, tile)
+    spec = _decode_spec_for(torch, q, kv_cache, opts.headDimV, causal, tile, kv_format)
     lens_dev = seq_lens if seq_lens.is_cuda else seq_lens.to(q.device)
     described = [_describe(torch, n, v) for n, v in zip(names, (q, kv_cache, block_table, lens_dev))]
     refs = [ctypes.byref(t) for t in described]
@@ -440,7 +476,8 @@ def decode(q, kv_cache, block_table, seq_lens, *, head_dim_v, softmax_scale, cau
 
         def call(workspace):
             _call("mlaGpuDecode", spec, device, *refs, lens_ptr, table_ptr, ctypes.byref(opts), out.data_ptr(),
-                  lse.data_ptr(), workspace, ctypes.byref(size), stream)
+                  lse.data_ptr(), 0 if scale is None else scale.data_ptr(), workspace, ctypes.byref(size),
+                  stream)
 
         call(0)  # validates and sizes the workspace; enqueues nothing
         workspace = torch.empty(size.value, dtype=torch.uint8, device=q.device)
@@ -469,13 +506,15 @@ class DecodePlan:
     `max_batch` requests). `decode(..., plan=plan)` then launches with no host copy or synchronisation.
     `num_splits` is the number of pieces every request is cut into, fixed when the plan is made."""
 
-    def __init__(self, torch, lib, handle, workspace, status, device, shapes, head_dim_v, causal, max_batch):
+    def __init__(self, torch, lib, handle, workspace, status, device, shapes, head_dim_v, causal, max_batch,
+                 kv_format="auto"):
         self._torch, self._lib, self._handle = torch, lib, handle
         self._workspace, self._status = workspace, status
         self._device, self._device_index = device, device.index
         self._shapes = shapes
         self._head_dim_v, self._causal = head_dim_v, bool(causal)
         self.max_batch = max_batch
+        self.kv_format = kv_format
         self.num_splits = lib.mlaGpuDecodePlanNumSplits(handle)
         self._err = ctypes.create_string_buffer(_ERROR_BYTES)
         # Looked up once: a planned call's host budget has no room for attribute searches.
@@ -497,23 +536,25 @@ class DecodePlan:
         described = [_describe(torch, n, v) for n, v in zip(names, values)]
         stream = ctypes.c_void_p(_raw_stream(torch, self._device_index))
         _call("mlaGpuDecodePlanUpdate", self._handle, *[ctypes.byref(t) for t in described], stream)
-        self._set_step(tuple(tuple(v.shape) for v in values), q.dtype)
+        self._set_step(tuple(tuple(v.shape) for v in values), q.dtype, kv_cache.dtype)
 
-    def _set_step(self, shapes, dtype):
-        """Records the step planned last: the shapes of (q, kv_cache, block_table, seq_lens), q's dtype, and
-        the out and lse shapes they give, which a planned call checks its outputs against."""
-        self._shapes, self._dtype = shapes, dtype
+    def _set_step(self, shapes, dtype, cache_dtype):
+        """Records the step planned last: the shapes of (q, kv_cache, block_table, seq_lens), q's and
+        kv_cache's dtypes, and the out and lse shapes they give, which a planned call checks its outputs
+        against."""
+        self._shapes, self._dtype, self._cache_dtype = shapes, dtype, cache_dtype
         b, sq, h = shapes[0][0], shapes[0][1], shapes[0][2]
         self._output_shapes = ((b, sq, h, self._head_dim_v), (b, h, sq))
 
-    def _run(self, q, kv_cache, block_table, seq_lens, head_dim_v, softmax_scale, causal, out, lse):
+    def _run(self, q, kv_cache, block_table, seq_lens, head_dim_v, softmax_scale, causal, out, lse,
+             kv_scale=None):
         # The host budget of a planned call is a few microseconds of Python: one pass of cheap tests
         # (get_device() is an int, where .device builds an object), the precise message only on failure.
         torch, shapes, dev, dtype = self._torch, self._shapes, self._device_index, self._dtype
         tensors = (q, kv_cache, block_table, seq_lens)
         try:
             ok = (q.shape == shapes[0] and kv_cache.shape == shapes[1] and block_table.shape == shapes[2]
-                  and seq_lens.shape == shapes[3] and q.dtype == dtype and kv_cache.dtype == dtype
+                  and seq_lens.shape == shapes[3] and q.dtype == dtype and kv_cache.dtype == self._cache_dtype
                   and block_table.dtype == torch.int32 and seq_lens.dtype == torch.int32
                   and q.get_device() == dev and kv_cache.get_device() == dev and block_table.get_device() == dev
                   and seq_lens.get_device() == dev and q.is_contiguous() and kv_cache.is_contiguous()
@@ -536,9 +577,14 @@ class DecodePlan:
                 ok = False
             if not ok:
                 _outputs(torch, q, self._head_dim_v, out, lse)  # raises with the precise message
+        scale = 0
+        if kv_scale is not None or self.kv_format == "fp8_e4m3":
+            scale = _kv_scale_tensor(torch, self.kv_format, kv_scale, self._device)
+            self._kv_scale = scale  # alive until the next call, past the launch's enqueue
+            scale = scale.data_ptr()
         code = self._launch(self._handle, q.data_ptr(), kv_cache.data_ptr(), block_table.data_ptr(),
                             seq_lens.data_ptr(), out.data_ptr(), lse.data_ptr(), _float("softmax_scale", softmax_scale),
-                            self._stream(dev), self._err, _ERROR_BYTES)
+                            scale, self._stream(dev), self._err, _ERROR_BYTES)
         if code != SUCCESS:
             _check(code, self._err)
         return out, lse
@@ -555,7 +601,7 @@ class DecodePlan:
         if got != [list(s) for s in self._shapes]:
             raise ValueError(f"q, kv_cache, block_table and seq_lens have shapes {got}; the plan was made for "
                              f"{[list(s) for s in self._shapes]}: plan this step with plan_decode(..., plan=plan)")
-        wanted = (self._dtype, self._dtype, torch.int32, torch.int32)
+        wanted = (self._dtype, self._cache_dtype, torch.int32, torch.int32)
         for name, t, dtype in zip(names, tensors, wanted):
             if t.dtype != dtype:
                 raise ValueError(f"{name} has dtype {t.dtype}; the plan was made for {dtype}")
@@ -571,12 +617,12 @@ class DecodePlan:
 
 
 def plan_decode(q, kv_cache, block_table, seq_lens, *, head_dim_v, causal=False, num_splits=None,
-                split_policy="grid", tile=None, max_batch=None, max_seq_len=None, plan=None):
+                split_policy="grid", tile=None, max_batch=None, max_seq_len=None, plan=None, kv_format="auto"):
     """Plans the split-KV decode of one batch step on the GPU (FlashMLA's get_mla_metadata, FlashInfer's
     plan) and returns the plan for `decode(..., plan=plan)`.
 
-    The arguments are decode's (softmax_scale aside: the kernel takes it at launch, so one plan and one
-    kernel serve every scale). Every request is cut into the same number of whole-page pieces:
+    The arguments are decode's (softmax_scale and kv_scale aside: the kernel takes them at launch, so one
+    plan and one kernel serve every scale; kv_format fixes the kernel). Every request is cut into the same number of whole-page pieces:
     `num_splits`, or for split_policy "grid" (default) the count `chooseGridSplits` fits to the GPU for
     `max_batch` requests of `max_seq_len` tokens (default: the block table's capacity), or 1 for
     "batch-invariant"; "heuristic" and "balanced" plan from host lengths and are refused here. The bounds
@@ -600,14 +646,16 @@ def plan_decode(q, kv_cache, block_table, seq_lens, *, head_dim_v, causal=False,
             raise ValueError(f"plan must come from mla.gpu.plan_decode, got {type(plan).__name__}")
         if _int("head_dim_v", head_dim_v) != plan._head_dim_v or bool(causal) != plan._causal:
             raise ValueError(f"head_dim_v and causal must be the plan's ({plan._head_dim_v}, {plan._causal})")
+        if kv_format not in ("auto", plan.kv_format):
+            raise ValueError(f"kv_format is the plan's ({plan.kv_format!r}), got {kv_format!r}")
         plan._update(q, kv_cache, block_table, seq_lens)
         return plan
-    opts = _decode_options(head_dim_v, 1.0, causal, num_splits, split_policy, "auto", None)
+    opts = _decode_options(head_dim_v, 1.0, causal, num_splits, split_policy, kv_format, None)
     if q.shape[0] == 0:
         raise ValueError("a plan needs at least one request")
     max_batch = q.shape[0] if max_batch is None else _int("max_batch", max_batch)
     max_seq_len = 0 if max_seq_len is None else _int("max_seq_len", max_seq_len)
-    spec = _decode_spec_for(torch, q, kv_cache, opts.headDimV, causal, tile)
+    spec = _decode_spec_for(torch, q, kv_cache, opts.headDimV, causal, tile, kv_format)
     described = [_describe(torch, n, v, data=False) for n, v in zip(names, values)]
     refs = [ctypes.byref(t) for t in described]
     device = q.device.index if q.device.index is not None else torch.cuda.current_device()
@@ -622,7 +670,7 @@ def plan_decode(q, kv_cache, block_table, seq_lens, *, head_dim_v, causal=False,
         _call("mlaGpuDecodePlanCreate", spec, device, *refs, ctypes.byref(opts), max_batch, max_seq_len,
               workspace.data_ptr(), ctypes.byref(size), status.data_ptr(), ctypes.byref(handle))
     plan = DecodePlan(torch, lib, handle, workspace, status, torch.device("cuda", device), None,
-                      opts.headDimV, causal, max_batch)
+                      opts.headDimV, causal, max_batch, kv_format)
     plan._update(q, kv_cache, block_table, seq_lens)
     return plan
 

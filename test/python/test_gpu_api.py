@@ -90,8 +90,8 @@ def c_decode(lib, *, spec=None, lens=(64, 128), batch=None, max_pages=2, num_pag
     if check_only:
         code = lib.mlaGpuCheckDecode(*refs, host_ptr, table_ptr, ctypes.byref(opts), err, len(err))
     else:
-        code = lib.mlaGpuDecode(spec, 0, *refs, host_ptr, table_ptr, ctypes.byref(opts), pointers, pointers, workspace,
-                                ctypes.byref(size), None, err, len(err))
+        code = lib.mlaGpuDecode(spec, 0, *refs, host_ptr, table_ptr, ctypes.byref(opts), pointers, pointers, 0,
+                                workspace, ctypes.byref(size), None, err, len(err))
     return code, err.value.decode(), size.value
 
 
@@ -214,7 +214,10 @@ def test_tensor_checks_raise_value_error():
     (dict(num_splits=70000), r"num_splits = 70000 must be in \[1, 65535\]"),
     (dict(split_policy="fast"), "split_policy must be one of"),
     (dict(split_policy="grid\x00junk"), "split_policy must be one of"),
-    (dict(kv_format="fp8_e4m3", kv_scale=1.0), "kv_format='auto'"),
+    (dict(kv_format="fp8_e4m3", kv_scale=1.0), "kv_format 'fp8_e4m3' needs a uint8 kv_cache, got bfloat16"),
+    (dict(kv_format="fp8_ds_mla"), "kv_format 'fp8_ds_mla' needs a uint8 kv_cache"),
+    (dict(kv_scale=1.0), "kv_scale is only used by kv_format 'fp8_e4m3', not 'auto'"),
+    (dict(kv_format="fp8_e5m2"), "kv_format 'fp8_e5m2' is unknown"),
     (dict(kv_format="auto\x00junk"), "kv_format holds a NUL byte at offset 4"),
     (dict(), "q is on cpu; the GPU path takes CUDA tensors"),
 ])
@@ -224,6 +227,37 @@ def test_option_checks_raise_value_error(options, message):
     kwargs.update(options)
     with pytest.raises(ValueError, match=message):
         gpu.decode(**cpu_inputs(torch), **kwargs)
+
+
+@pytest.mark.skipif(not HAS_TORCH, reason="torch is not installed: the option checks need torch tensors")
+@pytest.mark.parametrize("kv_format, width, kv_scale, message", [
+    # Valid fp8 calls pass every argument rule; only the CPU tensors stop them.
+    ("fp8_e4m3", 576, 0.5, "q is on cpu; the GPU path takes CUDA tensors"),
+    ("fp8_e4m3_token", 584, None, "q is on cpu; the GPU path takes CUDA tensors"),
+    ("fp8_ds_mla", 656, None, "q is on cpu; the GPU path takes CUDA tensors"),
+    ("fp8_e4m3", 576, None, "kv_format 'fp8_e4m3' needs kv_scale"),
+    ("fp8_ds_mla", 656, 0.5, "kv_scale is only used by kv_format 'fp8_e4m3', not 'fp8_ds_mla'"),
+    ("fp8_ds_mla", 576, None, "rows have 576 bytes but kv_format .fp8_ds_mla. with L = 512, R = 64 needs 656"),
+    ("fp8_e4m3_token", 576, None, "needs 584"),
+])
+def test_fp8_cache_checks_raise_value_error(kv_format, width, kv_scale, message):
+    import torch
+    inputs = cpu_inputs(torch)
+    inputs["kv_cache"] = torch.zeros(4, 64, width, dtype=torch.uint8)
+    with pytest.raises(ValueError, match=message):
+        gpu.decode(**inputs, head_dim_v=512, softmax_scale=SCALE, kv_format=kv_format, kv_scale=kv_scale)
+
+
+def test_fp8_decode_spec_names_its_format(lib):
+    """The spec of an fp8 decode prints the row format before the tile; fp8_ds_mla's rows leave no room for
+    the wgmma kernel's raw stages, so its default is the mma.sync one."""
+    e4m3 = gpu.decode_spec(16, 1, 512, 64, 64, "bf16", False, "sm_90a", kv_format="fp8_e4m3")
+    assert e4m3.endswith(" format=fp8_e4m3 tile=64x2x64x2w"), e4m3
+    ds = gpu.decode_spec(128, 1, 512, 64, 64, "bf16", False, "sm_90a", kv_format="fp8_ds_mla")
+    assert ds.endswith(" format=fp8_ds_mla tile=64x2x32x3"), ds
+    assert "format" not in gpu.decode_spec(16, 1, 512, 64, 64, "bf16", False, "sm_90a")
+    with pytest.raises(ValueError, match="fp8 caches are decoded on sm_90a only"):
+        gpu.decode_spec(128, 1, 512, 64, 128, "bf16", False, "sm_100a", kv_format="fp8_e4m3")
 
 
 @pytest.mark.parametrize("check_only", [True, False])
@@ -286,7 +320,7 @@ def test_plan_functions_reject_a_null_plan(lib):
     err = ctypes.create_string_buffer(512)
     assert lib.mlaGpuDecodePlanNumSplits(None) == 0
     lib.mlaGpuDecodePlanDestroy(None)
-    code = lib.mlaGpuDecodeRun(None, 1, 2, 3, 4, 5, 6, SCALE, None, err, len(err))
+    code = lib.mlaGpuDecodeRun(None, 1, 2, 3, 4, 5, 6, SCALE, 0, None, err, len(err))
     assert code == gpu.ERROR_INVALID_ARGUMENT and b"plan is null" in err.value
     code = lib.mlaGpuDecodePlanUpdate(None, None, None, None, None, None, err, len(err))
     assert code == gpu.ERROR_INVALID_ARGUMENT and b"plan is null" in err.value
@@ -299,7 +333,7 @@ def test_python_plan_checks_raise_value_error():
         gpu.plan_decode(**cpu_inputs(torch), head_dim_v=512)
     with pytest.raises(ValueError, match="plan must come from mla.gpu.plan_decode"):
         gpu.decode(**cpu_inputs(torch), head_dim_v=512, softmax_scale=SCALE, plan="a plan")
-    with pytest.raises(ValueError, match="num_splits, split_policy, tile, kv_format and kv_scale are the plan's"):
+    with pytest.raises(ValueError, match="num_splits, split_policy and tile are the plan's"):
         gpu.decode(**cpu_inputs(torch), head_dim_v=512, softmax_scale=SCALE, plan="a plan", num_splits=2)
 
 
@@ -328,7 +362,7 @@ def test_planned_call_checks_against_the_plan(monkeypatch):
     fake = FakeRunLibrary()
     inputs = cpu_inputs(torch)
     plan = gpu.DecodePlan(torch, fake, 1, None, None, torch.device("cpu"), None, 512, False, 4)
-    plan._set_step(tuple(tuple(v.shape) for v in inputs.values()), torch.bfloat16)
+    plan._set_step(tuple(tuple(v.shape) for v in inputs.values()), torch.bfloat16, torch.bfloat16)
     plan._device_index = -1  # what get_device() says of a CPU tensor
     assert plan.num_splits == 3
     out = torch.empty(2, 1, 16, 512, dtype=torch.bfloat16)
@@ -336,7 +370,7 @@ def test_planned_call_checks_against_the_plan(monkeypatch):
     got = gpu.decode(**inputs, head_dim_v=512, softmax_scale=SCALE, plan=plan, out=out, lse=lse)
     assert got[0] is out and got[1] is lse
     pointers = [t.data_ptr() for t in (*inputs.values(), out, lse)]
-    assert fake.runs == [(*pointers, SCALE, 1234, plan._err, gpu._ERROR_BYTES)]
+    assert fake.runs == [(*pointers, SCALE, 0, 1234, plan._err, gpu._ERROR_BYTES)]
 
     def rejects(message, **changes):
         args = dict(inputs, head_dim_v=512, softmax_scale=SCALE, plan=plan, out=out, lse=lse)

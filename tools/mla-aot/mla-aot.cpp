@@ -59,8 +59,10 @@ cl::list<std::string>
     shapes("shapes",
            cl::desc("Named spec sets: 'deepseek' is sm_90a, bf16, page 64, "
                     "L=512 R=64: decode for N in {16,32,64,128} x (Sq=1, "
-                    "Sq=2 causal), cache_write into every row format "
-                    "(fp8_e4m3: any kv_scale), absorb_q (P=128) and "
+                    "Sq=2 causal), decode over each fp8 cache format for N "
+                    "in {16,128} x (Sq in {1,2,4}, Sq=2 causal), cache_write "
+                    "into every row format (fp8_e4m3: any kv_scale), "
+                    "absorb_q (P=128) and "
                     "up_proj_out (V=128) for N in {16,128}, then prefill's "
                     "gather_cache from every row format into bf16, "
                     "up_proj_kv (P=V=128), merge_states (H=128) and mha "
@@ -121,6 +123,24 @@ std::vector<KernelSpec> getDeepSeekSpecs() {
       result.push_back(spec);
     }
   }
+  // Decode over fp8 caches: what mla-bench --kv-format and the GPU tests
+  // run, Sq in {1, 2, 4} plus Sq=2 causal.
+  for (CacheFormat format :
+       {CacheFormat::FP8E4M3, CacheFormat::FP8E4M3Token, CacheFormat::FP8DsMla})
+    for (int64_t heads : {16, 128})
+      for (auto [rows, causal] : {std::pair<int64_t, bool>{1, false},
+                                  {2, false},
+                                  {4, false},
+                                  {2, true}}) {
+        DecodeKernelSpec spec;
+        spec.chip = Chip::SM90a;
+        spec.shape.numHeads = heads;
+        spec.shape.queryRows = rows;
+        spec.shape.causal = causal;
+        spec.shape.kvFormat = format;
+        spec.tiling = chooseDecodeTiling(spec.chip, spec.shape);
+        result.push_back(spec);
+      }
   for (CacheFormat format :
        {CacheFormat::BF16, CacheFormat::F16, CacheFormat::F32,
         CacheFormat::FP8E4M3, CacheFormat::FP8E4M3Token,

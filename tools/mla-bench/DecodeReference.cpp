@@ -27,10 +27,10 @@ static void referenceRow(const mla::gpu::DecodeShape &shape,
   };
   std::vector<double> scores(visible);
   for (int64_t j = 0; j < visible; ++j) {
-    const uint16_t *k = row(j);
+    const float *k = row(j);
     double dot = 0;
     for (int64_t c = 0; c < d; ++c)
-      dot += static_cast<double>(bf16ToFloat(q[c])) * bf16ToFloat(k[c]);
+      dot += static_cast<double>(bf16ToFloat(q[c])) * k[c];
     scores[j] = in.softmaxScale * dot;
   }
   double m = *std::max_element(scores.begin(), scores.end());
@@ -38,9 +38,9 @@ static void referenceRow(const mla::gpu::DecodeShape &shape,
   for (int64_t j = 0; j < visible; ++j) {
     double p = std::exp(scores[j] - m);
     sum += p;
-    const uint16_t *v = row(j);
+    const float *v = row(j);
     for (int64_t c = 0; c < l; ++c)
-      out[c] += p * bf16ToFloat(v[c]);
+      out[c] += p * v[c];
   }
   for (int64_t c = 0; c < l; ++c)
     out[c] /= sum;

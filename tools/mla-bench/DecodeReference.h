@@ -17,11 +17,12 @@
 
 namespace mla::bench {
 
-/// Host copies of one decode's inputs, as bf16 bit patterns.
+/// Host copies of one decode's inputs: q as bf16 bit patterns, the cache as
+/// the values its rows stand for (bf16 rows decoded, fp8 rows dequantised).
 struct DecodeInputs {
   int64_t batch = 0, maxPages = 0, numPages = 0;
   std::vector<uint16_t> q;         // [B, Sq, N, L+R]
-  std::vector<uint16_t> cache;     // [numPages, page, L+R]
+  std::vector<float> cache;        // [numPages, page, L+R]
   std::vector<int32_t> blockTable; // [B, maxPages]
   std::vector<int32_t> seqLens;    // [B]
   double softmaxScale = 0;

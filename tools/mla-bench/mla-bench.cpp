@@ -6,14 +6,16 @@
 //   mla-bench --cache-dir DIR [--shapes default | --b B --n N --seq S --sq Q
 //             [--causal]] [--iters 20] [--warmup 5] [--splits auto|K]
 //             [--policy heuristic|balanced|batch-invariant] [--tile RxWxKxS]
-//             [--no-flush]
+//             [--no-flush] [--kv-format
+//             auto|fp8_e4m3|fp8_e4m3_token|fp8_ds_mla]
 //   mla-bench --cache-dir DIR --check      GPU against a float64 reference
 //   mla-bench --list-specs [--chip sm_90a] the spec texts mla-aot must build
 //
 // Timing covers mla_decode_partial + mla_combine only: the split plan is
 // made and uploaded before, and L2 is flushed (a 512 MiB memset) between
 // iterations outside the timed region. Speed is reported by the primer's
-// section 9 accounting, from the median time.
+// section 9 accounting, from the median time; GB/s counts the bytes read
+// (the cache rows in their format, q) and written (out).
 //
 //===----------------------------------------------------------------------===//
 
@@ -29,6 +31,7 @@
 #include "llvm/Support/raw_ostream.h"
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <numeric>
 #include <random>
 #include <thread>
@@ -93,6 +96,10 @@ static cl::opt<bool>
 static cl::opt<bool> listSpecs("list-specs", cl::cat(benchCategory),
                                cl::desc("Print the kernel specs the timing "
                                         "shapes and --check use, and exit"));
+static cl::opt<std::string> kvFormatOpt(
+    "kv-format", cl::cat(benchCategory), cl::init("auto"),
+    cl::desc("Cache rows: auto (bf16), fp8_e4m3 (per-tensor scale), "
+             "fp8_e4m3_token or fp8_ds_mla"));
 static cl::opt<std::string> chipOpt("chip", cl::cat(benchCategory),
                                     cl::init(""),
                                     cl::desc("sm_90a or sm_100a (default: "
@@ -121,7 +128,24 @@ llvm::Expected<Chip> targetChip() {
   return chip;
 }
 
+llvm::Expected<CacheFormat> kvFormat() {
+  const std::pair<const char *, CacheFormat> formats[] = {
+      {"auto", CacheFormat::BF16},
+      {"fp8_e4m3", CacheFormat::FP8E4M3},
+      {"fp8_e4m3_token", CacheFormat::FP8E4M3Token},
+      {"fp8_ds_mla", CacheFormat::FP8DsMla}};
+  for (auto [name, format] : formats)
+    if (kvFormatOpt == name)
+      return format;
+  return llvm::createStringError("--kv-format must be auto, fp8_e4m3, "
+                                 "fp8_e4m3_token or fp8_ds_mla, got '" +
+                                 kvFormatOpt + "'");
+}
+
 llvm::Expected<DecodeKernelSpec> makeSpec(Chip chip, const Shape &shape) {
+  llvm::Expected<CacheFormat> format = kvFormat();
+  if (!format)
+    return format.takeError();
   DecodeKernelSpec spec;
   spec.chip = chip;
   spec.shape.numHeads = shape.heads;
@@ -131,6 +155,7 @@ llvm::Expected<DecodeKernelSpec> makeSpec(Chip chip, const Shape &shape) {
   spec.shape.pageSize = 64;
   spec.shape.elem = ElemType::BF16;
   spec.shape.causal = shape.causal;
+  spec.shape.kvFormat = *format;
   // Through the spec text, so --tile gets the parser's checks.
   std::string text = toString(spec);
   text = text.substr(0, text.rfind(" tile="));
@@ -175,18 +200,88 @@ std::vector<uint16_t> randomBf16(size_t count, std::mt19937 &rng) {
   return values;
 }
 
-/// Fills `count` bf16 elements at `dst` by repeating `pattern`.
-llvm::Error fillDevice(const CudaDriver &driver, CUdeviceptr dst, size_t count,
+/// Fills `bytes` bytes at `dst` by repeating `pattern`.
+llvm::Error fillDevice(const CudaDriver &driver, CUdeviceptr dst, size_t bytes,
                        const std::vector<uint16_t> &pattern) {
-  for (size_t done = 0; done < count;) {
-    size_t n = std::min(pattern.size(), count - done);
-    if (llvm::Error error = driver.check(
-            driver.api().memcpyHtoD(dst + done * 2, pattern.data(), n * 2),
-            "cuMemcpyHtoD"))
+  for (size_t done = 0; done < bytes;) {
+    size_t n = std::min(pattern.size() * 2, bytes - done);
+    if (llvm::Error error =
+            driver.check(driver.api().memcpyHtoD(dst + done, pattern.data(), n),
+                         "cuMemcpyHtoD"))
       return error;
     done += n;
   }
   return llvm::Error::success();
+}
+
+/// float8 E4M3FN code -> float (NaN codes give NaN).
+float e4m3ToFloat(uint8_t code) {
+  if ((code & 0x7f) == 0x7f)
+    return NAN;
+  int exp = (code >> 3) & 15, man = code & 7;
+  float v =
+      exp ? std::ldexp(1.0f + man / 8.0f, exp - 7) : std::ldexp(man / 8.0f, -6);
+  return code & 0x80 ? -v : v;
+}
+
+/// The fp8_e4m3 per-tensor scale of --check: codes of up to 448 to 1.
+constexpr float kCheckKvScale = 1.0f / 448;
+
+/// One random cache row of `shape`'s format at `bytes`, and the values it
+/// stands for (`values`, L+R): bf16 rows in [-1, 1), fp8 codes of every
+/// finite value times scales that bring them to at most ~2.
+void randomRow(const DecodeShape &shape, std::mt19937 &rng, uint8_t *bytes,
+               float *values) {
+  std::uniform_real_distribution<float> unit(-1.0f, 1.0f), scales(0.5f, 2.0f);
+  int64_t d = shape.rowDim(), l = shape.latentDim;
+  auto bf16At = [&](uint8_t *at, float *value) {
+    uint16_t bits = bench::floatToBf16(unit(rng));
+    std::memcpy(at, &bits, 2);
+    *value = bench::bf16ToFloat(bits);
+  };
+  auto code = [&] {
+    uint8_t c;
+    do
+      c = static_cast<uint8_t>(rng());
+    while ((c & 0x7f) == 0x7f);
+    return c;
+  };
+  auto f32At = [&](uint8_t *at, float value) { std::memcpy(at, &value, 4); };
+  switch (shape.kvFormat) {
+  case CacheFormat::FP8E4M3:
+    for (int64_t c = 0; c < d; ++c) {
+      bytes[c] = code();
+      values[c] = e4m3ToFloat(bytes[c]) * kCheckKvScale;
+    }
+    return;
+  case CacheFormat::FP8E4M3Token: {
+    float s[2] = {scales(rng) / 448, scales(rng) / 448};
+    f32At(bytes + d, s[0]);
+    f32At(bytes + d + 4, s[1]);
+    for (int64_t c = 0; c < d; ++c) {
+      bytes[c] = code();
+      values[c] = e4m3ToFloat(bytes[c]) * s[c < l ? 0 : 1];
+    }
+    return;
+  }
+  case CacheFormat::FP8DsMla: {
+    for (int64_t t = 0; t < l / kDsMlaTile; ++t) {
+      float s = scales(rng) / 448;
+      f32At(bytes + l + 4 * t, s);
+      for (int64_t c = t * kDsMlaTile; c < (t + 1) * kDsMlaTile; ++c) {
+        bytes[c] = code();
+        values[c] = e4m3ToFloat(bytes[c]) * s;
+      }
+    }
+    uint8_t *rope = bytes + l + 4 * (l / kDsMlaTile);
+    for (int64_t c = l; c < d; ++c)
+      bf16At(rope + 2 * (c - l), &values[c]);
+    return;
+  }
+  default:
+    for (int64_t c = 0; c < d; ++c)
+      bf16At(bytes + 2 * c, &values[c]);
+  }
 }
 
 llvm::Error upload(const CudaDriver &driver, CUdeviceptr dst, const void *src,
@@ -246,6 +341,8 @@ llvm::Expected<int64_t> numSmsOfDevice(const CudaDriver &driver) {
 struct Problem {
   int64_t batch, maxPages, numPages;
   DeviceBuffer q, cache, blockTable, seqLens, out, lse;
+  /// fp8_e4m3's per-tensor scale (f32 [1]); unused by the other formats.
+  DeviceBuffer kvScale;
 };
 
 /// Allocates and fills a problem. `host`, when given, receives the inputs
@@ -266,45 +363,49 @@ llvm::Expected<Problem> makeProblem(const CudaDriver &driver,
   std::shuffle(table.begin(), table.end(), rng);
 
   size_t qCount = batch * shape.queryRows * shape.numHeads * d;
+  int64_t rowBytes = shape.cacheRowBytes();
   size_t cacheCount = numPages * page * d;
+  size_t cacheBytes = numPages * page * rowBytes;
   size_t outCount = batch * shape.queryRows * shape.numHeads * shape.latentDim;
   size_t lseCount = batch * shape.numHeads * shape.queryRows;
   auto alloc = [&](size_t bytes) { return DeviceBuffer::alloc(driver, bytes); };
-  llvm::Expected<DeviceBuffer> q = alloc(qCount * 2),
-                               cache = alloc(cacheCount * 2),
+  llvm::Expected<DeviceBuffer> q = alloc(qCount * 2), cache = alloc(cacheBytes),
                                bt = alloc(table.size() * 4),
                                sl = alloc(lens.size() * 4),
                                out = alloc(outCount * 2),
-                               lse = alloc(lseCount * 4);
-  for (llvm::Expected<DeviceBuffer> *b : {&q, &cache, &bt, &sl, &out, &lse})
+                               lse = alloc(lseCount * 4), kvScale = alloc(4);
+  for (llvm::Expected<DeviceBuffer> *b :
+       {&q, &cache, &bt, &sl, &out, &lse, &kvScale})
     if (!*b)
       return b->takeError();
+  if (llvm::Error error =
+          upload(driver, kvScale->get(), &kCheckKvScale, sizeof(float)))
+    return std::move(error);
 
   std::vector<uint16_t> qHost = randomBf16(qCount, rng);
   if (llvm::Error error = upload(driver, q->get(), qHost.data(), qCount * 2))
     return std::move(error);
   if (host) {
-    // Slots no request reads hold NaN (or 0): they must never leak.
-    uint16_t unused = noPoison ? 0 : 0x7fc0;
-    std::vector<uint16_t> cacheHost(cacheCount, unused);
-    std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+    // Slots no request reads hold NaN (or 0): they must never leak. 0xff
+    // bytes are NaN as bf16, e4m3 codes and f32 scales alike.
+    std::vector<uint8_t> cacheHost(cacheBytes, noPoison ? 0 : 0xff);
+    std::vector<float> values(cacheCount, NAN);
     for (int64_t b = 0; b < batch; ++b)
       for (int64_t j = 0; j < lens[b]; ++j) {
         int64_t slot = table[b * maxPages + j / page] * page + j % page;
-        for (int64_t c = 0; c < d; ++c)
-          cacheHost[slot * d + c] = bench::floatToBf16(dist(rng));
+        randomRow(shape, rng, &cacheHost[slot * rowBytes], &values[slot * d]);
       }
     if (llvm::Error error =
-            upload(driver, cache->get(), cacheHost.data(), cacheCount * 2))
+            upload(driver, cache->get(), cacheHost.data(), cacheBytes))
       return std::move(error);
     *host = {batch,
              maxPages,
              numPages,
              std::move(qHost),
-             std::move(cacheHost),
+             std::move(values),
              table,
              std::vector<int32_t>(lens.begin(), lens.end())};
-  } else if (llvm::Error error = fillDevice(driver, cache->get(), cacheCount,
+  } else if (llvm::Error error = fillDevice(driver, cache->get(), cacheBytes,
                                             randomBf16(1 << 24, rng))) {
     return std::move(error);
   }
@@ -314,9 +415,16 @@ llvm::Expected<Problem> makeProblem(const CudaDriver &driver,
   if (llvm::Error error =
           upload(driver, sl->get(), lens.data(), lens.size() * 4))
     return std::move(error);
-  return Problem{batch,          maxPages,          numPages,
-                 std::move(*q),  std::move(*cache), std::move(*bt),
-                 std::move(*sl), std::move(*out),   std::move(*lse)};
+  return Problem{batch,
+                 maxPages,
+                 numPages,
+                 std::move(*q),
+                 std::move(*cache),
+                 std::move(*bt),
+                 std::move(*sl),
+                 std::move(*out),
+                 std::move(*lse),
+                 std::move(*kvScale)};
 }
 
 /// Uploads `bounds` into a fresh workspace and returns it with the args.
@@ -331,6 +439,8 @@ prepare(const CudaDriver &driver, const GpuDecoder &decoder, const Problem &p,
           p.out.get(), p.lse.get(),   workspace->get(),   bytes,
           p.batch,     p.maxPages,    p.numPages,         bounds.numSplits};
   args.softmaxScale = kSoftmaxScale;
+  if (decoder.getSpec().shape.kvFormat == CacheFormat::FP8E4M3)
+    args.kvScale = p.kvScale.get();
   if (llvm::Error error = decoder.uploadBounds(nullptr, workspace->get(), bytes,
                                                p.batch, bounds))
     return std::move(error);
@@ -429,10 +539,10 @@ llvm::Error timeShape(const CudaDriver &driver, const KernelCache &cache,
   double totalLen = static_cast<double>(shape.batch) * shape.seq;
   double flops =
       2.0 * s.queryRows * totalLen * s.numHeads * (s.rowDim() + s.latentDim);
-  double bytes = (totalLen * s.rowDim() +
-                  shape.batch * s.queryRows * s.numHeads * s.rowDim() +
+  double bytes = totalLen * s.cacheRowBytes() +
+                 (shape.batch * s.queryRows * s.numHeads * s.rowDim() +
                   shape.batch * s.queryRows * s.numHeads * s.latentDim) *
-                 elemBytes(s.elem);
+                     elemBytes(s.elem);
   llvm::outs() << llvm::format(
       "%5lld %4lld %6lld %3lld %6s %6lld %10s %10.4f %10.4f %9.1f %9.1f\n",
       (long long)shape.batch, (long long)shape.heads, (long long)shape.seq,
@@ -458,6 +568,7 @@ llvm::Error runTiming(const CudaDriver &driver, const KernelCache &cache,
                << " warm-up; L2 " << (noFlush ? "warm" : "flushed")
                << "; splits " << splitsOpt
                << (splitsOpt == "auto" ? " (" + policyOpt + ")" : "")
+               << "; cache " << kvFormatOpt
                << "; TFLOPS and GB/s from the median\n";
   llvm::outs() << "#   b    N    seq  Sq causal splits       tile  median_ms"
                   "     min_ms    TFLOPS      GB/s\n";
@@ -638,9 +749,9 @@ llvm::Expected<bool> runCheck(const CudaDriver &driver,
                                 "at seq"
                               : "seq_lens {0, 1 (2 for causal Sq=2), 63, 64, "
                                 "65, 8191}")
-               << "; unused cache slots " << (noPoison ? "zero" : "NaN")
-               << "; tolerance |out| " << kOutTol << ", |lse| " << kLseTol
-               << " absolute\n";
+               << "; cache " << kvFormatOpt << "; unused cache slots "
+               << (noPoison ? "zero" : "NaN") << "; tolerance |out| " << kOutTol
+               << ", |lse| " << kLseTol << " absolute\n";
   bool passed = true;
   if (checkBench) {
     // The timing shapes themselves (batch capped at 4 to bound the float64

@@ -129,8 +129,8 @@ TEST(ArgRules, GpuDecodeTakesHalfPrecisionAutoCachesAndGridSplits) {
             "q must be bfloat16 or float16, got float32");
   c.q.dtype = c.cache.dtype = DType::f16;
   c.options.cache.kvFormat = "fp8_e4m3";
-  EXPECT_NE(messageOf(c.check(Device::GPU)).find("kv_format='auto'"),
-            std::string::npos);
+  EXPECT_EQ(messageOf(c.check(Device::GPU)),
+            "kv_format 'fp8_e4m3' needs a uint8 kv_cache, got float16");
   // The CPU takes what the GPU does not, and the other way round.
   c.options.cache.kvFormat = "auto";
   c.cache = tensor(DType::f16, {8, 24, 80});
@@ -138,6 +138,37 @@ TEST(ArgRules, GpuDecodeTakesHalfPrecisionAutoCachesAndGridSplits) {
   EXPECT_EQ(messageOf(c.check(Device::CPU)),
             "kv_cache page size (dim 1) must be a positive multiple of 16, "
             "got 24");
+}
+
+TEST(ArgRules, GpuDecodeTakesFp8CachesWithTheScaleOnTheDevice) {
+  DecodeCase c;
+  c.q = tensor(DType::bf16, {2, 1, 3, 576});
+  c.options.headDimV = 512;
+  c.blockTable.data = nullptr; // on the device
+  // fp8_e4m3 rows are L+R bytes; the scale comes at launch, not as an option.
+  c.cache = tensor(DType::u8, {8, 64, 576});
+  c.options.cache.kvFormat = "fp8_e4m3";
+  llvm::Expected<DecodeCall> call = c.check(Device::GPU);
+  ASSERT_TRUE(static_cast<bool>(call)) << llvm::toString(call.takeError());
+  EXPECT_EQ(call->cache.layoutFormat, "fp8_e4m3");
+  EXPECT_FALSE(call->cache.scale.has_value());
+  c.options.cache.kvScale = 0.5;
+  EXPECT_NE(messageOf(c.check(Device::GPU))
+                .find("reads fp8_e4m3's kv_scale from device memory"),
+            std::string::npos);
+  // The CPU (which takes f16, not bf16, q) still needs it among the options.
+  c.options.cache.kvScale.reset();
+  c.q.dtype = DType::f16;
+  EXPECT_NE(messageOf(c.check(Device::CPU)).find("needs kv_scale"),
+            std::string::npos);
+  c.q.dtype = DType::bf16;
+  c.cache = tensor(DType::u8, {8, 64, 656});
+  c.options.cache.kvFormat = "fp8_ds_mla";
+  EXPECT_EQ(messageOf(c.check(Device::GPU)), "");
+  c.options.cache.kvFormat = "fp8_e4m3_token";
+  EXPECT_NE(messageOf(c.check(Device::GPU)).find("656"), std::string::npos);
+  c.cache = tensor(DType::u8, {8, 64, 584});
+  EXPECT_EQ(messageOf(c.check(Device::GPU)), "");
 }
 
 TEST(ArgRules, OptionStringsWithNulAreRejected) {

@@ -195,6 +195,32 @@ TEST(GpuDecode, ArgumentsAreValidatedWithoutAGpu) {
           "5 requests in 3 pieces need");
 }
 
+TEST(GpuDecode, KvScaleIsPassedExactlyForFp8E4M3) {
+  DecodeKernelSpec spec = deepSeekSpec();
+  DecodeArgs args = validArgs(spec);
+  args.kvScale = 0x1000;
+  EXPECT_TRUE(contains(errorText(checkDecodeArgs(spec, args)),
+                       "this kernel reads no scale: pass 0"));
+  spec.shape.kvFormat = CacheFormat::FP8DsMla;
+  spec.tiling = chooseDecodeTiling(spec.chip, spec.shape);
+  args = validArgs(spec);
+  EXPECT_FALSE(static_cast<bool>(checkDecodeArgs(spec, args)));
+  args.kvScale = 0x1000;
+  EXPECT_TRUE(contains(errorText(checkDecodeArgs(spec, args)),
+                       "this kernel reads per-row scales: pass 0"));
+  spec.shape.kvFormat = CacheFormat::FP8E4M3;
+  spec.tiling = chooseDecodeTiling(spec.chip, spec.shape);
+  args = validArgs(spec);
+  EXPECT_TRUE(contains(errorText(checkDecodeArgs(spec, args)),
+                       "kv_scale, a 4-byte aligned device pointer to one "
+                       "float32; got null"));
+  args.kvScale = 0x1002;
+  EXPECT_TRUE(
+      contains(errorText(checkDecodeArgs(spec, args)), "got an unaligned one"));
+  args.kvScale = 0x1000;
+  EXPECT_FALSE(static_cast<bool>(checkDecodeArgs(spec, args)));
+}
+
 TEST(GpuDecode, DevicePlanArgumentsAreValidatedWithoutAGpu) {
   DecodeKernelSpec spec = deepSeekSpec();
   DecodePlanArgs valid;

@@ -77,6 +77,63 @@ TEST(KernelSpecTest, RoundTripsExactly) {
   EXPECT_EQ(toString(sm100Back), toString(sm100));
 }
 
+TEST(KernelSpecTest, Fp8CachesAddTheirFormatAndKeepBf16Keys) {
+  // A cache of dtype prints no format: bf16/f16 texts and keys are those
+  // from before fp8 decode existed.
+  DecodeKernelSpec bf16 = parseOrDie(kDeepSeek);
+  EXPECT_EQ(toString(bf16), kDeepSeek);
+  EXPECT_FALSE(bf16.shape.fp8());
+
+  const std::pair<const char *, CacheFormat> formats[] = {
+      {"fp8_e4m3", CacheFormat::FP8E4M3},
+      {"fp8_e4m3_token", CacheFormat::FP8E4M3Token},
+      {"fp8_ds_mla", CacheFormat::FP8DsMla}};
+  std::set<std::string> keys = {cacheKeyFor(bf16)};
+  for (auto [name, format] : formats) {
+    DecodeKernelSpec spec = parseOrDie(
+        std::string("decode chip=sm_90a N=16 Sq=1 L=512 R=64 page=64 "
+                    "dtype=bf16 causal=0 format=") +
+        name);
+    EXPECT_EQ(spec.shape.kvFormat, format);
+    std::string text = toString(spec);
+    EXPECT_NE(text.find(std::string(" format=") + name + " tile="),
+              std::string::npos)
+        << text;
+    EXPECT_EQ(toString(parseOrDie(text)), text);
+    EXPECT_TRUE(keys.insert(cacheKeyFor(spec)).second) << text;
+  }
+  // fp8_ds_mla's 656-byte rows leave no room for two raw stages beside the
+  // wgmma tiles: its default is the mma.sync kernel; the others fit.
+  DecodeKernelSpec ds = parseOrDie("decode chip=sm_90a N=128 Sq=1 L=512 R=64 "
+                                   "page=64 dtype=bf16 causal=0 "
+                                   "format=fp8_ds_mla");
+  EXPECT_FALSE(ds.tiling.wgmma);
+  EXPECT_LE(decodeSharedBytes(ds.chip, ds.shape, ds.tiling), 227 * 1024);
+  EXPECT_NE(parseError(toString(ds).substr(0, toString(ds).rfind(" tile=")) +
+                       " tile=64x2x64x2w")
+                .find("more than the 232448 a CTA may use"),
+            std::string::npos);
+  DecodeKernelSpec e4m3 = parseOrDie(
+      "decode chip=sm_90a N=128 Sq=1 L=512 R=64 page=64 dtype=bf16 causal=0 "
+      "format=fp8_e4m3");
+  EXPECT_TRUE(e4m3.tiling.wgmma);
+  EXPECT_EQ(decodePartialNumParams(e4m3.shape), kDecodePartialNumParams + 1);
+  EXPECT_EQ(decodePartialNumParams(ds.shape), kDecodePartialNumParams);
+  // fp8 shrinks what a block reads: 576 and 656 bytes a row, not 1152.
+  EXPECT_EQ(e4m3.shape.cacheRowBytes(), 576);
+  EXPECT_EQ(ds.shape.cacheRowBytes(), 656);
+  EXPECT_EQ(bf16.shape.cacheRowBytes(), 1152);
+
+  EXPECT_NE(parseError("decode chip=sm_90a N=16 Sq=1 L=512 R=64 page=64 "
+                       "dtype=bf16 causal=0 format=f32")
+                .find("format (the cache's row format"),
+            std::string::npos);
+  EXPECT_NE(parseError("decode chip=sm_100a N=128 Sq=1 L=512 R=64 page=128 "
+                       "dtype=bf16 causal=0 format=fp8_e4m3")
+                .find("fp8 caches are decoded on sm_90a only"),
+            std::string::npos);
+}
+
 TEST(KernelSpecTest, KeysInAnyOrderAndOptionalTile) {
   DecodeKernelSpec spec = parseOrDie(
       "decode tile=64x2x64x2w scale=0x3d93cd3a causal=0 dtype=bf16 page=64 "

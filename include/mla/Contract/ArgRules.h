@@ -78,9 +78,10 @@ struct CheckedCache {
 /// device tensor the kernels read; on the CPU a host array whose value is
 /// read here and checked as `kvScale` is); the other formats store their
 /// scales in the rows and take neither. Sets the checked cache's `scale`
-/// (host values) or `scaleOnDevice`.
+/// (host values) or `scaleOnDevice`. `scaleAtLaunch` (the GPU decode): the
+/// scale is a launch argument its launcher checks, so `format` carries none.
 llvm::Error checkKvScale(Device device, const CacheFormat &format,
-                         CheckedCache &checked);
+                         CheckedCache &checked, bool scaleAtLaunch = false);
 
 /// decode(q [B, Sq, N, L+R], kv_cache, block_table [B, max_pages],
 /// seq_lens [B]).

@@ -16,6 +16,8 @@
 #ifndef MLA_CONTRACT_KERNELABI_H
 #define MLA_CONTRACT_KERNELABI_H
 
+#include "mla/Contract/CacheProjectionABI.h"
+
 #include <cstdint>
 #include <string>
 
@@ -34,9 +36,17 @@ inline int64_t elemBytes(ElemType) { return 2; }
 // Decode: mla_decode_partial + mla_combine
 //===----------------------------------------------------------------------===//
 
-/// The baked dimensions of a decode kernel (bf16/f16 cache rows of L+R).
-/// The softmax scale is not one of them: it is a launch argument, so one
-/// image serves every scale.
+/// Whether `format` is one of the fp8 row formats.
+inline bool isFp8(CacheFormat format) {
+  return format == CacheFormat::FP8E4M3 ||
+         format == CacheFormat::FP8E4M3Token || format == CacheFormat::FP8DsMla;
+}
+
+/// The baked dimensions of a decode kernel. The softmax scale is not one of
+/// them: it is a launch argument, so one image serves every scale.
+/// `kvFormat` is the cache's row format: an fp8 format (rows of
+/// cacheRowBytes, dequantised to `elem` in shared memory), or any other
+/// value for rows of L+R `elem` values (q's own type).
 struct DecodeShape {
   int64_t numHeads = 128;  // N
   int64_t queryRows = 1;   // Sq
@@ -45,7 +55,15 @@ struct DecodeShape {
   int64_t pageSize = 64;
   ElemType elem = ElemType::BF16;
   bool causal = false;
+  CacheFormat kvFormat = CacheFormat::BF16;
   int64_t rowDim() const { return latentDim + ropeDim; }
+  bool fp8() const { return isFp8(kvFormat); }
+  /// Bytes of one cache row.
+  int64_t cacheRowBytes() const {
+    if (!fp8())
+      return 2 * rowDim();
+    return gpu::cacheRowBytes({latentDim, ropeDim, ActType::BF16, kvFormat});
+  }
 };
 
 /// Tile parameters of the decode partial kernel (set by the planning pass
@@ -63,6 +81,8 @@ struct DecodeShape {
 /// both operands from shared memory laid out in 128-byte-swizzled 64-column
 /// boxes (the TMA/wgmma canonical layout) instead of ldmatrix + mma.sync;
 /// it needs rowsPerCta 64, warpsN 2 (two warpgroups), kvBlock 64.
+/// With an fp8 cache, `stages` raw fp8 blocks are in flight and each is
+/// dequantised into one elem KV tile before the MMAs read it.
 struct DecodeTiling {
   int64_t rowsPerCta = 64;
   int64_t warpsN = 2;
@@ -95,8 +115,17 @@ int64_t decodeSharedBytes(Chip chip, const DecodeShape &shape,
 ///                                         piece)
 ///   B, maxPages, S                  i32
 ///   softmax_scale                   f32 (the (P+R)^-0.5 of the primer)
+///   kv_scale      [1]               f32 (fp8_e4m3 caches only: the
+///                                         per-tensor scale, read once)
+/// With an fp8 cache, `cache` holds rows of cacheRowBytes bytes
+/// ([pages, pageSize, row bytes] u8) and `q` stays elem.
 inline constexpr const char *kDecodePartialKernel = "mla_decode_partial";
 inline constexpr int kDecodePartialNumParams = 11;
+/// The partial kernel's parameter count for `shape` (kv_scale is the 12th).
+inline int decodePartialNumParams(const DecodeShape &shape) {
+  return kDecodePartialNumParams +
+         (shape.kvFormat == CacheFormat::FP8E4M3 ? 1 : 0);
+}
 
 /// Kernel `mla_combine`, grid (ceil(Sq*N / combineRowsPerCta), B), block
 /// combineThreadsPerCta, no dynamic shared memory. Parameters:

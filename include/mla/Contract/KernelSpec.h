@@ -34,8 +34,10 @@ struct DecodeKernelSpec {
 
 /// Canonical one-line text, e.g.
 /// "decode chip=sm_90a N=128 Sq=1 L=512 R=64 page=64 dtype=bf16 causal=0
-///  tile=64x2x32x2". The softmax scale is a launch argument, not part of
-/// the image, so one key serves every scale.
+///  tile=64x2x32x2". An fp8 cache adds its row format before the tile
+/// ("format=fp8_ds_mla"); a cache of dtype prints none. The softmax scale
+/// (and fp8_e4m3's kv_scale) are launch arguments, not part of the image,
+/// so one key serves every scale.
 std::string toString(const DecodeKernelSpec &spec);
 
 /// Parses what toString prints (keys in any order; `tile` optional: when

@@ -1,9 +1,11 @@
 //===- InlinePTX.h - inline-PTX instructions of the kernels -----*- C++ -*-===//
 //
 // Every `llvm.inline_asm` the GPU kernels use, in one place: the `.ftz`
-// fast exp2/log2 of the softmax, and wgmma with both operands from shared
-// memory, written as the PTX the kernels were measured with (MLIR 22's
-// nvvm.wgmma.mma_async is itself lowered to inline PTX by
+// fast exp2/log2 of the softmax, the E4M3 to f16x2 conversion of the fp8
+// decode (MLIR 22's nvvm.convert.f8x2.to.f16x2 takes a vector<2xi8>, which
+// costs byte shuffles the PTX register form does not need), and wgmma with both
+// operands from shared memory, written as the PTX the kernels were measured
+// with (MLIR 22's nvvm.wgmma.mma_async is itself lowered to inline PTX by
 // convert-nvvm-to-llvm, and wgmma with A in registers has no op at all).
 // test/Conversion/MLAToGPU/inline-ptx.mlir checks the PTX of each.
 //
@@ -21,6 +23,13 @@ mlir::Value ex2ApproxFtz(mlir::ImplicitLocOpBuilder &b, mlir::Value x);
 
 /// `lg2.approx.ftz.f32`: log2(x).
 mlir::Value lg2ApproxFtz(mlir::ImplicitLocOpBuilder &b, mlir::Value x);
+
+/// `cvt.rn.f16x2.e4m3x2` on both halves of `bytes` (i32, four float8
+/// E4M3FN codes, code 0 in the low byte): two i32 f16x2 words, codes 0-1
+/// then 2-3, the low half of each holding the lower code. Exact (every E4M3
+/// value is an f16), NaN codes give NaN. sm_89 and later.
+std::pair<mlir::Value, mlir::Value>
+cvtE4M3x4ToF16x2(mlir::ImplicitLocOpBuilder &b, mlir::Value bytes);
 
 /// `wgmma.mma_async.sync.aligned.m64n<n>k16.f32.<bf16|f16>` with both
 /// operands from shared-memory descriptors (i64). `acc` holds the thread's

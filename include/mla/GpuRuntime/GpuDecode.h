@@ -112,8 +112,10 @@ llvm::Error checkSeqLens(const DecodeKernelSpec &spec,
 /// decodeWorkspaceLayout(shape, batch, numSplits) and its split_bounds
 /// section must already hold the bounds (uploadBounds).
 struct DecodeArgs {
-  CUdeviceptr q = 0;          // [B, Sq, N, L+R] elem
-  CUdeviceptr cache = 0;      // [numPages, page, L+R] elem
+  CUdeviceptr q = 0; // [B, Sq, N, L+R] elem
+  /// [numPages, page, L+R] elem, or rows of the spec's fp8 format
+  /// ([numPages, page, cacheRowBytes] u8).
+  CUdeviceptr cache = 0;
   CUdeviceptr blockTable = 0; // [B, maxPages] i32
   CUdeviceptr seqLens = 0;    // [B] i32
   CUdeviceptr out = 0;        // [B, Sq, N, L] elem
@@ -125,6 +127,10 @@ struct DecodeArgs {
   int64_t numPages = 0;   // pages in the cache
   int64_t numSplits = 1;  // S
   float softmaxScale = 0; // positive and finite
+  /// fp8_e4m3 caches: the per-tensor scale, f32 [1] in device memory (read
+  /// by the kernel, so it may change between launches of a captured graph);
+  /// 0 for every other format.
+  CUdeviceptr kvScale = 0;
   /// The batch the workspace's sections are laid out for: a device plan's
   /// maximum batch (at least `batch`), or 0 for `batch` itself.
   int64_t layoutBatch = 0;
@@ -138,9 +144,9 @@ llvm::Error checkDecodeSizes(const DecodeKernelSpec &spec, int64_t batch,
                              int64_t numSplits);
 
 /// Validates everything about `args` the host can see: non-null and aligned
-/// pointers, sizes in the ranges the kernels' i32 parameters and grid allow,
-/// a positive finite softmax scale and a large enough workspace. Needs no
-/// GPU.
+/// pointers (kv_scale exactly for an fp8_e4m3 spec), sizes in the ranges the
+/// kernels' i32 parameters and grid allow, a positive finite softmax scale and
+/// a large enough workspace. Needs no GPU.
 llvm::Error checkDecodeArgs(const DecodeKernelSpec &spec,
                             const DecodeArgs &args);
 

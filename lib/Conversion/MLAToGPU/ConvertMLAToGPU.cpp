@@ -86,15 +86,33 @@ FailureOr<abi::DecodeShape> getDecodeShape(Operation *op) {
                            << layout << " (run mla-select-layout)";
   shape.pageSize = *layout.getPageSize();
   Type elem = cacheType.getElementType();
-  if (layout.getFormat() != RowFormat::bf16 &&
-      layout.getFormat() != RowFormat::f16)
-    return op->emitError() << "GPU decode supports bf16 and f16 caches; the "
-                           << stringifyRowFormat(layout.getFormat())
-                           << " format runs on the CPU path only";
-  if (qType.getElementType() != elem)
-    return op->emitError() << "GPU decode needs q in the cache's element type "
-                           << elem << ", got " << qType.getElementType();
-  shape.elem = elem.isBF16() ? abi::ElemType::BF16 : abi::ElemType::F16;
+  switch (layout.getFormat()) {
+  case RowFormat::bf16:
+  case RowFormat::f16:
+    if (qType.getElementType() != elem)
+      return op->emitError()
+             << "GPU decode needs q in the cache's element type " << elem
+             << ", got " << qType.getElementType();
+    break;
+  case RowFormat::f32:
+    return op->emitError() << "GPU decode reads bf16, f16 and fp8 caches; "
+                              "the f32 format runs on the CPU path only";
+  case RowFormat::fp8_e4m3:
+    // The kernel takes the per-tensor scale at launch (kv_scale), like the
+    // softmax scale: the layout's value is the CPU path's.
+    shape.kvFormat = abi::CacheFormat::FP8E4M3;
+    break;
+  case RowFormat::fp8_e4m3_token:
+    shape.kvFormat = abi::CacheFormat::FP8E4M3Token;
+    break;
+  case RowFormat::fp8_ds_mla:
+    shape.kvFormat = abi::CacheFormat::FP8DsMla;
+    break;
+  }
+  Type qElem = qType.getElementType();
+  if (!qElem.isBF16() && !qElem.isF16())
+    return op->emitError() << "GPU decode takes a bf16 or f16 q, got " << qElem;
+  shape.elem = qElem.isBF16() ? abi::ElemType::BF16 : abi::ElemType::F16;
   shape.causal = op->hasAttr("causal");
   return shape;
 }

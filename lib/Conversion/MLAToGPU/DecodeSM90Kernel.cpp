@@ -2,6 +2,7 @@
 
 #include "DecodeSM90Kernel.h"
 
+#include "mla/GPUCodegen/Fp8Dequant.h"
 #include "mla/GPUCodegen/OnlineSoftmax.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "llvm/Support/MathExtras.h"
@@ -15,29 +16,41 @@ DecodeSM90Layout DecodeSM90Layout::get(const abi::DecodeShape &shape,
                                        const abi::DecodeTiling &tiling) {
   const int64_t M = tiling.rowsPerCta, Bk = tiling.kvBlock;
   const int64_t rowData = shape.rowDim() * 2;
+  // An fp8 cache: one KV tile; the ring of raw blocks follows the scratch.
+  const int64_t kvTiles = shape.fp8() ? 1 : tiling.stages;
+  const int64_t rawSlot = llvm::alignTo(Bk * shape.cacheRowBytes(), 128);
+  const int64_t redBytes = llvm::alignTo(M * tiling.warpsN * 4, 128);
   DecodeSM90Layout lay;
   if (tiling.wgmma) {
     // Every section 1024-byte aligned: the 128B swizzle repeats every
     // 8 rows x 128 bytes and wgmma descriptors address it from there.
     int64_t kvOff = llvm::alignTo(M * rowData, 1024);
-    int64_t pOff = kvOff + llvm::alignTo(tiling.stages * Bk * rowData, 1024);
+    int64_t pOff = kvOff + llvm::alignTo(kvTiles * Bk * rowData, 1024);
     lay.q = SmemTile::box128B(0, M);
     lay.kv = SmemTile::box128B(kvOff, Bk);
     lay.p = SmemTile::box128B(pOff, M);
     lay.ring = {tiling.stages, Bk * rowData};
     lay.redOff = pOff + llvm::alignTo(M * Bk * 2, 1024);
+    if (shape.fp8()) {
+      lay.rawOff = lay.redOff + redBytes;
+      lay.ring = {tiling.stages, rawSlot};
+    }
     return lay;
   }
   // P rows are padded by 16 bytes so that ldmatrix rows of P spread banks.
   int64_t rowBytes = SmemTile::paddedRowBytes(SmemSwizzle::ChunkXor, rowData);
   int64_t pRowBytes = Bk * 2 + 16;
   int64_t kvOff = llvm::alignTo(M * rowBytes, 128);
-  int64_t pOff = kvOff + llvm::alignTo(tiling.stages * Bk * rowBytes, 128);
+  int64_t pOff = kvOff + llvm::alignTo(kvTiles * Bk * rowBytes, 128);
   lay.q = SmemTile::chunkXor(0, M, rowData);
   lay.kv = SmemTile::chunkXor(kvOff, Bk, rowData);
   lay.p = SmemTile::linear(pOff, M, pRowBytes);
   lay.ring = {tiling.stages, Bk * rowBytes};
   lay.redOff = pOff + llvm::alignTo(M * pRowBytes, 128);
+  if (shape.fp8()) {
+    lay.rawOff = lay.redOff + redBytes;
+    lay.ring = {tiling.stages, rawSlot};
+  }
   return lay;
 }
 
@@ -57,7 +70,10 @@ DecodeSM90Kernel::DecodeSM90Kernel(ImplicitLocOpBuilder &b,
 
 void DecodeSM90Kernel::begin(StringRef name, WarpGrid grid) {
   Type g = d.ptrGlobal, i32 = d.i32;
-  fn = createKernel(b, name, {g, g, g, g, g, g, g, i32, i32, i32, d.f32}, T);
+  SmallVector<Type> params = {g, g, g, g, g, g, g, i32, i32, i32, d.f32};
+  if (abi::decodePartialNumParams(shape) > abi::kDecodePartialNumParams)
+    params.push_back(g); // kv_scale
+  fn = createKernel(b, name, params, T);
   fn->setAttr("nvvm.minctasm", b.getI32IntegerAttr(1));
   qPtr = fn.getArgument(0), cache = fn.getArgument(1),
   blockTable = fn.getArgument(2), seqLens = fn.getArgument(3),
@@ -65,6 +81,8 @@ void DecodeSM90Kernel::begin(StringRef name, WarpGrid grid) {
   plse = fn.getArgument(6), batch = fn.getArgument(7),
   maxPages = fn.getArgument(8), numSplits = fn.getArgument(9);
   scaleLog2 = d.fmul(fn.getArgument(10), d.f(softmax::kLog2e));
+  if (shape.kvFormat == abi::CacheFormat::FP8E4M3)
+    kvScale = d.load(d.f32, fn.getArgument(11), 4);
 
   smem = dynamicSharedBase(b);
   tid = d.threadIdX();
@@ -148,8 +166,10 @@ void DecodeSM90Kernel::issueBlock(Value k) {
         4);
     Value firstRow = d.add(d.mul(d.toI64(phys), d.c64(page)),
                            d.toI64(d.remu(start, d.c32(page))));
-    Value rowBase = d.mul(firstRow, d.c64(D));
     Value stage = lay.ring.slotOffset(d, k);
+    if (shape.fp8())
+      return issueRawBlock(start, firstRow, stage);
+    Value rowBase = d.mul(firstRow, d.c64(D));
     forEachStrided(d, tid, T, Bk * Dc, [&](Value idx) {
       Value tok = d.divu(idx, d.c32(Dc)), ch = d.remu(idx, d.c32(Dc));
       Value valid = d.slt(d.add(start, tok), kvEnd);
@@ -161,6 +181,110 @@ void DecodeSM90Kernel::issueBlock(Value k) {
                   src, size);
     });
   });
+}
+
+void DecodeSM90Kernel::issueRawBlock(Value start, Value firstRow, Value stage) {
+  // The block's rows are one contiguous byte range (a block never straddles
+  // a page); 16-byte chunks that start past the piece's last row are
+  // zero-filled (dequantBlock zeroes those tokens anyway).
+  const int64_t rowBytes = shape.cacheRowBytes();
+  Value base = d.mul(firstRow, d.c64(rowBytes));
+  Value validBytes =
+      d.mul(d.minsi(d.sub(kvEnd, start), d.c32(Bk)), d.c32(rowBytes));
+  forEachStrided(d, tid, T, Bk * rowBytes / 16, [&](Value idx) {
+    Value off = d.mul(idx, d.c32(16));
+    Value src = d.gep(cache, d.i8, d.add(base, d.toI64(off)));
+    Value dst = sm(lay.rawOff, d.add(stage, off));
+    d.cpAsync16(dst, src, zeroFillSize(d, d.slt(off, validBytes)));
+  });
+}
+
+Value DecodeSM90Kernel::beginBlock(Value k, bool asyncProxy) {
+  lay.ring.waitOldest(d);
+  if (asyncProxy && !shape.fp8())
+    fenceProxyAsyncShared(d); // cp.async wrote through the generic proxy
+  d.barrier();
+  lay.ring.refill(d, k, [&](Value next) { issueBlock(next); });
+  if (!shape.fp8())
+    return lay.ring.slotOffset(d, k);
+  dequantBlock(k);
+  if (asyncProxy)
+    fenceProxyAsyncShared(d); // the KV tile was stored by st.shared
+  d.barrier();
+  return d.c32(0);
+}
+
+void DecodeSM90Kernel::storeKvChunks(Value k, int64_t firstChunk,
+                                     int64_t chunks,
+                                     function_ref<Value(Value, Value)> chunk) {
+  Value slot = d.add(d.c32(lay.rawOff), lay.ring.slotOffset(d, k));
+  Value valid = d.sub(kvEnd, blockStart(k)); // tokens of the piece
+  Value zero = LLVM::ZeroOp::create(b, VectorType::get({4}, d.i32));
+  // A loop rather than forEachStrided's unrolled rounds: unrolled, every
+  // round's loads are hoisted together and the O accumulators spill.
+  const int64_t count = Bk * chunks;
+  d.forLoop(llvm::divideCeil(count, T), {}, [&](Value round, ValueRange) {
+    Value idx = d.add(tid, d.mul(round, d.c32(T)));
+    d.ifThen(d.slt(idx, d.c32(count)), [&] {
+      Value tok = d.divu(idx, d.c32(chunks)), c = d.remu(idx, d.c32(chunks));
+      Value row = d.add(slot, d.mul(tok, d.c32(shape.cacheRowBytes())));
+      Value v = d.select(d.slt(tok, valid), chunk(row, c), zero);
+      Value dst = lay.kv.byteOffset(d, tok, d.add(c, d.c32(firstChunk)));
+      d.store(v, sm(lay.kv.base, dst), 16);
+    });
+    return SmallVector<Value>{};
+  });
+}
+
+void DecodeSM90Kernel::dequantBlock(Value k) {
+  const int64_t rowBytes = shape.cacheRowBytes(), R = shape.ropeDim;
+  const int64_t rawAlign =
+      std::min<int64_t>(8, int64_t(1) << llvm::countr_zero(uint64_t(rowBytes)));
+  auto v2 = VectorType::get({2}, d.i32), v4 = VectorType::get({4}, d.i32);
+  // Eight e4m3 codes from byte `first` of the row, times `scale`.
+  auto fp8Chunk = [&](Value row, Value first, Value scale) {
+    Value raw = d.load(v2, d.gepBytes(smem, d.add(row, first)), rawAlign);
+    return dequantE4M3x8(d, raw, scale, halfType);
+  };
+  auto scaleAt = [&](Value row, Value byteOff) {
+    return d.load(d.f32, d.gepBytes(smem, d.add(row, byteOff)), 4);
+  };
+  switch (shape.kvFormat) {
+  case abi::CacheFormat::FP8E4M3:
+    storeKvChunks(k, 0, Dc, [&](Value row, Value c) {
+      return fp8Chunk(row, d.mul(c, d.c32(8)), kvScale);
+    });
+    return;
+  case abi::CacheFormat::FP8E4M3Token:
+    // D codes, then the f32 scales of the latent (s0) and the RoPE (s1).
+    storeKvChunks(k, 0, L / 8, [&](Value row, Value c) {
+      return fp8Chunk(row, d.mul(c, d.c32(8)), scaleAt(row, d.c32(D)));
+    });
+    storeKvChunks(k, L / 8, R / 8, [&](Value row, Value c) {
+      return fp8Chunk(row, d.add(d.c32(L), d.mul(c, d.c32(8))),
+                      scaleAt(row, d.c32(D + 4)));
+    });
+    return;
+  case abi::CacheFormat::FP8DsMla: {
+    // L codes, an f32 scale per 128 of them, then R bf16 values.
+    storeKvChunks(k, 0, L / 8, [&](Value row, Value c) {
+      Value tile = d.divu(c, d.c32(abi::kDsMlaTile / 8));
+      return fp8Chunk(row, d.mul(c, d.c32(8)),
+                      scaleAt(row, d.add(d.c32(L), d.mul(tile, d.c32(4)))));
+    });
+    const int64_t ropeOff = L + 4 * (L / abi::kDsMlaTile);
+    const int64_t ropeAlign = std::min<int64_t>(
+        16, int64_t(1) << llvm::countr_zero(uint64_t(rowBytes | ropeOff)));
+    storeKvChunks(k, L / 8, R / 8, [&](Value row, Value c) {
+      Value off = d.add(row, d.add(d.c32(ropeOff), d.mul(c, d.c32(16))));
+      Value raw = d.load(v4, d.gepBytes(smem, off), ropeAlign);
+      return convertBF16x8(d, raw, halfType);
+    });
+    return;
+  }
+  default:
+    llvm_unreachable("dequantBlock of a cache that is not fp8");
+  }
 }
 
 void DecodeSM90Kernel::stageQAndPrefill() {

@@ -16,6 +16,12 @@
 //   * The end merges the row sums across warps and writes the normalised
 //     f32 partial output and the natural-log LSE (-inf for an empty piece).
 //
+// An fp8 cache (DecodeShape::kvFormat) changes the staging only: the ring
+// holds the raw rows of `stages` blocks (one contiguous byte range per
+// block), and each block is dequantised (Fp8Dequant) into a single
+// bf16/f16 KV tile of the usual layout before the MMAs read it, tokens past
+// the piece as zeros; the MMAs and the softmax are those of a bf16 cache.
+//
 // The two MMA schedules are separate compositions over this class, chosen
 // once by `DecodeTiling::wgmma`: DecodeSM90MmaSync.cpp (warp grid, ldmatrix
 // + mma.sync on ChunkXor tiles) and DecodeSM90Wgmma.cpp (two warpgroups,
@@ -38,10 +44,13 @@ namespace mla::gpu_codegen::sm90 {
 /// Where the tiles of the kernel live in dynamic shared memory.
 struct DecodeSM90Layout {
   SmemTile q, kv, p;
-  /// The KV tile's ring (one kv tile per stage).
+  /// The KV tile's ring (one kv tile per stage), or with an fp8 cache the
+  /// ring of raw blocks at `rawOff` (one kv tile in all).
   StageRing ring;
   /// Offset of the f32 [rows_per_cta x warps_n] row-reduction scratch.
   int64_t redOff;
+  /// Offset of the raw fp8 ring (0 for a bf16/f16 cache).
+  int64_t rawOff = 0;
 
   /// ChunkXor Q/KV tiles and a padded Linear P tile (mma.sync), or Box128B
   /// tiles in 1024-byte-aligned sections (wgmma).
@@ -67,6 +76,12 @@ public:
   void begin(llvm::StringRef name, WarpGrid grid);
   /// Stages Q and the first stages - 1 KV blocks.
   void stageQAndPrefill();
+  /// The head of every block step: waits for block `k`, issues block
+  /// k + stages - 1, dequantises block `k` of an fp8 cache, and returns the
+  /// byte offset of its KV tile from lay.kv.base once every thread may read
+  /// it. `asyncProxy`: the MMAs read shared memory through the async proxy
+  /// (wgmma), so this thread's writes are fenced before the barrier.
+  mlir::Value beginBlock(mlir::Value k, bool asyncProxy);
   /// Issues KV block `k` (skipped past the piece) into its ring slot.
   void issueBlock(mlir::Value k);
   /// The first KV position of block `k`.
@@ -101,6 +116,9 @@ public:
   mlir::gpu::GPUFuncOp fn;
   mlir::Value qPtr, cache, blockTable, seqLens, bounds, pout, plse, batch,
       maxPages, numSplits;
+  /// fp8_e4m3's per-tensor scale (f32), read once from the kv_scale
+  /// parameter.
+  mlir::Value kvScale;
   /// The softmax_scale parameter times log2(e): scores go to base 2.
   mlir::Value scaleLog2;
   mlir::Value smem, tid, warp, lane, wi, wj, gq, tq, r0, split, bb;
@@ -114,6 +132,19 @@ private:
   void computePiece();
   void computeRowLimits();
   void stageQ();
+  /// Issues the raw bytes of fp8 block `k` (from `start`, first cache row
+  /// `firstRow`) into ring slot `stage`.
+  void issueRawBlock(mlir::Value start, mlir::Value firstRow,
+                     mlir::Value stage);
+  /// Dequantises the raw block `k` into the KV tile.
+  void dequantBlock(mlir::Value k);
+  /// Stores `chunks` 16-byte chunks per token of the KV tile, from chunk
+  /// `firstChunk` of each row: `chunk(row, c)` computes chunk `c` (i32,
+  /// counted from `firstChunk`) of the raw row at shared byte offset `row`
+  /// (i32). Tokens at or past the piece's end get zeros.
+  void storeKvChunks(
+      mlir::Value k, int64_t firstChunk, int64_t chunks,
+      llvm::function_ref<mlir::Value(mlir::Value, mlir::Value)> chunk);
   /// The f32 slot (rowLocal[h], j) of the row-reduction scratch.
   mlir::Value redSlot(int h, mlir::Value j);
   /// Masks and scales the block, and publishes the per-thread row maxima

@@ -90,11 +90,7 @@ void MmaSyncDecode::accumulateOutput(MutableArrayRef<Value> o, Value stage) {
 }
 
 SmallVector<Value> MmaSyncDecode::step(Value kIdx, ValueRange carried) {
-  const StageRing &ring = k.lay.ring;
-  ring.waitOldest(d);
-  d.barrier();
-  ring.refill(d, kIdx, [&](Value next) { k.issueBlock(next); });
-  Value stage = ring.slotOffset(d, kIdx);
+  Value stage = k.beginBlock(kIdx, /*asyncProxy=*/false);
   Value start = k.blockStart(kIdx);
   SmallVector<MmaAccum> s = scores(stage);
   SmallVector<Value> next = k.softmaxBlock(s, start, carried);

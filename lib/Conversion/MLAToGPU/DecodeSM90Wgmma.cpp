@@ -81,12 +81,7 @@ void WgmmaDecode::accumulateOutput(MutableArrayRef<Value> o, Value stage) {
 }
 
 SmallVector<Value> WgmmaDecode::step(Value kIdx, ValueRange carried) {
-  const StageRing &ring = k.lay.ring;
-  ring.waitOldest(d);
-  fenceProxyAsyncShared(d); // cp.async wrote through the generic proxy
-  d.barrier();
-  ring.refill(d, kIdx, [&](Value next) { k.issueBlock(next); });
-  Value stage = ring.slotOffset(d, kIdx);
+  Value stage = k.beginBlock(kIdx, /*asyncProxy=*/true);
   Value start = k.blockStart(kIdx);
   SmallVector<MmaAccum> s = scores(stage);
   SmallVector<Value> next = k.softmaxBlock(s, start, carried);

@@ -7,12 +7,12 @@
 // the block table with bounds checks, and copies the row with one vector load
 // and one 16-byte vector store per lane and step, dequantising on the way.
 //
-// The fp8 and bf16 decoders repeat the CPU lowering's integer algorithms
-// (lib/Conversion/MLAToLinalg/LoweringUtils.cpp) so that both paths give the
-// same f32 values, NaN codes included, before the one rounding to the
-// workspace type. fp8_e4m3 multiplies by the f32 its kv_scale parameter
-// points at, loaded once per warp, not by the layout's `scale` (the CPU
-// lowering's constant): one image serves every scale (PrefillABI.h).
+// The fp8 and bf16 decoders (the Fp8Dequant block) repeat the CPU lowering's
+// integer algorithms (lib/Conversion/MLAToLinalg/LoweringUtils.cpp) so that
+// both paths give the same f32 values, NaN codes included, before the one
+// rounding to the workspace type. fp8_e4m3 multiplies by the f32 its kv_scale
+// parameter points at, loaded once per warp, not by the layout's `scale` (the
+// CPU lowering's constant): one image serves every scale (PrefillABI.h).
 //
 //===----------------------------------------------------------------------===//
 
@@ -20,13 +20,12 @@
 #include "mla/Conversion/MLAToGPU/MLAToGPU.h"
 #include "mla/Dialect/MLA/IR/MLAOps.h"
 #include "mla/GPUCodegen/DeviceBuilder.h"
+#include "mla/GPUCodegen/Fp8Dequant.h"
 #include "mla/GPUCodegen/Segments.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "llvm/Support/MathExtras.h"
-
-#include <limits>
 
 using namespace mlir;
 using namespace mla;
@@ -135,34 +134,6 @@ FailureOr<GatherPlan> planGather(GatherCacheOp op) {
   return plan;
 }
 
-/// The kernel body's builder: DeviceBuilder plus the decoders.
-struct Emit : gpu_codegen::DeviceBuilder {
-  using DeviceBuilder::DeviceBuilder;
-
-  Value bitsToF32(Value bits) { return arith::BitcastOp::create(b, f32, bits); }
-
-  /// float8 E4M3FN byte -> f32 (LoweringUtils.cpp's decodeE4M3).
-  Value decodeE4M3(Value byte) {
-    Value u = arith::ExtUIOp::create(b, i32, byte);
-    Value sign = shl(bitAnd(u, c32(0x80)), c32(24));
-    Value exp = bitAnd(shru(u, c32(3)), c32(0xF));
-    Value man = bitAnd(u, c32(7));
-    Value normal = bitsToF32(
-        ori(ori(sign, shl(add(exp, c32(120)), c32(23))), shl(man, c32(20))));
-    Value sub = fmul(arith::UIToFPOp::create(b, f32, man), f(1.0f / 512.0f));
-    sub = select(cmp(arith::CmpIPredicate::ne, sign, c32(0)),
-                 arith::NegFOp::create(b, sub), sub);
-    Value val = select(eq(exp, c32(0)), sub, normal);
-    Value isNan = eq(bitAnd(u, c32(0x7F)), c32(0x7F));
-    return select(isNan, f(std::numeric_limits<float>::quiet_NaN()), val);
-  }
-
-  /// bf16 bits (i16) -> f32.
-  Value decodeBF16(Value bits) {
-    return bitsToF32(shl(arith::ExtUIOp::create(b, i32, bits), c32(16)));
-  }
-};
-
 class GatherKernel {
 public:
   GatherKernel(ImplicitLocOpBuilder &b, const GatherPlan &plan)
@@ -187,7 +158,7 @@ private:
   Value toWorkspace(ArrayRef<Value> xs);
 
   ImplicitLocOpBuilder &b;
-  Emit e;
+  gpu_codegen::DeviceBuilder e;
   const GatherPlan &plan;
   const abi::CacheWriteShape &s;
   int64_t rowBytes, wsBytes, vec;
@@ -271,7 +242,8 @@ SmallVector<Value> GatherKernel::loadFp8(Value row, Value off, int64_t align,
   Value bytes = e.load(ty, e.gep(row, e.i8, off), align);
   SmallVector<Value> xs;
   for (int64_t k = 0; k < vec; ++k)
-    xs.push_back(e.fmul(e.decodeE4M3(e.extract(bytes, k)), scale));
+    xs.push_back(
+        e.fmul(gpu_codegen::decodeE4M3(e, e.extract(bytes, k)), scale));
   return xs;
 }
 
@@ -341,7 +313,7 @@ Value GatherKernel::loadGroup(Value row, Value first) {
                       commonPow2({rowBytes, ropeBase, 2 * vec}, 16));
   SmallVector<Value> xs;
   for (int64_t k = 0; k < vec; ++k)
-    xs.push_back(e.decodeBF16(e.extract(bits, k)));
+    xs.push_back(gpu_codegen::decodeBF16(e, e.extract(bits, k)));
   scf::YieldOp::create(b, toWorkspace(xs));
   return ifOp.getResult(0);
 }

@@ -14,12 +14,26 @@ module attributes {mla.target = #mla.target<chip = sm90>} {
 // -----
 
 module attributes {mla.target = #mla.target<chip = sm90>} {
-  func.func @fp8(%q: tensor<2x1x16x576xbf16>, %c: tensor<8x64x576xi8>, %bt: tensor<2x4xi32>, %l: tensor<2xi32>)
+  func.func @f32(%q: tensor<2x1x16x576xbf16>, %c: tensor<8x64x576xf32>, %bt: tensor<2x4xi32>, %l: tensor<2xi32>)
       -> (tensor<2x1x16x512xbf16>, tensor<2x16x1xf32>) {
-    // expected-error @+1 {{GPU decode supports bf16 and f16 caches; the fp8_e4m3 format runs on the CPU path only}}
-    %o, %s = mla.decode %q, %c[%bt, %l] layout #mla.cache_layout<format = fp8_e4m3, page_size = 64, scale = 1.0 : f32> scale 0.0721687824
+    // expected-error @+1 {{GPU decode reads bf16, f16 and fp8 caches; the f32 format runs on the CPU path only}}
+    %o, %s = mla.decode %q, %c[%bt, %l] layout #mla.cache_layout<format = f32, page_size = 64> scale 0.0721687824
         {mla.gpu_tiling = #mla.gpu_tiling<rows_per_cta = 16, warps_n = 4, kv_block = 64, stages = 2>}
-        : (tensor<2x1x16x576xbf16>, tensor<8x64x576xi8>, tensor<2x4xi32>, tensor<2xi32>) -> (tensor<2x1x16x512xbf16>, tensor<2x16x1xf32>)
+        : (tensor<2x1x16x576xbf16>, tensor<8x64x576xf32>, tensor<2x4xi32>, tensor<2xi32>) -> (tensor<2x1x16x512xbf16>, tensor<2x16x1xf32>)
+    return %o, %s : tensor<2x1x16x512xbf16>, tensor<2x16x1xf32>
+  }
+}
+
+// -----
+
+// The sm_100a (tcgen05) decode reads bf16/f16 caches only.
+module attributes {mla.target = #mla.target<chip = sm100>} {
+  func.func @fp8_sm100(%q: tensor<2x1x16x576xbf16>, %c: tensor<8x64x656xi8>, %bt: tensor<2x4xi32>, %l: tensor<2xi32>)
+      -> (tensor<2x1x16x512xbf16>, tensor<2x16x1xf32>) {
+    // expected-error @+1 {{fp8 caches are decoded on sm_90a only; the sm_100a (tcgen05) decode reads bf16/f16 caches}}
+    %o, %s = mla.decode %q, %c[%bt, %l] layout #mla.cache_layout<format = fp8_ds_mla, page_size = 64> scale 0.0721687824
+        {mla.gpu_tiling = #mla.gpu_tiling<rows_per_cta = 64, warps_n = 1, kv_block = 64, stages = 2>}
+        : (tensor<2x1x16x576xbf16>, tensor<8x64x656xi8>, tensor<2x4xi32>, tensor<2xi32>) -> (tensor<2x1x16x512xbf16>, tensor<2x16x1xf32>)
     return %o, %s : tensor<2x1x16x512xbf16>, tensor<2x16x1xf32>
   }
 }

@@ -42,6 +42,23 @@ FailureOr<gpu::DecodeShape> tilingShape(Operation *op) {
     return op->emitError() << "mla-select-gpu-tiling needs a planned page "
                               "size (run mla-select-layout first)";
   shape.pageSize = *layout.getPageSize();
+  // The fp8 formats stage raw rows next to the dequantised tile: their
+  // shared memory, and so the variant that fits, differ.
+  switch (layout.getFormat()) {
+  case RowFormat::fp8_e4m3:
+    shape.kvFormat = gpu::CacheFormat::FP8E4M3;
+    break;
+  case RowFormat::fp8_e4m3_token:
+    shape.kvFormat = gpu::CacheFormat::FP8E4M3Token;
+    break;
+  case RowFormat::fp8_ds_mla:
+    shape.kvFormat = gpu::CacheFormat::FP8DsMla;
+    break;
+  case RowFormat::bf16:
+  case RowFormat::f16:
+  case RowFormat::f32:
+    break;
+  }
   return shape;
 }
 

@@ -1,0 +1,79 @@
+//===- Fp8Dequant.cpp - float8 E4M3 cache rows to f32/bf16/f16 ------------===//
+
+#include "mla/GPUCodegen/Fp8Dequant.h"
+
+#include "mla/GPUCodegen/InlinePTX.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+
+#include <limits>
+
+using namespace mlir;
+using namespace mla::gpu_codegen;
+
+static Value bitsToF32(DeviceBuilder &d, Value bits) {
+  return arith::BitcastOp::create(d.b, d.f32, bits);
+}
+
+Value mla::gpu_codegen::decodeE4M3(DeviceBuilder &d, Value byte) {
+  ImplicitLocOpBuilder &b = d.b;
+  Value u = arith::ExtUIOp::create(b, d.i32, byte);
+  Value sign = d.shl(d.bitAnd(u, d.c32(0x80)), d.c32(24));
+  Value exp = d.bitAnd(d.shru(u, d.c32(3)), d.c32(0xF));
+  Value man = d.bitAnd(u, d.c32(7));
+  Value normal =
+      bitsToF32(d, d.ori(d.ori(sign, d.shl(d.add(exp, d.c32(120)), d.c32(23))),
+                         d.shl(man, d.c32(20))));
+  Value sub =
+      d.fmul(arith::UIToFPOp::create(b, d.f32, man), d.f(1.0f / 512.0f));
+  sub = d.select(d.cmp(arith::CmpIPredicate::ne, sign, d.c32(0)),
+                 arith::NegFOp::create(b, sub), sub);
+  Value val = d.select(d.eq(exp, d.c32(0)), sub, normal);
+  Value isNan = d.eq(d.bitAnd(u, d.c32(0x7F)), d.c32(0x7F));
+  return d.select(isNan, d.f(std::numeric_limits<float>::quiet_NaN()), val);
+}
+
+Value mla::gpu_codegen::decodeBF16(DeviceBuilder &d, Value bits) {
+  return bitsToF32(d,
+                   d.shl(arith::ExtUIOp::create(d.b, d.i32, bits), d.c32(16)));
+}
+
+/// The two f16 of an f16x2 word (i32) as f32.
+static std::pair<Value, Value> unpackF16x2(DeviceBuilder &d, Value word) {
+  ImplicitLocOpBuilder &b = d.b;
+  auto v2h = VectorType::get({2}, b.getF16Type());
+  auto v2f = VectorType::get({2}, d.f32);
+  Value halves = LLVM::BitcastOp::create(b, v2h, word);
+  Value wide = arith::ExtFOp::create(b, v2f, halves);
+  return {d.extract(wide, 0), d.extract(wide, 1)};
+}
+
+Value mla::gpu_codegen::dequantE4M3x8(DeviceBuilder &d, Value raw, Value scale,
+                                      Type halfType) {
+  Value out = d.poison(VectorType::get({4}, d.i32));
+  for (int64_t w = 0; w < 2; ++w) {
+    auto [lo, hi] = ptx::cvtE4M3x4ToF16x2(d.b, d.extract(raw, w));
+    int64_t k = 2 * w;
+    for (Value pair : {lo, hi}) {
+      auto [x0, x1] = unpackF16x2(d, pair);
+      out = d.insert(
+          out, d.pack2(d.fmul(x0, scale), d.fmul(x1, scale), halfType), k++);
+    }
+  }
+  return out;
+}
+
+Value mla::gpu_codegen::convertBF16x8(DeviceBuilder &d, Value raw,
+                                      Type halfType) {
+  if (halfType.isBF16())
+    return raw;
+  Value out = d.poison(VectorType::get({4}, d.i32));
+  for (int64_t w = 0; w < 4; ++w) {
+    Value word = d.extract(raw, w);
+    Value lo = bitsToF32(d, d.shl(word, d.c32(16)));
+    Value hi =
+        bitsToF32(d, d.bitAnd(word, d.c32(static_cast<int32_t>(0xFFFF0000u))));
+    out = d.insert(out, d.pack2(lo, hi, halfType), w);
+  }
+  return out;
+}

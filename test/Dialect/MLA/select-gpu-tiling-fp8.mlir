@@ -1,0 +1,65 @@
+// mla-select-gpu-tiling picks the fp8 decode variants: the tiling that fits
+// the raw fp8 staging ring in shared memory, and no fp8 decode on sm_100a.
+// RUN: mla-opt %s --split-input-file --mla-select-gpu-tiling --verify-diagnostics | FileCheck %s
+
+// fp8_e4m3 and fp8_e4m3_token rows (576 and 584 bytes): two raw stages fit
+// next to the wgmma tiles, so every head count takes the wgmma kernel.
+// CHECK-LABEL: func.func @e4m3_heads128
+// CHECK: mla.decode {{.*}}mla.gpu_tiling = #mla.gpu_tiling<rows_per_cta = 64, warps_n = 2, kv_block = 64, stages = 2, wgmma = true>
+module attributes {mla.target = #mla.target<chip = sm90>} {
+  func.func @e4m3_heads128(%q: tensor<2x1x128x576xbf16>, %c: tensor<8x64x576xi8>, %bt: tensor<2x4xi32>, %l: tensor<2xi32>) -> (tensor<2x1x128x512xbf16>, tensor<2x128x1xf32>) {
+    %o, %s = mla.decode %q, %c[%bt, %l] layout #mla.cache_layout<format = fp8_e4m3, page_size = 64, scale = 0.5 : f32> scale 0.0721687824
+        : (tensor<2x1x128x576xbf16>, tensor<8x64x576xi8>, tensor<2x4xi32>, tensor<2xi32>) -> (tensor<2x1x128x512xbf16>, tensor<2x128x1xf32>)
+    return %o, %s : tensor<2x1x128x512xbf16>, tensor<2x128x1xf32>
+  }
+}
+
+// -----
+
+// CHECK-LABEL: func.func @token_heads16
+// CHECK: mla.decode {{.*}}mla.gpu_tiling = #mla.gpu_tiling<rows_per_cta = 64, warps_n = 2, kv_block = 64, stages = 2, wgmma = true>
+module attributes {mla.target = #mla.target<chip = sm90>} {
+  func.func @token_heads16(%q: tensor<2x1x16x576xbf16>, %c: tensor<8x64x584xi8>, %bt: tensor<2x4xi32>, %l: tensor<2xi32>) -> (tensor<2x1x16x512xbf16>, tensor<2x16x1xf32>) {
+    %o, %s = mla.decode %q, %c[%bt, %l] layout #mla.cache_layout<format = fp8_e4m3_token, page_size = 64> scale 0.0721687824
+        : (tensor<2x1x16x576xbf16>, tensor<8x64x584xi8>, tensor<2x4xi32>, tensor<2xi32>) -> (tensor<2x1x16x512xbf16>, tensor<2x16x1xf32>)
+    return %o, %s : tensor<2x1x16x512xbf16>, tensor<2x16x1xf32>
+  }
+}
+
+// -----
+
+// fp8_ds_mla's 656-byte rows overflow shared memory next to the wgmma tiles:
+// the mma.sync kernel, tiled as for a bf16 cache of the head count.
+// CHECK-LABEL: func.func @ds_heads128
+// CHECK: mla.decode {{.*}}mla.gpu_tiling = #mla.gpu_tiling<rows_per_cta = 64, warps_n = 2, kv_block = 32, stages = 3>
+module attributes {mla.target = #mla.target<chip = sm90>} {
+  func.func @ds_heads128(%q: tensor<2x1x128x576xbf16>, %c: tensor<8x64x656xi8>, %bt: tensor<2x4xi32>, %l: tensor<2xi32>) -> (tensor<2x1x128x512xbf16>, tensor<2x128x1xf32>) {
+    %o, %s = mla.decode %q, %c[%bt, %l] layout #mla.cache_layout<format = fp8_ds_mla, page_size = 64> scale 0.0721687824
+        : (tensor<2x1x128x576xbf16>, tensor<8x64x656xi8>, tensor<2x4xi32>, tensor<2xi32>) -> (tensor<2x1x128x512xbf16>, tensor<2x128x1xf32>)
+    return %o, %s : tensor<2x1x128x512xbf16>, tensor<2x128x1xf32>
+  }
+}
+
+// -----
+
+// CHECK-LABEL: func.func @ds_heads16
+// CHECK: mla.decode {{.*}}mla.gpu_tiling = #mla.gpu_tiling<rows_per_cta = 16, warps_n = 4, kv_block = 64, stages = 2>
+module attributes {mla.target = #mla.target<chip = sm90>} {
+  func.func @ds_heads16(%q: tensor<2x1x16x576xbf16>, %c: tensor<8x64x656xi8>, %bt: tensor<2x4xi32>, %l: tensor<2xi32>) -> (tensor<2x1x16x512xbf16>, tensor<2x16x1xf32>) {
+    %o, %s = mla.decode %q, %c[%bt, %l] layout #mla.cache_layout<format = fp8_ds_mla, page_size = 64> scale 0.0721687824
+        : (tensor<2x1x16x576xbf16>, tensor<8x64x656xi8>, tensor<2x4xi32>, tensor<2xi32>) -> (tensor<2x1x16x512xbf16>, tensor<2x16x1xf32>)
+    return %o, %s : tensor<2x1x16x512xbf16>, tensor<2x16x1xf32>
+  }
+}
+
+// -----
+
+// The sm_100a decode reads bf16/f16 caches only.
+module attributes {mla.target = #mla.target<chip = sm100>} {
+  func.func @sm100(%q: tensor<2x1x128x576xbf16>, %c: tensor<8x128x656xi8>, %bt: tensor<2x4xi32>, %l: tensor<2xi32>) -> (tensor<2x1x128x512xbf16>, tensor<2x128x1xf32>) {
+    // expected-error @+1 {{no GPU decode tiling for this shape on sm_100a: fp8 caches are decoded on sm_90a only; the sm_100a (tcgen05) decode reads bf16/f16 caches}}
+    %o, %s = mla.decode %q, %c[%bt, %l] layout #mla.cache_layout<format = fp8_ds_mla, page_size = 128> scale 0.0721687824
+        : (tensor<2x1x128x576xbf16>, tensor<8x128x656xi8>, tensor<2x4xi32>, tensor<2xi32>) -> (tensor<2x1x128x512xbf16>, tensor<2x128x1xf32>)
+    return %o, %s : tensor<2x1x128x512xbf16>, tensor<2x128x1xf32>
+  }
+}
