@@ -160,7 +160,7 @@ OwningOpRef<ModuleOp> buildDecodeModule(MLIRContext &ctx,
       s.causal ? b.getUnitAttr() : UnitAttr(), b.getI64IntegerAttr(1));
   partial->setAttr(MLADialect::getGpuTilingAttrName(),
                    GpuTilingAttr::get(&ctx, t.rowsPerCta, t.warpsN, t.kvBlock,
-                                      t.stages, t.wgmma));
+                                      t.stages, t.wgmma, t.pipelined));
   auto combine =
       CombineOp::create(b, kb.getLoc(), out, lse, partial.getPartialOut(),
                         partial.getPartialLse());
