@@ -90,10 +90,12 @@ int64_t decodeSharedBytes(Chip chip, const DecodeShape &shape,
     // 64-column boxes of 128-byte rows; every section 1024-byte aligned (the
     // 128-byte swizzle atom).
     int64_t row = shape.rowDim() * elemBytes(shape.elem);
-    // The pipelined build adds its mbarriers: Q full, then full and empty
-    // per stage.
-    int64_t barriers =
-        tiling.pipelined ? alignTo((1 + 2 * tiling.stages) * 8, 128) : 0;
+    // The pipelined build adds its mbarriers: Q full, then per stage one
+    // full barrier per 64-column box and one empty barrier.
+    int64_t boxes = shape.rowDim() / 64;
+    int64_t barriers = tiling.pipelined
+                           ? alignTo((1 + tiling.stages * (boxes + 1)) * 8, 128)
+                           : 0;
     return alignTo(tiling.rowsPerCta * row, 1024) +
            alignTo(tiling.stages * tiling.kvBlock * row, 1024) +
            alignTo(tiling.rowsPerCta * tiling.kvBlock * 2, 1024) +

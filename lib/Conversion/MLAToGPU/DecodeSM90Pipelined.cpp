@@ -8,8 +8,10 @@
 //  * warpgroup 0 (the producer) shrinks to 24 registers; one thread loads
 //    the Q tile once and then the request's KV blocks, each as
 //    (L+R)/64 boxes of 64 tokens x 64 columns through a 2-D tensor map of
-//    the cache ([pages * page, L+R]), into a ring of `stages` slots with a
-//    full and an empty mbarrier each. The physical row of a block is
+//    the cache ([pages * page, L+R]), into a ring of `stages` slots. Each
+//    box completes its own "full" mbarrier, so QK^T's k-steps on a box
+//    start as soon as it lands; one "empty" mbarrier per slot counts the
+//    consumers' release. The physical row of a block is
 //    block_table[b][start / page] * page + start % page: a block never
 //    straddles a page. An empty piece still gets one (unloaded) block, so
 //    the consumers' wgmmas never sit behind a branch (ptxas C7520).
@@ -74,32 +76,38 @@ struct Running {
 class PipelinedDecode {
 public:
   PipelinedDecode(DecodeSM90Kernel &k)
-      : k(k), d(k.d), stageBytes(k.Bk * k.D * 2),
+      : k(k), d(k.d), stageBytes(k.Bk * k.D * 2), numBoxes(k.D / kBoxColumns),
         barrierOff(k.lay.redOff + llvm::alignTo(k.M * k.wn * 4, 128)) {}
 
   void emit(StringRef name);
 
 private:
   void declare(StringRef name);
-  /// Barrier 0 is "Q full"; then per ring slot "full" and "empty".
+  /// Barrier 0 is "Q full"; then a "full" barrier per ring slot and box,
+  /// then an "empty" barrier per slot.
   MBarrier barrier(Value index) {
     return MBarrier(d, k.sm(barrierOff, d.mul(index, d.c32(8))));
   }
-  MBarrier full(Value slot) { return barrier(d.add(slot, d.c32(1))); }
-  MBarrier empty(Value slot) { return barrier(d.add(slot, d.c32(1 + k.St))); }
+  MBarrier full(Value slot, int64_t box) {
+    return barrier(d.add(d.mul(slot, d.c32(numBoxes)), d.c32(1 + box)));
+  }
+  MBarrier empty(Value slot) {
+    return barrier(d.add(slot, d.c32(1 + k.St * numBoxes)));
+  }
   Value slot(Value n) { return d.remu(n, d.c32(k.St)); }
   Value phase(Value n) { return d.bitAnd(d.divu(n, d.c32(k.St)), d.c32(1)); }
   Value slotBytes(Value n) { return d.mul(slot(n), d.c32(stageBytes)); }
 
   void produce(Value blocks);
-  void loadBoxes(Value map, int64_t base, Value slotOff, int64_t rows,
-                 MBarrier bar, Value row);
+  /// Loads the block at cache row `row` into ring slot `slot`, each box
+  /// signalling its own full barrier.
+  void loadBlock(Value slot, Value row);
 
   void consume(Value blocks);
   void consumerSync();
-  /// Issues S = Q K_j^T of the block in the slot at `slotOff` (no commit);
-  /// the Q tile is at byte `qBase`.
-  WgmmaAccum issueScores(WarpgroupMma &mma, Value qBase, Value slotOff);
+  /// Issues S = Q K_j^T of block `n` (no commit), each box's k-steps once
+  /// that box has landed; the Q tile is at byte `qBase`.
+  WgmmaAccum issueScores(WarpgroupMma &mma, Value qBase, Value n);
   /// Issues O_j += P V_j of the block in the slot at `slotOff` (no commit).
   WgmmaAccum issuePV(WarpgroupMma &mma, ArrayRef<Value> o, Value slotOff);
   /// Masks and scales S of block `n`, exchanges the row maxima, folds them
@@ -114,7 +122,7 @@ private:
 
   DecodeSM90Kernel &k;
   DeviceBuilder &d;
-  const int64_t stageBytes, barrierOff;
+  const int64_t stageBytes, numBoxes, barrierOff;
   Value qMap, kvMap, ctid;
 };
 
@@ -140,11 +148,13 @@ void PipelinedDecode::declare(StringRef name) {
   qMap = entry->getArgument(11), kvMap = entry->getArgument(12);
 }
 
-void PipelinedDecode::loadBoxes(Value map, int64_t base, Value slotOff,
-                                int64_t rows, MBarrier bar, Value row) {
-  TmaDescriptor desc(d, map);
-  for (int64_t c = 0; c < k.D / kBoxColumns; ++c) {
-    Value box = k.sm(base + c * rows * kBoxBytes, slotOff);
+void PipelinedDecode::loadBlock(Value slot, Value row) {
+  TmaDescriptor desc(d, kvMap);
+  Value slotOff = d.mul(slot, d.c32(stageBytes));
+  for (int64_t c = 0; c < numBoxes; ++c) {
+    MBarrier bar = full(slot, c);
+    bar.arriveExpectTx(d.c32(k.Bk * kBoxBytes));
+    Value box = k.sm(k.lay.kv.base + c * k.Bk * kBoxBytes, slotOff);
     desc.loadTile(box, bar, {d.c32(c * kBoxColumns), d.c32(0), row});
   }
 }
@@ -155,13 +165,15 @@ void PipelinedDecode::produce(Value blocks) {
     // past the tensor (zero-filled by the TMA unit).
     MBarrier q = barrier(d.c32(0));
     q.arriveExpectTx(d.c32(k.M * k.D * 2));
-    loadBoxes(qMap, k.lay.q.base, d.c32(0), k.M, q,
-              d.add(d.mul(k.bb, d.c32(k.rows)), k.r0));
+    TmaDescriptor qDesc(d, qMap);
+    Value qRow = d.add(d.mul(k.bb, d.c32(k.rows)), k.r0);
+    for (int64_t c = 0; c < numBoxes; ++c)
+      qDesc.loadTile(k.sm(k.lay.q.base + c * k.M * kBoxBytes, d.c32(0)), q,
+                     {d.c32(c * kBoxColumns), d.c32(0), qRow});
     d.forLoop(d.c32(0), blocks, d.c32(1), {}, [&](Value n, ValueRange) {
       // A fresh barrier's previous phase (parity 1) counts as complete, so
       // the first round does not wait.
       empty(slot(n)).waitParity(d.bitXor(phase(n), d.c32(1)));
-      MBarrier bar = full(slot(n));
       auto ifOp = scf::IfOp::create(k.b, d.slt(n, k.numBlocks),
                                     /*withElseRegion=*/true);
       {
@@ -175,11 +187,11 @@ void PipelinedDecode::produce(Value blocks) {
             4);
         Value row =
             d.add(d.mul(phys, d.c32(k.page)), d.remu(start, d.c32(k.page)));
-        bar.arriveExpectTx(d.c32(stageBytes));
-        loadBoxes(kvMap, k.lay.kv.base, slotBytes(n), k.Bk, bar, row);
+        loadBlock(slot(n), row);
         // The placeholder block of an empty piece loads nothing.
         k.b.setInsertionPointToStart(ifOp.elseBlock());
-        bar.arrive();
+        for (int64_t c = 0; c < numBoxes; ++c)
+          full(slot(n), c).arrive();
       }
       return SmallVector<Value>{};
     });
@@ -193,7 +205,7 @@ void PipelinedDecode::consumerSync() {
 }
 
 WgmmaAccum PipelinedDecode::issueScores(WarpgroupMma &mma, Value qBase,
-                                        Value slotOff) {
+                                        Value n) {
   const SmemTile &q = k.lay.q, &kv = k.lay.kv;
   WgmmaDescriptors descs(d, k.smem);
   // The first step does not accumulate: undefined inputs need no register
@@ -201,8 +213,14 @@ WgmmaAccum PipelinedDecode::issueScores(WarpgroupMma &mma, Value qBase,
   // inject a warpgroup.arrive, C7519).
   WgmmaAccum acc = WgmmaAccum::splat(k.Tw, d.poison(d.f32));
   // Token half j: rows Tw*j.. of every 64-column box of the slot.
-  Value kHalf = d.add(slotOff, d.mul(k.wj, d.c32(k.Tw * kBoxBytes)));
+  Value kHalf = d.add(slotBytes(n), d.mul(k.wj, d.c32(k.Tw * kBoxBytes)));
   for (int64_t kk = 0; kk < k.D / 16; ++kk) {
+    // Four k-steps per box: the first waits for the box, then fences (the
+    // wait wrote registers; without the fence ptxas injects one, C7519).
+    if (kk % 4 == 0) {
+      full(slot(n), kk / 4).waitParity(phase(n));
+      mma.fence();
+    }
     Value aOff = d.add(qBase, d.c32(q.kSliceOffset(kk)));
     Value bOff = d.add(kHalf, d.c32(kv.base + kv.kSliceOffset(kk)));
     acc = mma.step(acc, descs.kMajor(aOff), descs.kMajor(bOff), kk > 0,
@@ -319,9 +337,7 @@ void PipelinedDecode::consume(Value blocks) {
 
   // Block 0: S, its softmax, P published (O is still zero).
   Value zero = d.c32(0);
-  full(zero).waitParity(zero);
   WarpgroupMma sMma(d, k.Tw, k.bf16), oMma(d, k.Lw, k.bf16);
-  sMma.fence();
   WgmmaAccum s = issueScores(sMma, d.c32(k.lay.q.base), zero);
   sMma.commitAndWait();
   publish(zero, softmaxBlock(s, zero, run, alpha));
@@ -341,12 +357,10 @@ void PipelinedDecode::consume(Value blocks) {
                   r.m[0] = c[numO], r.m[1] = c[numO + 1];
                   r.l[0] = c[numO + 2], r.l[1] = c[numO + 3];
                   Value next = d.add(n, d.c32(1));
-                  full(slot(next)).waitParity(phase(next));
                   // Q's 36 descriptors are loop-invariant: hoisted out of
                   // the loop they would hold 72 registers next to O.
                   Value qBase = opaqueI32(k.b, d.c32(k.lay.q.base));
-                  sMma.fence();
-                  WgmmaAccum sNext = issueScores(sMma, qBase, slotBytes(next));
+                  WgmmaAccum sNext = issueScores(sMma, qBase, next);
                   sMma.commit();
                   // The descriptor arithmetic since the last fence wrote
                   // registers.
@@ -389,7 +403,8 @@ void PipelinedDecode::emit(StringRef name) {
   d.ifThen(d.eq(k.tid, d.c32(0)), [&] {
     barrier(d.c32(0)).init(1);
     for (int64_t st = 0; st < k.St; ++st) {
-      full(d.c32(st)).init(1);
+      for (int64_t c = 0; c < numBoxes; ++c)
+        full(d.c32(st), c).init(1);
       empty(d.c32(st)).init(kConsumerThreads);
     }
   });

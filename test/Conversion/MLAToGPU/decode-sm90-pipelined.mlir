@@ -2,9 +2,11 @@
 // an llvm.func kernel taking q and the cache as two more by-value TMA maps,
 // 384 threads. The producer warpgroup shrinks to 24 registers and loads Q
 // (nine 64-column boxes) once, then per block waits for its ring slot to be
-// empty and loads nine boxes (or, for an empty piece's placeholder block,
-// only arrives). The consumers grow to 240 registers and score block 0
-// (36 k-steps of m64n32k16), then per block issue the next S and this P V
+// empty and loads nine boxes, each completing its own full barrier (or, for
+// an empty piece's placeholder block, only arrives on them). The consumers
+// grow to 240 registers and score block 0 (36 k-steps of m64n32k16, each
+// box's four once that box has landed, after a wgmma.fence), then per
+// block issue the next S and this P V
 // (4 k-steps of m64n256k16) as two groups, wait for S alone (wait_group 1),
 // exchange row maxima on named barrier 1 of 256 threads, wait for P V
 // (wait_group 0), free the slot, and publish P (fenced to the async proxy).
@@ -17,9 +19,12 @@
 // CHECK-LABEL: llvm.func @mla_decode_partial(
 // CHECK-SAME:    %arg10: f32, %arg11: !llvm.ptr {llvm.align = 64 : i64, llvm.byval = !llvm.array<16 x i64>, nvvm.grid_constant}, %arg12: !llvm.ptr {llvm.align = 64 : i64, llvm.byval = !llvm.array<16 x i64>, nvvm.grid_constant})
 // CHECK-SAME:    nvvm.kernel, nvvm.maxntid = array<i32: 384, 1, 1>, nvvm.minctasm = 1 : i32
-// Q full, then full (1 arrival) and empty (256 consumer arrivals) per stage.
+// Q full, then per stage nine box-full barriers (1 arrival) and an empty
+// one (256 consumer arrivals).
 // CHECK:         nvvm.mbarrier.init %{{.*}}, %c1_i32
-// CHECK:         nvvm.mbarrier.init %{{.*}}, %c1_i32
+// CHECK-COUNT-9: nvvm.mbarrier.init %{{.*}}, %c1_i32
+// CHECK:         nvvm.mbarrier.init %{{.*}}, %c256_i32
+// CHECK-COUNT-9: nvvm.mbarrier.init %{{.*}}, %c1_i32
 // CHECK:         nvvm.mbarrier.init %{{.*}}, %c256_i32
 // CHECK:         nvvm.barrier0
 // CHECK:         nvvm.setmaxregister  decrease 24
@@ -29,15 +34,21 @@
 // CHECK:           nvvm.mbarrier.try_wait.parity
 // CHECK:           scf.if
 // CHECK:             llvm.load
-// CHECK:             nvvm.mbarrier.arrive.expect_tx %{{.*}}, %c73728_i32
-// CHECK-COUNT-9:     nvvm.cp.async.bulk.tensor.shared.cluster.global %{{.*}}, %arg12,
+// CHECK:             nvvm.mbarrier.arrive.expect_tx %[[BOX0:[0-9]+]], %c8192_i32
+// CHECK:             nvvm.cp.async.bulk.tensor.shared.cluster.global %{{.*}}, %arg12, %[[BOX0]],
+// CHECK:             nvvm.mbarrier.arrive.expect_tx %[[BOX1:[0-9]+]], %c8192_i32
+// CHECK:             nvvm.cp.async.bulk.tensor.shared.cluster.global %{{.*}}, %arg12, %[[BOX1]],
+// CHECK-COUNT-7:     nvvm.cp.async.bulk.tensor.shared.cluster.global %{{.*}}, %arg12,
 // CHECK:           } else {
-// CHECK-NEXT:        nvvm.mbarrier.arrive
+// CHECK-COUNT-9:     nvvm.mbarrier.arrive %
 // CHECK:         nvvm.setmaxregister  increase 240
 // CHECK:         nvvm.mbarrier.try_wait.parity
 // CHECK:         nvvm.mbarrier.try_wait.parity
-// CHECK:         nvvm.wgmma.fence.aligned
-// CHECK-COUNT-36: wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16
+// CHECK-NEXT:    nvvm.wgmma.fence.aligned
+// CHECK-COUNT-4: wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16
+// CHECK:         nvvm.mbarrier.try_wait.parity
+// CHECK-NEXT:    nvvm.wgmma.fence.aligned
+// CHECK-COUNT-32: wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16
 // CHECK:         nvvm.wgmma.commit.group.sync.aligned
 // CHECK:         nvvm.wgmma.wait.group.sync.aligned 0
 // CHECK:         nvvm.barrier id = %{{.*}} number_of_threads = %c256_i32
@@ -45,9 +56,9 @@
 // CHECK:         nvvm.fence.proxy {kind = #nvvm.proxy_kind<async.shared>, space = #nvvm.shared_space<cta>}
 // CHECK:         nvvm.barrier id = %{{.*}} number_of_threads = %c256_i32
 // CHECK:         scf.for
-// CHECK:           nvvm.mbarrier.try_wait.parity
 // CHECK:           "mov.b32 $0, $1;"
-// CHECK:           nvvm.wgmma.fence.aligned
+// CHECK:           nvvm.mbarrier.try_wait.parity
+// CHECK-NEXT:      nvvm.wgmma.fence.aligned
 // CHECK-COUNT-36:  wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16
 // CHECK:           nvvm.wgmma.commit.group.sync.aligned
 // CHECK:           nvvm.wgmma.fence.aligned
