@@ -12,15 +12,33 @@ BUILD=${BUILD:-build}
 bash "$(dirname "$0")/build-gpu-carry.sh" "$OUT"
 specs=$(mktemp)
 trap 'rm -f "$specs"' EXIT
+# The sm_90a decode variants the GPU tests and mla-bench --tile force
+# (test/python/conftest.py SM90_DECODE_TILES), besides the default tiling.
+tiles="64x2x64x2w 64x2x64x2p"
 for extra in "" --check; do
   "$BUILD/bin/mla-bench" --list-specs --chip=sm_90a $extra |
     grep -E "^(decode|cache_write|absorb_q|up_proj_out) " >> "$specs"
+  for tile in $tiles; do
+    "$BUILD/bin/mla-bench" --list-specs --chip=sm_90a --tile=$tile $extra |
+      grep -E "^decode " >> "$specs"
+  done
 done
 "$BUILD/bin/mla-prefill-bench" --list-specs --chip=sm_90a >> "$specs"
 # The f16 decode of test_gpu_decode.py::test_float16 (the deepseek set is bf16).
 echo "decode chip=sm_90a N=16 Sq=1 L=512 R=64 page=64 dtype=f16 causal=0 tile=64x2x64x2w" >> "$specs"
 # mla.dcp's combine (test_gpu_dcp.py, scripts/bench-dcp.py): float32 merges of the ranks' latent outputs.
 for n in 16 128; do echo "merge_states chip=sm_90a N=$n H=512 dtype=f32" >> "$specs"; done
+# Each variant at the deepseek decode shapes test_gpu_decode.py and
+# test_gpu_graphs.py use (mla-aot --shapes deepseek builds the default's).
+for tile in $tiles; do
+  for n in 16 32 64 128; do
+    for mode in "Sq=1 L=512 R=64 page=64 dtype=bf16 causal=0" "Sq=2 L=512 R=64 page=64 dtype=bf16 causal=1"; do
+      echo "decode chip=sm_90a N=$n $mode tile=$tile" >> "$specs"
+    done
+  done
+  echo "decode chip=sm_90a N=16 Sq=1 L=512 R=64 page=64 dtype=f16 causal=0 tile=$tile" >> "$specs"
+done
+sort -u -o "$specs" "$specs"
 "$BUILD/bin/mla-aot" --cache-dir "$OUT/kernel-cache" --shapes deepseek --spec-file "$specs"
 tools=$(dirname "$0")/../../shared/tools
 for peer in flashmla_bench bench_prefill_sdpa.py; do

@@ -79,7 +79,8 @@ DecodeTiling chooseDecodeTiling(Chip chip, const DecodeShape &shape) {
 }
 
 int64_t decodeThreadsPerCta(const DecodeTiling &tiling) {
-  return 32 * (tiling.rowsPerCta / 16) * tiling.warpsN;
+  int64_t producer = tiling.pipelined ? kDecodeProducerThreads : 0;
+  return producer + 32 * (tiling.rowsPerCta / 16) * tiling.warpsN;
 }
 
 int64_t decodeSharedBytes(Chip chip, const DecodeShape &shape,
@@ -97,10 +98,17 @@ int64_t decodeSharedBytes(Chip chip, const DecodeShape &shape,
     // 64-column boxes of 128-byte rows; every section 1024-byte aligned (the
     // 128-byte swizzle atom).
     int64_t row = shape.rowDim() * elemBytes(shape.elem);
+    // The pipelined build adds its mbarriers: Q full, then per stage one
+    // full barrier per 64-column box and one empty barrier.
+    int64_t boxes = shape.rowDim() / 64;
+    int64_t barriers = tiling.pipelined
+                           ? alignTo((1 + tiling.stages * (boxes + 1)) * 8, 128)
+                           : 0;
     return alignTo(tiling.rowsPerCta * row, 1024) +
            alignTo(kvTiles * tiling.kvBlock * row, 1024) +
            alignTo(tiling.rowsPerCta * tiling.kvBlock * 2, 1024) +
-           alignTo(tiling.rowsPerCta * tiling.warpsN * 4, 128) + raw;
+           alignTo(tiling.rowsPerCta * tiling.warpsN * 4, 128) + raw +
+           barriers;
   }
   // Shared rows are padded to whole 128-byte swizzle groups.
   int64_t rowBytes = alignTo(shape.rowDim() * elemBytes(shape.elem), 128);
@@ -130,7 +138,10 @@ std::string checkDecodeTiling(Chip chip, const DecodeShape &shape,
       shape.latentDim % kDsMlaTile != 0)
     return "fp8_ds_mla needs L % " + std::to_string(kDsMlaTile) +
            " == 0, got L = " + std::to_string(shape.latentDim);
-  if (chip == Chip::SM100a && tiling.wgmma)
+  if (tiling.pipelined && shape.fp8())
+    return "the pipelined decode (tile suffix p) reads bf16/f16 caches; fp8 "
+           "caches use the wgmma or mma.sync builds";
+  if (chip == Chip::SM100a && (tiling.wgmma || tiling.pipelined))
     return "wgmma is an sm_90a instruction; sm_100a uses tcgen05";
   if (chip == Chip::SM100a)
     return checkDecodeTilingSM100(shape, tiling);
@@ -158,6 +169,8 @@ std::string checkDecodeTiling(Chip chip, const DecodeShape &shape,
                        shape.latentDim % 128 != 0 || shape.latentDim > 512))
     return "wgmma needs rows_per_cta 64, warps_n 2, kv_block 64, L+R a "
            "multiple of 64 and L a multiple of 128 up to 512";
+  if (tiling.pipelined && !tiling.wgmma)
+    return "the pipelined decode is built on wgmma (tile suffix p, not w)";
   if (tiling.stages < 2)
     return "stages = " + str(tiling.stages) +
            " must be at least 2 (cp.async double buffering)";

@@ -86,11 +86,12 @@ bool parseScale(const std::string &text, float &scale) {
   return errno == 0 && end == text.c_str() + text.size();
 }
 
-/// `RxWxKxS[w]`: rows_per_cta x warps_n x kv_block x stages; a trailing `w`
-/// selects the wgmma kernel.
+/// `RxWxKxS[w|p]`: rows_per_cta x warps_n x kv_block x stages; a trailing
+/// `w` selects the wgmma kernel, `p` its warp-specialised TMA build.
 bool parseTile(const std::string &tileText, DecodeTiling &tiling) {
   std::string text = tileText;
-  tiling.wgmma = !text.empty() && text.back() == 'w';
+  tiling.pipelined = !text.empty() && text.back() == 'p';
+  tiling.wgmma = tiling.pipelined || (!text.empty() && text.back() == 'w');
   if (tiling.wgmma)
     text.pop_back();
   int64_t *fields[] = {&tiling.rowsPerCta, &tiling.warpsN, &tiling.kvBlock,
@@ -236,7 +237,10 @@ std::string toString(const DecodeKernelSpec &spec) {
   if (s.fp8())
     os << " format=" << cacheFormatName(s.kvFormat);
   os << " tile=" << t.rowsPerCta << 'x' << t.warpsN << 'x' << t.kvBlock << 'x'
-     << t.stages << (t.wgmma ? "w" : "");
+     << t.stages
+     << (t.pipelined ? "p"
+         : t.wgmma   ? "w"
+                     : "");
   return os.str();
 }
 

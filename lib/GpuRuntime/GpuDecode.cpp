@@ -8,6 +8,7 @@
 
 #include "mla/GpuRuntime/GpuDecode.h"
 #include "mla/Contract/ArgRules.h"
+#include "mla/GpuRuntime/TensorMap.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/Twine.h"
 #include "llvm/Support/MathExtras.h"
@@ -333,6 +334,35 @@ llvm::Error GpuDecoder::plan(CUstream stream,
   return planner.launch(grid, block, 0, stream, params);
 }
 
+llvm::Error GpuDecoder::encodePipelinedMaps(const DecodeArgs &args,
+                                            CUtensorMap &qMap,
+                                            CUtensorMap &cacheMap) const {
+  const DecodeShape &s = spec.shape;
+  // TMA row coordinates are int32.
+  if (args.numPages > kInt32Max / s.pageSize)
+    return invalid("the pipelined decode addresses cache rows (pages x page "
+                   "size) as int32; " +
+                   Twine(args.numPages) + " pages of " + Twine(s.pageSize) +
+                   " is too many");
+  llvm::Expected<const CudaDriver &> driver = CudaRuntime::get();
+  if (!driver)
+    return driver.takeError();
+  ActType elem = s.elem == ElemType::BF16 ? ActType::BF16 : ActType::F16;
+  llvm::Expected<CUtensorMap> q = encodeHeadRowsMap(
+      *driver, args.q, elem, args.batch * s.queryRows * s.numHeads, 1,
+      s.rowDim(), spec.tiling.rowsPerCta);
+  if (!q)
+    return q.takeError();
+  llvm::Expected<CUtensorMap> cache =
+      encodeHeadRowsMap(*driver, args.cache, elem, args.numPages * s.pageSize,
+                        1, s.rowDim(), spec.tiling.kvBlock);
+  if (!cache)
+    return cache.takeError();
+  qMap = *q;
+  cacheMap = *cache;
+  return llvm::Error::success();
+}
+
 llvm::Error GpuDecoder::run(CUstream stream, const DecodeArgs &args) const {
   if (llvm::Error error = checkDecodeArgs(spec, args))
     return error;
@@ -350,11 +380,25 @@ llvm::Error GpuDecoder::run(CUstream stream, const DecodeArgs &args) const {
   float softmaxScale = args.softmaxScale;
   CUdeviceptr kvScale = args.kvScale;
 
-  // fp8_e4m3 kernels take kv_scale last; the others stop before it.
+  // The pipelined kernel also takes q and the cache as TMA maps, encoded
+  // from host data only (pointers and sizes), so a plan/run decode and a
+  // captured graph need no sync; fp8_e4m3 kernels take kv_scale (the two
+  // never meet: checkDecodeTiling). The driver reads no more parameters than
+  // a kernel declares.
+  CUtensorMap qMap, cacheMap;
+  if (spec.tiling.pipelined) {
+    if (llvm::Error error = encodePipelinedMaps(args, qMap, cacheMap))
+      return error;
+  }
   void *partialParams[] = {&q,           &cache,      &blockTable,   &seqLens,
                            &splitBounds, &partialOut, &partialLse,   &batch,
-                           &maxPages,    &numSplits,  &softmaxScale, &kvScale};
-  static_assert(std::size(partialParams) == kDecodePartialNumParams + 1);
+                           &maxPages,    &numSplits,  &softmaxScale, &kvScale,
+                           nullptr};
+  static_assert(std::size(partialParams) == kDecodePipelinedNumParams);
+  if (spec.tiling.pipelined) {
+    partialParams[kDecodePartialNumParams] = &qMap;
+    partialParams[kDecodePartialNumParams + 1] = &cacheMap;
+  }
   void *combineParams[] = {&partialOut, &partialLse, &out,
                            &lse,        &batch,      &numSplits};
   static_assert(std::size(combineParams) == kCombineNumParams);

@@ -191,7 +191,7 @@ OwningOpRef<ModuleOp> buildDecodeModule(MLIRContext &ctx,
       /*shard=*/DcpShardAttr());
   partial->setAttr(MLADialect::getGpuTilingAttrName(),
                    GpuTilingAttr::get(&ctx, t.rowsPerCta, t.warpsN, t.kvBlock,
-                                      t.stages, t.wgmma));
+                                      t.stages, t.wgmma, t.pipelined));
   auto combine =
       CombineOp::create(b, kb.getLoc(), out, lse, partial.getPartialOut(),
                         partial.getPartialLse());

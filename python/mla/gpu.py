@@ -377,6 +377,9 @@ def _outputs(torch, q, latent, out, lse):
 
 def _decode_spec_for(torch, q, kv_cache, latent, causal, tile, kv_format):
     b, sq, h, d = q.shape
+    if tile is None:
+        # Forces one kernel variant for every call that names none (the GPU tests run once per variant).
+        tile = os.environ.get("MLA_DECODE_TILE") or None
     dtype = "bf16" if q.dtype == torch.bfloat16 else "f16"
     return decode_spec(h, sq, latent, d - latent, kv_cache.shape[1], dtype, causal, _chip(torch, q.device),
                        tile, kv_format).encode()
@@ -425,7 +428,8 @@ def decode(q, kv_cache, block_table, seq_lens, *, head_dim_v, softmax_scale, cau
     `num_splits` cuts every request into that many split-KV pieces; without it `split_policy` decides:
     "grid" (default: one count per batch fitted to the GPU's SMs, see `chooseGridSplits`), "heuristic"
     (vLLM Triton MLA's), "balanced" (FlashMLA's plan) or "batch-invariant". `tile` ("RxWxKxS", with a
-    trailing "w" for the wgmma kernel) overrides the kernel's default tiling (part of the kernel's key).
+    trailing "w" for the wgmma kernel or "p" for its warp-specialised TMA build) overrides the kernel's
+    default tiling (part of the kernel's key); without it, $MLA_DECODE_TILE, when set, does.
 
     With `plan` (from `plan_decode` on this step's tables) the call only checks shapes, dtypes and
     devices against the plan and enqueues the decode on torch's current stream: no host copy, no

@@ -7,6 +7,8 @@ build/python_packages) decides which package is under test, and a missing packag
 import os
 import sys
 
+import pytest
+
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -14,3 +16,22 @@ def pytest_configure(config):
     config.addinivalue_line(
         "markers", "slow: heaviest cases (DeepSeek-V3 at 128 heads, long contexts); deselect with -m 'not slow'"
     )
+
+
+# The sm_90a decode kernels besides the default tiling: the cp.async-fed wgmma kernel and its
+# warp-specialised TMA build. test_gpu_decode.py and test_gpu_graphs.py run every test once per variant
+# (plus once with the default) by setting MLA_DECODE_TILE, which mla.gpu reads when a call names no tile.
+SM90_DECODE_TILES = ("64x2x64x2w", "64x2x64x2p")
+
+
+@pytest.fixture(params=(None,) + SM90_DECODE_TILES, ids=lambda tile: tile or "default-tile")
+def decode_tile(request, monkeypatch):
+    if request.param is None:
+        monkeypatch.delenv("MLA_DECODE_TILE", raising=False)
+        return None
+    import torch
+
+    if torch.cuda.get_device_capability() != (9, 0):
+        pytest.skip(f"tile {request.param} is an sm_90a kernel")
+    monkeypatch.setenv("MLA_DECODE_TILE", request.param)
+    return request.param

@@ -30,6 +30,9 @@ if not torch.cuda.is_available():
 import mla  # noqa: E402
 from mla import gpu  # noqa: E402
 
+# Every test once per sm_90a decode variant (conftest.decode_tile).
+pytestmark = pytest.mark.usefixtures("decode_tile")
+
 L, R, PAGE = 512, 64, 64
 D = L + R
 SCALE = 192**-0.5

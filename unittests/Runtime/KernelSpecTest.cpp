@@ -208,6 +208,7 @@ TEST(KernelSpecTest, KeyChangesWithEveryField) {
   vary([](DecodeKernelSpec &s) { s.tiling.kvBlock = 32; });
   vary([](DecodeKernelSpec &s) { s.tiling.stages = 3; });
   vary([](DecodeKernelSpec &s) { s.tiling.wgmma = false; });
+  vary([](DecodeKernelSpec &s) { s.tiling.pipelined = true; });
 
   std::set<std::string> keys = {cacheKeyFor(base)};
   for (const DecodeKernelSpec &spec : variants)
@@ -256,6 +257,39 @@ TEST(KernelSpecTest, MalformedTextIsRejected) {
   EXPECT_NE(parseError("decode chip=sm_90a N=128 Sq=1 L=512 R=64 page=64 "
                        "dtype=bf16 causal=yes scale=0.1")
                 .find("causal must be 0 or 1"),
+            std::string::npos);
+}
+
+TEST(KernelSpecTest, PipelinedTileRoundTrips) {
+  // Suffix p: the warp-specialised TMA build, which is a wgmma kernel of
+  // 384 threads (a producer warpgroup ahead of the two consumers).
+  std::string text = "decode chip=sm_90a N=16 Sq=2 L=512 R=64 page=64 "
+                     "dtype=bf16 causal=1 tile=64x2x64x2p";
+  DecodeKernelSpec spec = parseOrDie(text);
+  EXPECT_TRUE(spec.tiling.wgmma);
+  EXPECT_TRUE(spec.tiling.pipelined);
+  EXPECT_EQ(toString(spec), text);
+  EXPECT_EQ(decodeThreadsPerCta(spec.tiling), 384);
+  DecodeKernelSpec plain = spec;
+  plain.tiling.pipelined = false;
+  EXPECT_EQ(decodeThreadsPerCta(plain.tiling), 256);
+  // Q, two 64-token stages, P, the row scratch, and 21 mbarriers (Q, nine
+  // box-full and one empty per stage) in 256 bytes.
+  EXPECT_EQ(decodeSharedBytes(spec.chip, spec.shape, spec.tiling),
+            decodeSharedBytes(plain.chip, plain.shape, plain.tiling) + 256);
+  EXPECT_LE(decodeSharedBytes(spec.chip, spec.shape, spec.tiling), 227 * 1024);
+  // Three stages of 576-wide rows do not fit; no wgmma on sm_100a.
+  EXPECT_NE(parseError("decode chip=sm_90a N=16 Sq=1 L=512 R=64 page=64 "
+                       "dtype=bf16 causal=0 tile=64x2x64x3p")
+                .find("bytes of shared memory"),
+            std::string::npos);
+  spec.tiling.wgmma = false;
+  EXPECT_NE(checkDecodeTiling(spec.chip, spec.shape, spec.tiling)
+                .find("built on wgmma"),
+            std::string::npos);
+  spec.tiling.wgmma = true;
+  EXPECT_NE(checkDecodeTiling(Chip::SM100a, spec.shape, spec.tiling)
+                .find("sm_100a uses tcgen05"),
             std::string::npos);
 }
 

@@ -89,6 +89,12 @@ struct DecodeTiling {
   int64_t kvBlock = 32;
   int64_t stages = 2;
   bool wgmma = false;
+  /// With `wgmma`: the warp-specialised build (DecodeSM90Pipelined.cpp): a
+  /// producer warpgroup loads Q and the KV blocks by TMA into a ring of
+  /// `stages` slots with mbarriers, and the two consumer warpgroups overlap
+  /// one block's softmax with the previous block's P V. The kernel takes
+  /// kDecodePipelinedNumParams parameters (two CUtensorMaps appended).
+  bool pipelined = false;
 };
 
 /// The tiling the planning passes use for `chip` and `shape`.
@@ -126,6 +132,17 @@ inline int decodePartialNumParams(const DecodeShape &shape) {
   return kDecodePartialNumParams +
          (shape.kvFormat == CacheFormat::FP8E4M3 ? 1 : 0);
 }
+
+/// The pipelined build (DecodeTiling::pipelined) takes two more, by-value
+/// (__grid_constant__) CUtensorMap parameters after those eleven:
+///   q_map      q as [B*Sq*N, 1, L+R] rows, boxes of 64 columns x
+///              rowsPerCta rows, 128B swizzle
+///   cache_map  the cache as [pages*pageSize, 1, L+R] rows, boxes of 64
+///              columns x kvBlock rows, 128B swizzle
+/// (mla::gpu::encodeHeadRowsMap with one head).
+inline constexpr int kDecodePipelinedNumParams = 13;
+/// The producer warpgroup of the pipelined build.
+inline constexpr int64_t kDecodeProducerThreads = 128;
 
 /// Kernel `mla_combine`, grid (ceil(Sq*N / combineRowsPerCta), B), block
 /// combineThreadsPerCta, no dynamic shared memory. Parameters:

@@ -227,6 +227,9 @@ public:
   llvm::Error run(CUstream stream, const DecodeArgs &args) const;
 
 private:
+  /// The TMA maps of q and the cache that a pipelined spec's kernel takes.
+  llvm::Error encodePipelinedMaps(const DecodeArgs &args, CUtensorMap &qMap,
+                                  CUtensorMap &cacheMap) const;
   GpuDecoder(const DecodeKernelSpec &spec, CudaKernel partial,
              CudaKernel combine, CudaKernel planner)
       : spec(spec), partial(std::move(partial)), combine(std::move(combine)),

@@ -127,8 +127,8 @@ FailureOr<abi::DecodeTiling> getDecodeTiling(Operation *op, abi::Chip chip,
                            << "': run mla-select-gpu-tiling (part of mla-plan "
                               "for GPU targets) first";
   abi::DecodeTiling tiling{attr.getRowsPerCta(), attr.getWarpsN(),
-                           attr.getKvBlock(), attr.getStages(),
-                           attr.getWgmma()};
+                           attr.getKvBlock(),    attr.getStages(),
+                           attr.getWgmma(),      attr.getPipelined()};
   std::string why = abi::checkDecodeTiling(chip, shape, tiling);
   if (!why.empty())
     return op->emitError() << "unusable " << attr << ": " << why;
@@ -160,13 +160,13 @@ struct KernelEmitter {
     if (failed(tiling))
       return failure();
     std::string name = uniqueName(abi::kDecodePartialKernel);
-    FailureOr<::mlir::gpu::GPUFuncOp> fn =
+    LogicalResult emitted =
         getTargetInfo(chip).decodeMma() == MmaFamily::Tcgen05
-            ? emitDecodePartialSM100(builder, op->getLoc(), name, *shape,
-                                     *tiling)
+            ? LogicalResult(emitDecodePartialSM100(builder, op->getLoc(), name,
+                                                   *shape, *tiling))
             : emitDecodePartialSM90(builder, op->getLoc(), name, *shape,
                                     *tiling);
-    if (failed(fn))
+    if (failed(emitted))
       return failure();
     // The device planner goes with every partial kernel: it plans for the
     // page size, Sq and causality that kernel was built for.

@@ -128,9 +128,18 @@ public:
   /// request, and their causal limits.
   mlir::Value rowLocal[2], rowGlobal[2], rowLimit[2];
 
-private:
+  // The pieces DecodeSM90Pipelined.cpp composes with its own kernel
+  // signature, loads and barriers.
   void computePiece();
   void computeRowLimits();
+  /// The f32 slot (rowLocal[h], j) of the row-reduction scratch.
+  mlir::Value redSlot(int h, mlir::Value j);
+  /// The block's max of row rowLocal[h] over the warps sharing it.
+  mlir::Value blockRowMax(int h);
+  /// Stores the normalised rows of `state` to partial_out and their LSE.
+  void writeOutput(mlir::ValueRange state, mlir::Value lRow[2]);
+
+private:
   void stageQ();
   /// Issues the raw bytes of fp8 block `k` (from `start`, first cache row
   /// `firstRow`) into ring slot `stage`.
@@ -145,18 +154,13 @@ private:
   void storeKvChunks(
       mlir::Value k, int64_t firstChunk, int64_t chunks,
       llvm::function_ref<mlir::Value(mlir::Value, mlir::Value)> chunk);
-  /// The f32 slot (rowLocal[h], j) of the row-reduction scratch.
-  mlir::Value redSlot(int h, mlir::Value j);
   /// Masks and scales the block, and publishes the per-thread row maxima
   /// (reduced over the quad) to the scratch; ends with a barrier.
   void maskAndPublishRowMax(llvm::MutableArrayRef<MmaAccum> s,
                             mlir::Value start);
-  /// The block's max of row rowLocal[h] over the warps sharing it.
-  mlir::Value blockRowMax(int h);
   /// p = 2^(s - m) to the P tile; adds p to the row sums `l`.
   void storeProbabilities(llvm::ArrayRef<MmaAccum> s, mlir::Value mUse[2],
                           mlir::Value l[2]);
-  void writeOutput(mlir::ValueRange state, mlir::Value lRow[2]);
 };
 
 /// The mma.sync and wgmma compositions (tiling.wgmma picks one).
@@ -168,6 +172,12 @@ mlir::FailureOr<mlir::gpu::GPUFuncOp>
 emitDecodeSM90Wgmma(mlir::OpBuilder &builder, mlir::Location loc,
                     llvm::StringRef name, const gpu::DecodeShape &shape,
                     const gpu::DecodeTiling &tiling);
+/// The warp-specialised, TMA-fed build (tiling.pipelined): an llvm.func
+/// kernel taking two more, by-value CUtensorMap parameters.
+void emitDecodeSM90Pipelined(mlir::OpBuilder &builder, mlir::Location loc,
+                             llvm::StringRef name,
+                             const gpu::DecodeShape &shape,
+                             const gpu::DecodeTiling &tiling);
 
 } // namespace mla::gpu_codegen::sm90
 

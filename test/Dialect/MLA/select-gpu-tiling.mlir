@@ -113,3 +113,45 @@ module attributes {mla.target = #mla.target<chip = sm90>} {
     return %o, %s : tensor<2x1x16x256xbf16>, tensor<2x16x1xf32>
   }
 }
+
+// -----
+
+// The warp-specialised TMA build is selectable by its tiling, and kept.
+// CHECK-LABEL: func.func @pipelined
+// CHECK: mla.gpu_tiling = #mla.gpu_tiling<rows_per_cta = 64, warps_n = 2, kv_block = 64, stages = 2, wgmma = true, pipelined = true>
+module attributes {mla.target = #mla.target<chip = sm90>} {
+  func.func @pipelined(%q: tensor<2x2x16x576xbf16>, %c: tensor<8x64x576xbf16>, %bt: tensor<2x4xi32>, %l: tensor<2xi32>)
+      -> (tensor<2x2x16x512xbf16>, tensor<2x16x2xf32>) {
+    %o, %s = mla.decode %q, %c[%bt, %l] layout #mla.cache_layout<format = bf16, page_size = 64> scale 0.0721687824 causal
+        {mla.gpu_tiling = #mla.gpu_tiling<rows_per_cta = 64, warps_n = 2, kv_block = 64, stages = 2, wgmma = true, pipelined = true>}
+        : (tensor<2x2x16x576xbf16>, tensor<8x64x576xbf16>, tensor<2x4xi32>, tensor<2xi32>) -> (tensor<2x2x16x512xbf16>, tensor<2x16x2xf32>)
+    return %o, %s : tensor<2x2x16x512xbf16>, tensor<2x16x2xf32>
+  }
+}
+
+// -----
+
+// Three 72 KiB stages next to Q do not fit in shared memory.
+module attributes {mla.target = #mla.target<chip = sm90>} {
+  func.func @pipelined3(%q: tensor<2x1x128x576xbf16>, %c: tensor<8x64x576xbf16>, %bt: tensor<2x4xi32>, %l: tensor<2xi32>)
+      -> (tensor<2x1x128x512xbf16>, tensor<2x128x1xf32>) {
+    // expected-error @+1 {{needs 303872 bytes of shared memory}}
+    %o, %s = mla.decode %q, %c[%bt, %l] layout #mla.cache_layout<format = bf16, page_size = 64> scale 0.0721687824
+        {mla.gpu_tiling = #mla.gpu_tiling<rows_per_cta = 64, warps_n = 2, kv_block = 64, stages = 3, wgmma = true, pipelined = true>}
+        : (tensor<2x1x128x576xbf16>, tensor<8x64x576xbf16>, tensor<2x4xi32>, tensor<2xi32>) -> (tensor<2x1x128x512xbf16>, tensor<2x128x1xf32>)
+    return %o, %s : tensor<2x1x128x512xbf16>, tensor<2x128x1xf32>
+  }
+}
+
+// -----
+
+module attributes {mla.target = #mla.target<chip = sm90>} {
+  func.func @pipelinedNoWgmma(%q: tensor<2x1x128x576xbf16>, %c: tensor<8x64x576xbf16>, %bt: tensor<2x4xi32>, %l: tensor<2xi32>)
+      -> (tensor<2x1x128x512xbf16>, tensor<2x128x1xf32>) {
+    %o, %s = mla.decode %q, %c[%bt, %l] layout #mla.cache_layout<format = bf16, page_size = 64> scale 0.0721687824
+        // expected-error @+1 {{pipelined needs wgmma}}
+        {mla.gpu_tiling = #mla.gpu_tiling<rows_per_cta = 64, warps_n = 2, kv_block = 64, stages = 2, pipelined = true>}
+        : (tensor<2x1x128x576xbf16>, tensor<8x64x576xbf16>, tensor<2x4xi32>, tensor<2xi32>) -> (tensor<2x1x128x512xbf16>, tensor<2x128x1xf32>)
+    return %o, %s : tensor<2x1x128x512xbf16>, tensor<2x128x1xf32>
+  }
+}

@@ -15,11 +15,13 @@
 
 namespace mla::gpu_codegen {
 
-/// `mla_decode_partial` for sm_90a: cp.async staging + mma.sync m16n8k16.
-mlir::FailureOr<mlir::gpu::GPUFuncOp>
-emitDecodePartialSM90(mlir::OpBuilder &builder, mlir::Location loc,
-                      llvm::StringRef name, const gpu::DecodeShape &shape,
-                      const gpu::DecodeTiling &tiling);
+/// `mla_decode_partial` for sm_90a: mma.sync or wgmma fed by cp.async, or
+/// the warp-specialised TMA + wgmma build (an llvm.func kernel).
+mlir::LogicalResult emitDecodePartialSM90(mlir::OpBuilder &builder,
+                                          mlir::Location loc,
+                                          llvm::StringRef name,
+                                          const gpu::DecodeShape &shape,
+                                          const gpu::DecodeTiling &tiling);
 
 /// `mla_decode_partial` for sm_100a: tcgen05 MMAs with tensor memory.
 mlir::FailureOr<mlir::gpu::GPUFuncOp>

@@ -82,8 +82,8 @@ struct SelectGpuTilingPass
         return WalkResult::interrupt();
       if (auto given = op->getAttrOfType<GpuTilingAttr>(name)) {
         gpu::DecodeTiling tiling{given.getRowsPerCta(), given.getWarpsN(),
-                                 given.getKvBlock(), given.getStages(),
-                                 given.getWgmma()};
+                                 given.getKvBlock(),    given.getStages(),
+                                 given.getWgmma(),      given.getPipelined()};
         std::string why = gpu::checkDecodeTiling(chip, *shape, tiling);
         if (!why.empty()) {
           op->emitError() << "the given " << given << " cannot run this "
@@ -101,7 +101,8 @@ struct SelectGpuTilingPass
       }
       op->setAttr(name, GpuTilingAttr::get(&getContext(), tiling.rowsPerCta,
                                            tiling.warpsN, tiling.kvBlock,
-                                           tiling.stages, tiling.wgmma));
+                                           tiling.stages, tiling.wgmma,
+                                           tiling.pipelined));
       return WalkResult::advance();
     });
     if (result.wasInterrupted())

@@ -147,14 +147,19 @@ def MLA_GpuTilingAttr : MLA_Attr<"GpuTiling", "gpu_tiling"> {
     output columns `[j*L/warps_n, (j+1)*L/warps_n)`. KV blocks are staged in
     shared memory `stages` deep. `wgmma = true` (sm_90a) computes both
     products with warpgroup MMAs on 128B-swizzled shared-memory tiles
-    (needs 64 rows, 2 warpgroups, 64-token blocks).
+    (needs 64 rows, 2 warpgroups, 64-token blocks). `pipelined = true` (with
+    `wgmma`) is its warp-specialised build: a producer warpgroup loads Q and
+    the KV blocks by TMA into an mbarrier ring and the two consumer
+    warpgroups overlap a block's softmax with the previous block's P V.
 
     Example: `#mla.gpu_tiling<rows_per_cta = 64, warps_n = 2, kv_block = 32, stages = 2>`
   }];
   let parameters = (ins "int64_t":$rows_per_cta, "int64_t":$warps_n,
                         "int64_t":$kv_block, "int64_t":$stages,
                         DefaultValuedParameter<"bool", "false",
-                          "warpgroup MMAs (sm_90a wgmma) instead of mma.sync">:$wgmma);
+                          "warpgroup MMAs (sm_90a wgmma) instead of mma.sync">:$wgmma,
+                        DefaultValuedParameter<"bool", "false",
+                          "the warp-specialised TMA build of the wgmma kernel">:$pipelined);
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;
 }
