@@ -906,22 +906,6 @@ mlaGpuCacheFormat formatOf(const CacheWriteShape &shape) {
   return format;
 }
 
-/// The row format of a checked cache (its layout keyword).
-CacheFormat cacheFormatOf(const mla::CheckedCache &cache) {
-  llvm::StringRef layout = cache.layoutFormat;
-  if (layout == "bf16")
-    return CacheFormat::BF16;
-  if (layout == "f16")
-    return CacheFormat::F16;
-  if (layout == "f32")
-    return CacheFormat::F32;
-  if (layout == "fp8_e4m3")
-    return CacheFormat::FP8E4M3;
-  if (layout == "fp8_e4m3_token")
-    return CacheFormat::FP8E4M3Token;
-  return CacheFormat::FP8DsMla;
-}
-
 ActType getActType(mla::DType dtype) {
   return dtype == mla::DType::bf16  ? ActType::BF16
          : dtype == mla::DType::f16 ? ActType::F16
@@ -1531,7 +1515,10 @@ checkAttentionCall(const AttentionCall &call) {
   options.prefill.vHeadDim = o.prefill.vHeadDim;
   if (o.prefill.hasWorkspaceRows)
     options.prefill.workspaceRows = o.prefill.workspaceRows;
-  options.prefill.cache = unwrap(o.prefill.cache);
+  llvm::Expected<mla::CacheFormat> format = unwrap(o.prefill.cache);
+  if (!format)
+    return format.takeError();
+  options.prefill.cache = std::move(*format);
   options.decodeThreshold = o.decodeThreshold;
   llvm::Expected<mla::AttentionCall> checked = mla::checkAttention(
       mla::Device::GPU, q, kvC, kPe, w, cache, table, qsl, lens, options);
@@ -1602,6 +1589,16 @@ llvm::Error attention(const char *chipName, int32_t device,
   batch.decodeThreshold = checked->decodeThreshold;
   batch.workspaceRows = c.workspaceRows.value_or(
       mla::defaultPrefillWorkspaceRows(*chip == Chip::SM100a ? 128 : 64));
+  // fp8_e4m3's scale for the prefill path's gather (taken before the state
+  // lock, which getKvScalePointer takes itself).
+  CUdeviceptr kvScale = 0;
+  if (workspace && c.tokens > 0) {
+    llvm::Expected<CUdeviceptr> ptr =
+        getKvScalePointer(device, c.cache, &call.options->prefill.cache);
+    if (!ptr)
+      return ptr.takeError();
+    kvScale = *ptr;
+  }
 
   State &s = state();
   std::lock_guard<std::mutex> lock(s.mutex);
@@ -1638,6 +1635,7 @@ llvm::Error attention(const char *chipName, int32_t device,
   args.batch = c.batch;
   args.maxPages = batch.maxPages;
   args.numPages = c.cache.pages;
+  args.kvScale = kvScale;
   if (llvm::Error error = checkMixedAttention(specs, shape, args, *plan))
     return error;
   if (c.tokens == 0)

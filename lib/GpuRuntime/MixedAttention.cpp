@@ -102,6 +102,7 @@ ChunkedPrefillArgs planPrefillArgs(const ChunkedPrefillShape &s,
   p.batch = a.batch - plan.numDecodes;
   p.maxPages = a.maxPages;
   p.numPages = a.numPages;
+  p.kvScale = a.kvScale;
   return p;
 }
 

@@ -103,6 +103,7 @@ struct MixedAttentionArgs {
   CUdeviceptr workspace = 0;
   uint64_t workspaceBytes = 0;
   int64_t tokens = 0, batch = 0, maxPages = 0, numPages = 0;
+  CUdeviceptr kvScale = 0; // fp8_e4m3's f32 scale (KvScale.h), else 0
 };
 
 /// The loaded kernels a run uses: the decode path's when the plan has
