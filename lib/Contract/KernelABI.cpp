@@ -115,6 +115,14 @@ std::string checkDecodeTiling(Chip chip, const DecodeShape &shape,
            ", N = " + std::to_string(shape.numHeads) +
            " and Sq = " + std::to_string(shape.queryRows) +
            " must each be at most " + std::to_string(kMaxDecodeRowDim);
+  if (shape.varlen && chip == Chip::SM100a)
+    return "varlen decode (query_start_loc) is built for sm_90a only; on "
+           "sm_100a pad the batch to a uniform s_q";
+  if (shape.varlen &&
+      (shape.queryRows < 1 || shape.queryRows > kMaxVarlenQueryRows))
+    return "a varlen decode's largest query length Sq = " +
+           std::to_string(shape.queryRows) + " must be in [1, " +
+           std::to_string(kMaxVarlenQueryRows) + "]";
   if (chip == Chip::SM100a && tiling.wgmma)
     return "wgmma is an sm_90a instruction; sm_100a uses tcgen05";
   if (chip == Chip::SM100a)

@@ -42,6 +42,37 @@ TEST(KernelSpecTest, DefaultSpecPrintsTheDocumentedText) {
   EXPECT_EQ(toString(spec), kDeepSeek);
 }
 
+TEST(KernelSpecTest, VarlenIsWrittenOnlyWhenSetAndSm90Only) {
+  DecodeKernelSpec spec;
+  spec.shape.queryRows = 8;
+  spec.shape.causal = true;
+  spec.tiling = chooseDecodeTiling(spec.chip, spec.shape);
+  std::string uniform = toString(spec);
+  EXPECT_EQ(uniform.find("varlen"), std::string::npos);
+  spec.shape.varlen = true;
+  std::string text = toString(spec);
+  EXPECT_EQ(text, uniform + " varlen=1");
+  DecodeKernelSpec back = parseOrDie(text);
+  EXPECT_TRUE(back.shape.varlen);
+  EXPECT_NE(cacheKeyFor(back), cacheKeyFor(parseOrDie(uniform)));
+  EXPECT_FALSE(parseOrDie(uniform + " varlen=0").shape.varlen);
+
+  DecodeKernelSpec parsed;
+  std::string error;
+  EXPECT_FALSE(parseDecodeKernelSpec(
+      "decode chip=sm_90a N=16 Sq=9 L=512 R=64 page=64 dtype=bf16 causal=1 "
+      "varlen=1",
+      parsed, error));
+  EXPECT_NE(error.find("largest query length Sq = 9 must be in [1, 8]"),
+            std::string::npos)
+      << error;
+  EXPECT_FALSE(parseDecodeKernelSpec(
+      "decode chip=sm_100a N=16 Sq=2 L=512 R=64 page=64 dtype=bf16 causal=1 "
+      "varlen=1",
+      parsed, error));
+  EXPECT_NE(error.find("built for sm_90a only"), std::string::npos) << error;
+}
+
 TEST(KernelSpecTest, RoundTripsExactly) {
   DecodeKernelSpec spec;
   spec.shape.numHeads = 16;

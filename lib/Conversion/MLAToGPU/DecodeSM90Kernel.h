@@ -101,6 +101,11 @@ public:
   mlir::gpu::GPUFuncOp fn;
   mlir::Value qPtr, cache, blockTable, seqLens, bounds, pout, plse, batch,
       maxPages, numSplits;
+  /// The request's query tokens [tokenBase, tokenBase + qRows) of the
+  /// tokensPerSplit a split's partial rows hold (uniform: B*Sq tokens,
+  /// request b's from b*Sq, qRows = Sq; varlen: from query_start_loc, T per
+  /// split, qRows 0 for a malformed request), and its qRows*N tile rows.
+  mlir::Value tokenBase, qRows, reqRows, tokensPerSplit;
   /// The softmax_scale parameter times log2(e): scores go to base 2.
   mlir::Value scaleLog2;
   mlir::Value smem, tid, warp, lane, wi, wj, gq, tq, r0, split, bb;
@@ -111,6 +116,8 @@ public:
   mlir::Value rowLocal[2], rowGlobal[2], rowLimit[2];
 
 private:
+  /// tokenBase, qRows, reqRows and tokensPerSplit.
+  void computeQueryRows();
   void computePiece();
   void computeRowLimits();
   void stageQ();
