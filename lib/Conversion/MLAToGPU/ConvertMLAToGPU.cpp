@@ -185,14 +185,13 @@ struct KernelEmitter {
     auto outType = cast<RankedTensorType>(op.getOut().getType());
     // Token-packed [S, T, N, L] partials are [S, T, 1, N, L].
     bool packed = partType.getRank() == 4;
-    int64_t first = packed ? 1 : 2;
-    for (int64_t i = first; i < partType.getRank(); ++i)
+    for (int64_t i = 2; i < partType.getRank(); ++i)
       if (partType.isDynamicDim(i))
         return op.emitError()
                << "GPU combine needs static Sq, N and L, got " << partType;
     abi::DecodeShape shape;
     shape.queryRows = packed ? 1 : partType.getDimSize(2);
-    shape.numHeads = partType.getDimSize(first + 1);
+    shape.numHeads = partType.getDimSize(partType.getRank() - 2);
     shape.latentDim = partType.getDimSize(partType.getRank() - 1);
     Type elem = outType.getElementType();
     if (!elem.isBF16() && !elem.isF16())

@@ -416,7 +416,11 @@ struct LowerDecodePartial : public OpRewritePattern<DecodePartialOp> {
 /// combine: a max-then-weighted-sum over the split dimension, written as
 /// linalg.generic ops so every (b, i, n) row is independent.
 struct LowerCombine : public OpRewritePattern<CombineOp> {
-  using OpRewritePattern::OpRewritePattern;
+  LowerCombine(MLIRContext *ctx) : OpRewritePattern(ctx) {
+    // Token-packed partials become a request-major combine, which this
+    // pattern then lowers: one level of recursion.
+    setHasBoundedRewriteRecursion();
+  }
 
   LogicalResult matchAndRewrite(CombineOp op,
                                 PatternRewriter &rewriter) const override {

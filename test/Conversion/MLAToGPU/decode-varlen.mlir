@@ -18,7 +18,7 @@
 // CHECK: %[[NEXTP:.*]] = llvm.getelementptr %[[QSL]]
 // CHECK: llvm.load %[[NEXTP]]
 // CHECK: arith.subi %[[T]]
-// CHECK: nvvm.wgmma.mma_async
+// CHECK: nvvm.wgmma.fence.aligned
 // CHECK-LABEL: gpu.func @mla_decode_plan(
 // CHECK-SAME: %{{.*}}: i32, %[[PQSL:[a-z0-9]+]]: !llvm.ptr<1>, %[[PT:[a-z0-9]+]]: i32) kernel
 // CHECK: llvm.getelementptr %[[PQSL]]
@@ -30,7 +30,7 @@
 // CHECK: nvvm.mma.sync
 
 // PTX: .entry mla_decode_partial(
-// PTX: wgmma.mma_async
+// PTX: wgmma.mma_async.sync.aligned
 // PTX: .entry mla_decode_plan(
 // PTX: .entry mla_combine(
 // PTX: .entry mla_decode_partial(

@@ -609,7 +609,8 @@ LogicalResult DecodePartialOp::verify() {
   int64_t batch = getQueryDims().batch;
   if (Value bounds = getSplitBounds()) {
     if (failed(c.rank("split_bounds", bounds, 2, "[B, num_splits + 1]")) ||
-        failed(c.eq("split_bounds dim 0", dim(bounds, 0), "B", batch)) ||
+        failed(c.eq("split_bounds dim 0", dim(bounds, 0),
+                    varlen ? "block_table dim 0 (B)" : "q dim 0 (B)", batch)) ||
         failed(c.eq("split_bounds dim 1", dim(bounds, 1),
                     "num_splits + 1 =", splits + 1)))
       return failure();
@@ -678,7 +679,10 @@ static LogicalResult verifyPackedCombine(const Checker &c, Value po, Value pl,
 
 LogicalResult CombineOp::verify() {
   Checker c{*this};
-  if (cast<RankedTensorType>(getPartialOut().getType()).getRank() == 4)
+  // Token-packed partials of a varlen decode; any other ranks get the
+  // request-major form's diagnostics.
+  if (cast<RankedTensorType>(getPartialOut().getType()).getRank() == 4 &&
+      cast<RankedTensorType>(getPartialLse().getType()).getRank() == 3)
     return verifyPackedCombine(c, getPartialOut(), getPartialLse(), getOut(),
                                getLse());
   if (failed(c.rank("partial_out", getPartialOut(), 5,
