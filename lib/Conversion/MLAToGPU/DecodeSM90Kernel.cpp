@@ -79,6 +79,8 @@ void DecodeSM90Kernel::begin(StringRef name, WarpGrid grid) {
   r0 = d.mul(d.blockIdX(), d.c32(M));
   split = d.blockIdY(), bb = d.blockIdZ();
   computeQueryRows();
+  if (shape.varlen)
+    exitPastRequestRows();
   computePiece();
   computeRowLimits();
 }
@@ -104,6 +106,19 @@ void DecodeSM90Kernel::computeQueryRows() {
   qRows = d.select(ok, count, d.c32(0));
   tokenBase = d.select(ok, tokenBase, d.c32(0));
   reqRows = d.mul(qRows, d.c32(N));
+}
+
+void DecodeSM90Kernel::exitPastRequestRows() {
+  // The whole CTA leaves before its first barrier, so the condition is
+  // uniform over the CTA.
+  Block *entry = b.getInsertionBlock();
+  Region *body = entry->getParent();
+  Block *exit = b.createBlock(body, body->end());
+  mlir::gpu::ReturnOp::create(b);
+  Block *rest = b.createBlock(body, body->end());
+  b.setInsertionPointToEnd(entry);
+  LLVM::CondBrOp::create(b, d.sge(r0, reqRows), exit, rest);
+  b.setInsertionPointToStart(rest);
 }
 
 void DecodeSM90Kernel::computePiece() {

@@ -118,6 +118,9 @@ public:
 private:
   /// tokenBase, qRows, reqRows and tokensPerSplit.
   void computeQueryRows();
+  /// Varlen: a CTA whose first row is past the request's q_b*N rows
+  /// returns at once; the rest of the kernel is emitted after the branch.
+  void exitPastRequestRows();
   void computePiece();
   void computeRowLimits();
   void stageQ();

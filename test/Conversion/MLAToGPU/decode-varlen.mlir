@@ -18,6 +18,12 @@
 // CHECK: %[[NEXTP:.*]] = llvm.getelementptr %[[QSL]]
 // CHECK: llvm.load %[[NEXTP]]
 // CHECK: arith.subi %[[T]]
+// A CTA whose first row is past the request's q_b * N rows returns at once.
+// CHECK: %[[REQROWS:.*]] = arith.muli %{{.*}}, %c128_i32 : i32
+// CHECK-NEXT: %[[PAST:.*]] = arith.cmpi sge, %{{.*}}, %[[REQROWS]] : i32
+// CHECK-NEXT: llvm.cond_br %[[PAST]], ^[[EXIT:bb[0-9]+]], ^bb{{[0-9]+}}
+// CHECK: ^[[EXIT]]:
+// CHECK-NEXT: gpu.return
 // CHECK: nvvm.wgmma.fence.aligned
 // CHECK-LABEL: gpu.func @mla_decode_plan(
 // CHECK-SAME: %{{.*}}: i32, %[[PQSL:[a-z0-9]+]]: !llvm.ptr<1>, %[[PT:[a-z0-9]+]]: i32) kernel
