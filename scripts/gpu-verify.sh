@@ -29,7 +29,8 @@ step() {  # step NAME TIMEOUT CMD...
 PYTESTS="test/python/test_gpu_cache.py test/python/test_gpu_decode.py test/python/test_gpu_api.py
   test/python/test_gpu_graphs.py test/python/test_gpu_mha.py
   test/python/test_hostile_args.py::test_hostile_argument_gpu test/python/test_prefill_pieces.py
-  test/python/test_compat.py test/python/test_gpu_prefill.py"
+  test/python/test_compat.py test/python/test_gpu_prefill.py
+  test/python/test_gpu_varlen_decode.py test/python/test_gpu_varlen_api.py"
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv > "$LOGS/gpu.log" 2>&1
 case $MODE in
   check)
