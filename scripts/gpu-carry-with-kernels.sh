@@ -38,6 +38,13 @@ for tile in $tiles; do
   done
   echo "decode chip=sm_90a N=16 Sq=1 L=512 R=64 page=64 dtype=f16 causal=0 tile=$tile" >> "$specs"
 done
+# Varlen decodes (query_start_loc): test_gpu_varlen_decode.py's (largest draft
+# 8 and 3, causal and not, N = 16 and 128) and `mla-bench --varlen` with
+# drafts up to 2 (against the uniform Sq=2 kernel), 4 or 8 at N = 128.
+for spec in "N=16 Sq=8 causal=1" "N=16 Sq=8 causal=0" "N=16 Sq=3 causal=1" \
+            "N=128 Sq=8 causal=1" "N=128 Sq=4 causal=1" "N=128 Sq=2 causal=1"; do
+  echo "decode chip=sm_90a $spec L=512 R=64 page=64 dtype=bf16 varlen=1" >> "$specs"
+done
 sort -u -o "$specs" "$specs"
 "$BUILD/bin/mla-aot" --cache-dir "$OUT/kernel-cache" --shapes deepseek --spec-file "$specs"
 tools=$(dirname "$0")/../../shared/tools

@@ -226,6 +226,58 @@ int mlaGpuDecodeRun(const mlaGpuDecodePlan *plan, uint64_t q, uint64_t cache,
                     uint64_t lse, double softmaxScale, uint64_t kvScale,
                     void *stream, char *err, size_t errLen);
 
+/* Varlen decode (speculative decoding with mixed draft lengths), sm_90a
+ * only: q [T, N, L+R] packs the requests' query tokens, request b owning
+ * tokens [queryStartLoc[b], queryStartLoc[b+1]) of queryStartLoc int32
+ * [B+1] (from 0, non-decreasing, ending at T; each q_b in [0, 8] and at
+ * most seq_lens[b]); out [T, N, L] (q's dtype), lse float32 [T, N]
+ * (token-major). Causal token i of request b sees positions
+ * [0, seq_lens[b] - q_b + i]. The kernel's Sq (`maxQueryRows`, at most 8) is
+ * the largest q_b it takes; requests with fewer tokens leave its extra CTAs
+ * idle. The spec text carries "varlen=1". */
+int mlaGpuDecodeVarlenSpec(const char *chip, int32_t device, int64_t numHeads,
+                           int64_t maxQueryRows, int64_t latentDim,
+                           int64_t ropeDim, int64_t pageSize, int32_t dtype,
+                           int32_t causal, const char *tile, char *spec,
+                           size_t specLen, char *err, size_t errLen);
+
+/* mlaGpuDecode for a varlen spec: the same rules plus query_start_loc's;
+ * `queryStartLocHost` (required) is its host copy, checked before anything
+ * runs. */
+int mlaGpuDecodeVarlen(
+    const char *spec, int32_t device, const mlaGpuTensor *q,
+    const mlaGpuTensor *cache, const mlaGpuTensor *blockTable,
+    const mlaGpuTensor *seqLens, const mlaGpuTensor *queryStartLoc,
+    const int32_t *seqLensHost, const int32_t *blockTableHost,
+    const int32_t *queryStartLocHost, const mlaGpuDecodeOptions *options,
+    uint64_t out, uint64_t lse, uint64_t workspace, size_t *workspaceBytes,
+    void *stream, char *err, size_t errLen);
+
+/* The plan/run calls of a varlen spec: as mlaGpuDecodePlanCreate,
+ * mlaGpuDecodePlanUpdate and mlaGpuDecodeRun with query_start_loc (a device
+ * description or pointer). The planning kernel also checks query_start_loc
+ * on the device: a malformed entry or q_b > seq_len plans the request as
+ * empty and is reported by mlaGpuDecodePlanCheck. A plan's workspace holds
+ * maxBatch x Sq tokens. */
+int mlaGpuDecodeVarlenPlanCreate(
+    const char *spec, int32_t device, const mlaGpuTensor *q,
+    const mlaGpuTensor *cache, const mlaGpuTensor *blockTable,
+    const mlaGpuTensor *seqLens, const mlaGpuTensor *queryStartLoc,
+    const mlaGpuDecodeOptions *options, int64_t maxBatch, int64_t maxSeqLen,
+    uint64_t workspace, size_t *workspaceBytes, uint64_t status,
+    mlaGpuDecodePlan **plan, char *err, size_t errLen);
+int mlaGpuDecodeVarlenPlanUpdate(mlaGpuDecodePlan *plan, const mlaGpuTensor *q,
+                                 const mlaGpuTensor *cache,
+                                 const mlaGpuTensor *blockTable,
+                                 const mlaGpuTensor *seqLens,
+                                 const mlaGpuTensor *queryStartLoc,
+                                 void *stream, char *err, size_t errLen);
+int mlaGpuDecodeVarlenRun(const mlaGpuDecodePlan *plan, uint64_t q,
+                          uint64_t cache, uint64_t blockTable, uint64_t seqLens,
+                          uint64_t queryStartLoc, uint64_t out, uint64_t lse,
+                          double softmaxScale, void *stream, char *err,
+                          size_t errLen);
+
 /* Synchronises `stream`, reads the plan's status word and clears it:
  * MLA_GPU_ERROR_INVALID_ARGUMENT, with the rule that was broken, when a step
  * planned since the last check had invalid tables. Not capturable. */

@@ -93,6 +93,20 @@ int mlaDecode(const mlaTensor *q, const mlaTensor *kvCache,
               const mlaDecodeOptions *options, mlaTensor *out, mlaTensor *lse,
               char *err, size_t errLen);
 
+/* Varlen decode (speculative decoding with mixed draft lengths): q
+ * [T, h_q, d] packs the requests' query tokens, request b owning tokens
+ * [queryStartLoc[b], queryStartLoc[b+1]) of queryStartLoc int32 [b+1]
+ * (from 0, non-decreasing, ending at T; each q_b in [0, 8] and at most
+ * seq_lens[b], which counts the query tokens). Causal token i of request b
+ * sees positions [0, seq_lens[b] - q_b + i]. -> out [T, h_q, head_dim_v]
+ * (q's dtype), lse float32 [T, h_q] (token-major, FlashMLA's packed
+ * layout). */
+int mlaDecodeVarlen(const mlaTensor *q, const mlaTensor *kvCache,
+                    const mlaTensor *blockTable, const mlaTensor *seqLens,
+                    const mlaTensor *queryStartLoc,
+                    const mlaDecodeOptions *options, mlaTensor *out,
+                    mlaTensor *lse, char *err, size_t errLen);
+
 /* Stores concat(kv_c[t], k_pe[t]) at slot_mapping[t] of kv_cache, in place;
  * negative slots are padding. kv_c [T, L], k_pe [T, R] or [T, 1, R],
  * slot_mapping int32 [T]. */

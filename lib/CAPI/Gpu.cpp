@@ -201,7 +201,7 @@ llvm::Expected<int64_t> getNumSms(State &s, int32_t ordinal) {
 llvm::Expected<std::string>
 buildSpec(const char *chip, int32_t device, int64_t numHeads, int64_t queryRows,
           int64_t latentDim, int64_t ropeDim, int64_t pageSize, int32_t dtype,
-          int32_t causal, const char *kvFormat, const char *tile) {
+          int32_t causal, const char *kvFormat, const char *tile, bool varlen) {
   DecodeKernelSpec spec;
   if (chip) {
     if (!parseChip(chip, spec.chip))
@@ -254,6 +254,8 @@ buildSpec(const char *chip, int32_t device, int64_t numHeads, int64_t queryRows,
                    "fp8_ds_mla)");
   std::string text = toString(spec);
   text = text.substr(0, text.rfind(" tile="));
+  if (varlen)
+    text += " varlen=1";
   if (tile)
     text += std::string(" tile=") + tile;
   DecodeKernelSpec parsed;
@@ -437,11 +439,14 @@ llvm::Error checkSpecFits(const Spec &spec, const Spec &needed) {
 // Decode
 //===----------------------------------------------------------------------===//
 
-/// A decode call as the C API receives it.
+/// A decode call as the C API receives it; a varlen one also has
+/// query_start_loc (and maybe its host copy).
 struct DecodeCall {
   const mlaGpuTensor *q, *cache, *blockTable, *seqLens;
   const int32_t *seqLensHost, *blockTableHost;
   const mlaGpuDecodeOptions *options;
+  const mlaGpuTensor *queryStartLoc = nullptr;
+  const int32_t *queryStartLocHost = nullptr;
 };
 
 /// The decode rules on `call`'s descriptions, and its split policy.
@@ -478,7 +483,14 @@ llvm::Expected<mla::DecodeCall> checkDecodeCall(const DecodeCall &call) {
   if (!format)
     return format.takeError();
   options.cache = std::move(*format);
-  return mla::checkDecode(mla::Device::GPU, t[0], t[1], t[2], t[3], options);
+  if (!call.queryStartLoc)
+    return mla::checkDecode(mla::Device::GPU, t[0], t[1], t[2], t[3], options);
+  llvm::Expected<mla::HostTensor> qsl =
+      unwrap(call.queryStartLoc, "query_start_loc", call.queryStartLocHost);
+  if (!qsl)
+    return qsl.takeError();
+  return mla::checkVarlenDecode(mla::Device::GPU, t[0], t[1], t[2], t[3], *qsl,
+                                options);
 }
 
 /// The row format of a checked cache (its layout keyword).
@@ -497,13 +509,17 @@ CacheFormat cacheFormatOf(const mla::CheckedCache &cache) {
   return CacheFormat::FP8DsMla;
 }
 
-/// The spec a checked decode needs, with `spec`'s chip and tiling.
+/// The spec a checked decode needs, with `spec`'s chip and tiling (and, for
+/// a varlen call, its largest query length, which checkSpecFitsVarlen
+/// compares with the call's).
 DecodeKernelSpec neededSpec(const DecodeKernelSpec &spec,
                             const mla::DecodeCall &call) {
   DecodeKernelSpec needed = spec;
   DecodeShape &s = needed.shape;
   s.numHeads = call.numHeads;
-  s.queryRows = call.queryRows;
+  s.varlen = call.varlen;
+  if (!call.varlen)
+    s.queryRows = call.queryRows;
   s.latentDim = call.latentDim;
   s.ropeDim = call.ropeDim;
   s.pageSize = call.cache.pageSize;
@@ -513,6 +529,22 @@ DecodeKernelSpec neededSpec(const DecodeKernelSpec &spec,
   CacheFormat format = cacheFormatOf(call.cache);
   s.kvFormat = isFp8(format) ? format : CacheFormat::BF16;
   return needed;
+}
+
+/// checkSpecFits for either form: a varlen call with host query_start_loc
+/// values also needs every q_b within the kernel's Sq.
+llvm::Error checkDecodeSpecFits(const DecodeKernelSpec &spec,
+                                const DecodeCall &call,
+                                const mla::DecodeCall &checked) {
+  if (llvm::Error error = checkSpecFits(spec, neededSpec(spec, checked)))
+    return error;
+  if (checked.varlen && call.queryStartLocHost &&
+      checked.queryRows > spec.shape.queryRows)
+    return invalid("a request has " + Twine(checked.queryRows) +
+                   " query tokens, more than the " +
+                   Twine(spec.shape.queryRows) + " the kernel spec '" +
+                   toString(spec) + "' takes");
+  return llvm::Error::success();
 }
 
 /// The split bounds of a checked decode. Caller holds the state lock.
@@ -564,8 +596,11 @@ llvm::Error decode(const char *specText, int32_t device, const DecodeCall &call,
   llvm::Expected<DecodeKernelSpec> spec = parseSpec(specText);
   if (!spec)
     return spec.takeError();
-  if (llvm::Error error = checkSpecFits(*spec, neededSpec(*spec, *checked)))
+  if (llvm::Error error = checkDecodeSpecFits(*spec, call, *checked))
     return error;
+  if (checked->varlen && !call.queryStartLocHost)
+    return invalid("a varlen decode without a plan needs the host copy of "
+                   "query_start_loc (its values are checked on the host)");
   if (!workspaceBytes)
     return invalid("workspaceBytes is null");
   // Sizes first (with one split: the count is checked once planned).
@@ -599,6 +634,10 @@ llvm::Error decode(const char *specText, int32_t device, const DecodeCall &call,
   args.numSplits = bounds->numSplits;
   args.softmaxScale = checked->softmaxScale;
   args.kvScale = kvScale;
+  if (checked->varlen) {
+    args.queryStartLoc = call.queryStartLoc->data;
+    args.numTokens = checked->tokens;
+  }
   if (!workspace) {
     if (llvm::Error error = checkDecodeSizes(*spec, args.batch, args.maxPages,
                                              args.numPages, args.numSplits))
@@ -645,6 +684,8 @@ struct mlaGpuDecodePlan {
   uint64_t status = 0;
   /// The step planned last; batch 0 before the first update.
   int64_t batch = 0, maxPages = 0, numPages = 0;
+  /// A varlen step's token count T.
+  int64_t numTokens = 0;
 };
 
 namespace {
@@ -689,7 +730,7 @@ llvm::Error createPlan(const char *specText, int32_t device,
   llvm::Expected<DecodeKernelSpec> spec = parseSpec(specText);
   if (!spec)
     return spec.takeError();
-  if (llvm::Error error = checkSpecFits(*spec, neededSpec(*spec, *checked)))
+  if (llvm::Error error = checkDecodeSpecFits(*spec, call, *checked))
     return error;
   if (!workspaceBytes)
     return invalid("workspaceBytes is null");
@@ -775,7 +816,7 @@ llvm::Error updatePlan(mlaGpuDecodePlan *plan, const DecodeCall &call,
   if (!checked)
     return checked.takeError();
   const DecodeKernelSpec &spec = plan->decoder->getSpec();
-  if (llvm::Error error = checkSpecFits(spec, neededSpec(spec, *checked)))
+  if (llvm::Error error = checkDecodeSpecFits(spec, call, *checked))
     return error;
   if (checked->batch > plan->maxBatch)
     return invalid("the plan holds at most " + Twine(plan->maxBatch) +
@@ -791,6 +832,10 @@ llvm::Error updatePlan(mlaGpuDecodePlan *plan, const DecodeCall &call,
   args.maxPages = checked->maxPages;
   args.numPages = checked->cache.pages;
   args.numSplits = plan->numSplits;
+  if (checked->varlen) {
+    args.queryStartLoc = call.queryStartLoc->data;
+    args.numTokens = checked->tokens;
+  }
   if (llvm::Error error = checkDecodePlanArgs(spec, args))
     return error;
   if (llvm::Error error = usePlanContext(*plan))
@@ -800,6 +845,7 @@ llvm::Error updatePlan(mlaGpuDecodePlan *plan, const DecodeCall &call,
   plan->batch = args.batch;
   plan->maxPages = args.maxPages;
   plan->numPages = args.numPages;
+  plan->numTokens = args.numTokens;
   return llvm::Error::success();
 }
 
@@ -817,6 +863,8 @@ llvm::Error runPlan(const mlaGpuDecodePlan *plan, const DecodeArgs &given,
   args.numPages = plan->numPages;
   args.numSplits = plan->numSplits;
   args.layoutBatch = plan->maxBatch;
+  if (plan->decoder->getSpec().shape.varlen)
+    args.numTokens = plan->numTokens;
   if (llvm::Error error = checkDecodeArgs(plan->decoder->getSpec(), args))
     return error;
   if (llvm::Error error = usePlanContext(*plan))
@@ -1661,7 +1709,7 @@ extern "C" int mlaGpuDecodeSpec(const char *chip, int32_t device,
                                 size_t errLen) {
   llvm::Expected<std::string> text =
       buildSpec(chip, device, numHeads, queryRows, latentDim, ropeDim, pageSize,
-                dtype, causal, kvFormat, tile);
+                dtype, causal, kvFormat, tile, /*varlen=*/false);
   if (!text)
     return report(text.takeError(), err, errLen);
   if (!spec || specLen <= text->size())
@@ -1760,6 +1808,104 @@ extern "C" int mlaGpuDecodeRun(const mlaGpuDecodePlan *plan, uint64_t q,
 extern "C" int mlaGpuDecodePlanCheck(mlaGpuDecodePlan *plan, void *stream,
                                      char *err, size_t errLen) {
   return report(checkPlanStatus(plan, static_cast<CUstream>(stream)), err,
+                errLen);
+}
+
+extern "C" int mlaGpuDecodeVarlenSpec(const char *chip, int32_t device,
+                                      int64_t numHeads, int64_t maxQueryRows,
+                                      int64_t latentDim, int64_t ropeDim,
+                                      int64_t pageSize, int32_t dtype,
+                                      int32_t causal, const char *tile,
+                                      char *spec, size_t specLen, char *err,
+                                      size_t errLen) {
+  llvm::Expected<std::string> text =
+      buildSpec(chip, device, numHeads, maxQueryRows, latentDim, ropeDim,
+                pageSize, dtype, causal, /*kvFormat=*/nullptr, tile,
+                /*varlen=*/true);
+  if (!text)
+    return report(text.takeError(), err, errLen);
+  if (!spec || specLen <= text->size())
+    return report(invalid("the spec buffer holds " + Twine(specLen) +
+                          " bytes; the spec needs " + Twine(text->size() + 1)),
+                  err, errLen);
+  writeMessage(*text, spec, specLen);
+  return MLA_GPU_SUCCESS;
+}
+
+extern "C" int mlaGpuDecodeVarlen(
+    const char *spec, int32_t device, const mlaGpuTensor *q,
+    const mlaGpuTensor *cache, const mlaGpuTensor *blockTable,
+    const mlaGpuTensor *seqLens, const mlaGpuTensor *queryStartLoc,
+    const int32_t *seqLensHost, const int32_t *blockTableHost,
+    const int32_t *queryStartLocHost, const mlaGpuDecodeOptions *options,
+    uint64_t out, uint64_t lse, uint64_t workspace, size_t *workspaceBytes,
+    void *stream, char *err, size_t errLen) {
+  if (!queryStartLoc)
+    return report(invalid("query_start_loc is NULL"), err, errLen);
+  DecodeCall call{q,       cache,         blockTable,
+                  seqLens, seqLensHost,   blockTableHost,
+                  options, queryStartLoc, queryStartLocHost};
+  // Varlen decodes read bf16/f16 caches only (checkVarlenDecode): no
+  // kv_scale.
+  return report(decode(spec, device, call, out, lse, /*kvScale=*/0, workspace,
+                       workspaceBytes, static_cast<CUstream>(stream)),
+                err, errLen);
+}
+
+extern "C" int mlaGpuDecodeVarlenPlanCreate(
+    const char *spec, int32_t device, const mlaGpuTensor *q,
+    const mlaGpuTensor *cache, const mlaGpuTensor *blockTable,
+    const mlaGpuTensor *seqLens, const mlaGpuTensor *queryStartLoc,
+    const mlaGpuDecodeOptions *options, int64_t maxBatch, int64_t maxSeqLen,
+    uint64_t workspace, size_t *workspaceBytes, uint64_t status,
+    mlaGpuDecodePlan **plan, char *err, size_t errLen) {
+  if (!options)
+    return report(invalid("options is NULL"), err, errLen);
+  if (!queryStartLoc)
+    return report(invalid("query_start_loc is NULL"), err, errLen);
+  mlaGpuDecodeOptions planOptions = *options;
+  planOptions.softmaxScale = 1.0;
+  DecodeCall call{q,       cache,   blockTable,   seqLens,
+                  nullptr, nullptr, &planOptions, queryStartLoc};
+  return report(createPlan(spec, device, call, maxBatch, maxSeqLen, workspace,
+                           workspaceBytes, status, plan),
+                err, errLen);
+}
+
+extern "C" int mlaGpuDecodeVarlenPlanUpdate(
+    mlaGpuDecodePlan *plan, const mlaGpuTensor *q, const mlaGpuTensor *cache,
+    const mlaGpuTensor *blockTable, const mlaGpuTensor *seqLens,
+    const mlaGpuTensor *queryStartLoc, void *stream, char *err, size_t errLen) {
+  if (!queryStartLoc)
+    return report(invalid("query_start_loc is NULL"), err, errLen);
+  DecodeCall call{q,
+                  cache,
+                  blockTable,
+                  seqLens,
+                  nullptr,
+                  nullptr,
+                  plan ? &plan->options : nullptr,
+                  queryStartLoc};
+  return report(updatePlan(plan, call, static_cast<CUstream>(stream)), err,
+                errLen);
+}
+
+extern "C" int mlaGpuDecodeVarlenRun(const mlaGpuDecodePlan *plan, uint64_t q,
+                                     uint64_t cache, uint64_t blockTable,
+                                     uint64_t seqLens, uint64_t queryStartLoc,
+                                     uint64_t out, uint64_t lse,
+                                     double softmaxScale, void *stream,
+                                     char *err, size_t errLen) {
+  DecodeArgs args;
+  args.q = q;
+  args.cache = cache;
+  args.blockTable = blockTable;
+  args.seqLens = seqLens;
+  args.queryStartLoc = queryStartLoc;
+  args.out = out;
+  args.lse = lse;
+  args.softmaxScale = static_cast<float>(softmaxScale);
+  return report(runPlan(plan, args, static_cast<CUstream>(stream)), err,
                 errLen);
 }
 

@@ -210,6 +210,23 @@ unwrapAll(std::array<std::pair<const mlaTensor *, llvm::StringRef>, N> in) {
   return out;
 }
 
+llvm::Expected<DecodeOptions>
+unwrapDecodeOptions(const mlaDecodeOptions *options) {
+  if (!options)
+    return makeInvalidArgumentError("options is NULL");
+  llvm::Expected<CacheFormat> cache = unwrap(&options->cache);
+  if (!cache)
+    return cache.takeError();
+  DecodeOptions opts;
+  opts.headDimV = options->headDimV;
+  opts.softmaxScale = options->softmaxScale;
+  opts.causal = options->causal != 0;
+  if (options->hasNumSplits)
+    opts.numSplits = options->numSplits;
+  opts.cache = std::move(*cache);
+  return opts;
+}
+
 /// The context kernels are built in: the executor's.
 mlir::MLIRContext &getContext() { return getExecutor().getContext(); }
 
@@ -225,22 +242,37 @@ int mlaDecode(const mlaTensor *q, const mlaTensor *kvCache,
                              {seqLens, "seq_lens"}}});
   if (!args)
     return report(args.takeError(), err, errLen);
-  if (!options)
-    return report(makeInvalidArgumentError("options is NULL"), err, errLen);
-  llvm::Expected<CacheFormat> cache = unwrap(&options->cache);
-  if (!cache)
-    return report(cache.takeError(), err, errLen);
-  DecodeOptions opts;
-  opts.headDimV = options->headDimV;
-  opts.softmaxScale = options->softmaxScale;
-  opts.causal = options->causal != 0;
-  if (options->hasNumSplits)
-    opts.numSplits = options->numSplits;
-  opts.cache = std::move(*cache);
+  llvm::Expected<DecodeOptions> opts = unwrapDecodeOptions(options);
+  if (!opts)
+    return report(opts.takeError(), err, errLen);
   auto &[tq, tc, tb, ts] = *args;
   std::pair<mlaTensor *, llvm::StringRef> outs[] = {{out, "out"}, {lse, "lse"}};
   if (llvm::Error e =
-          run(buildDecode(getContext(), tq, tc, tb, ts, opts), *args, outs))
+          run(buildDecode(getContext(), tq, tc, tb, ts, *opts), *args, outs))
+    return report(std::move(e), err, errLen);
+  return MLA_SUCCESS;
+}
+
+int mlaDecodeVarlen(const mlaTensor *q, const mlaTensor *kvCache,
+                    const mlaTensor *blockTable, const mlaTensor *seqLens,
+                    const mlaTensor *queryStartLoc,
+                    const mlaDecodeOptions *options, mlaTensor *out,
+                    mlaTensor *lse, char *err, size_t errLen) {
+  auto args = unwrapAll<5>({{{q, "q"},
+                             {kvCache, "kv_cache"},
+                             {blockTable, "block_table"},
+                             {seqLens, "seq_lens"},
+                             {queryStartLoc, "query_start_loc"}}});
+  if (!args)
+    return report(args.takeError(), err, errLen);
+  llvm::Expected<DecodeOptions> opts = unwrapDecodeOptions(options);
+  if (!opts)
+    return report(opts.takeError(), err, errLen);
+  auto &[tq, tc, tb, ts, tl] = *args;
+  std::pair<mlaTensor *, llvm::StringRef> outs[] = {{out, "out"}, {lse, "lse"}};
+  if (llvm::Error e =
+          run(buildVarlenDecode(getContext(), tq, tc, tb, ts, tl, *opts), *args,
+              outs))
     return report(std::move(e), err, errLen);
   return MLA_SUCCESS;
 }

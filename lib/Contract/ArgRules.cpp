@@ -9,6 +9,7 @@
 
 #include "mla/Contract/ArgRules.h"
 #include "mla/Contract/Error.h"
+#include "mla/Contract/KernelABI.h"
 #include "mla/Contract/MixedBatch.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/Twine.h"
@@ -455,9 +456,13 @@ llvm::Expected<bool> mla::checkSlotValues(llvm::ArrayRef<int32_t> slotMapping,
 //===----------------------------------------------------------------------===//
 
 /// q [B, Sq, N, L+R] and head_dim_v = L.
+/// q [b, s_q, h_q, d], or packed [T, h_q, d] for a varlen decode (batch and
+/// s_q then come from query_start_loc).
 static llvm::Expected<DecodeCall> checkDecodeQuery(Device device, const Arg &q,
-                                                   const DecodeOptions &opts) {
-  if (llvm::Error err = checkRank(q, 4, "[b, s_q, h_q, d]"))
+                                                   const DecodeOptions &opts,
+                                                   bool varlen) {
+  if (llvm::Error err = varlen ? checkRank(q, 3, "[T, h_q, d]")
+                               : checkRank(q, 4, "[b, s_q, h_q, d]"))
     return std::move(err);
   if (llvm::Error err = checkFloat(q, device == Device::CPU
                                           ? llvm::ArrayRef(kCpuFloats)
@@ -465,10 +470,15 @@ static llvm::Expected<DecodeCall> checkDecodeQuery(Device device, const Arg &q,
     return std::move(err);
   DecodeCall call;
   call.dtype = q.tensor.dtype;
-  call.batch = q.dim(0);
-  call.queryRows = q.dim(1);
-  call.numHeads = q.dim(2);
-  int64_t d = q.dim(3);
+  call.varlen = varlen;
+  if (varlen) {
+    call.tokens = q.dim(0);
+  } else {
+    call.batch = q.dim(0);
+    call.queryRows = q.dim(1);
+  }
+  call.numHeads = q.dim(varlen ? 1 : 2);
+  int64_t d = q.dim(varlen ? 2 : 3);
   call.latentDim = opts.headDimV;
   if (call.latentDim <= 0 || call.latentDim >= d)
     return makeInvalidArgumentError(
@@ -485,6 +495,72 @@ static llvm::Expected<DecodeCall> checkDecodeQuery(Device device, const Arg &q,
   return call;
 }
 
+/// query_start_loc [B+1]: starts at 0, never decreases, ends at T.
+static llvm::Error checkQueryStartLoc(const Arg &qsl, int64_t batch,
+                                      int64_t tokens);
+
+llvm::Error mla::checkVarlenQueryValues(llvm::ArrayRef<int32_t> queryStartLoc,
+                                        llvm::ArrayRef<int32_t> seqLens,
+                                        int64_t maxQueryRows) {
+  for (size_t b = 0; b + 1 < queryStartLoc.size(); ++b) {
+    int64_t rows = int64_t(queryStartLoc[b + 1]) - queryStartLoc[b];
+    if (rows > maxQueryRows)
+      return makeInvalidArgumentError(
+          "request " + Twine(b) + " has " + Twine(rows) +
+          " query tokens (query_start_loc[" + Twine(b + 1) +
+          "] - query_start_loc[" + Twine(b) + "]), more than the " +
+          Twine(maxQueryRows) + " a varlen decode takes");
+    if (b < seqLens.size() && rows > seqLens[b])
+      return makeInvalidArgumentError(
+          "request " + Twine(b) + " has " + Twine(rows) +
+          " query tokens but seq_lens[" + Twine(b) +
+          "] = " + Twine(seqLens[b]) +
+          " (seq_lens counts the query tokens: q_len > seq_len is an input "
+          "error)");
+  }
+  return llvm::Error::success();
+}
+
+/// The rules both decode forms share once q is checked: the cache, the
+/// tables' shapes and values and the split count.
+static llvm::Error checkDecodeTables(Device device, const Arg &q,
+                                     const Arg &kvCache, const Arg &blockTable,
+                                     const Arg &seqLens,
+                                     const DecodeOptions &options,
+                                     DecodeCall &call,
+                                     std::optional<int64_t> causalRows) {
+  // The GPU decode reads every format but f32 (which checkCache refuses for
+  // q's bf16/f16 dtype), fp8_e4m3's scale from device memory.
+  bool gpu = device == Device::GPU;
+  llvm::Expected<CheckedCache> cache =
+      checkCache(device, kvCache, options.cache, call.latentDim, call.ropeDim,
+                 q, /*converts=*/false, /*scaleAtLaunch=*/gpu);
+  if (!cache)
+    return cache.takeError();
+  call.cache = std::move(*cache);
+  if (llvm::Error err =
+          checkTableShapes(blockTable, seqLens, call.batch,
+                           call.varlen ? "B (query_start_loc dim 0 - 1)"
+                                       : "q's batch size (dim 0)"))
+    return err;
+  call.maxPages = blockTable.dim(1);
+  int64_t pageSize = call.cache.pageSize;
+  if (llvm::Error err =
+          checkNumSplits(device, options.numSplits, call.maxPages * pageSize))
+    return err;
+  if (!seqLens.tensor.data)
+    return llvm::Error::success();
+  if (llvm::Error err =
+          checkSeqLenValues(i32Values(seqLens.tensor), call.maxPages, pageSize,
+                            blockTable.name, causalRows))
+    return err;
+  if (blockTable.tensor.data)
+    return checkUsedPages(blockTable, call.cache, [&](int64_t b) {
+      return int64_t(seqLens.tensor.getI32(b));
+    });
+  return llvm::Error::success();
+}
+
 llvm::Expected<DecodeCall> mla::checkDecode(Device device, const HostTensor &qT,
                                             const HostTensor &kvCacheT,
                                             const HostTensor &blockTableT,
@@ -492,41 +568,64 @@ llvm::Expected<DecodeCall> mla::checkDecode(Device device, const HostTensor &qT,
                                             const DecodeOptions &options) {
   Arg q{qT, "q"}, kvCache{kvCacheT, "kv_cache"},
       blockTable{blockTableT, "block_table"}, seqLens{seqLensT, "seq_lens"};
-  llvm::Expected<DecodeCall> call = checkDecodeQuery(device, q, options);
+  llvm::Expected<DecodeCall> call =
+      checkDecodeQuery(device, q, options, /*varlen=*/false);
   if (!call)
     return call.takeError();
-  // The GPU decode reads every format but f32 (which checkCache refuses for
-  // q's bf16/f16 dtype), fp8_e4m3's scale from device memory.
-  bool gpu = device == Device::GPU;
-  llvm::Expected<CheckedCache> cache =
-      checkCache(device, kvCache, options.cache, call->latentDim, call->ropeDim,
-                 q, /*converts=*/false, /*scaleAtLaunch=*/gpu);
-  if (!cache)
-    return cache.takeError();
-  call->cache = std::move(*cache);
-  if (llvm::Error err = checkTableShapes(blockTable, seqLens, call->batch,
-                                         "q's batch size (dim 0)"))
-    return std::move(err);
-  call->maxPages = blockTable.dim(1);
-  int64_t pageSize = call->cache.pageSize;
-  if (llvm::Error err =
-          checkNumSplits(device, options.numSplits, call->maxPages * pageSize))
-    return std::move(err);
-  if (!seqLensT.data)
-    return call;
   std::optional<int64_t> causalRows;
   if (options.causal)
     causalRows = call->queryRows;
-  if (llvm::Error err =
-          checkSeqLenValues(i32Values(seqLensT), call->maxPages, pageSize,
-                            blockTable.name, causalRows))
+  if (llvm::Error err = checkDecodeTables(device, q, kvCache, blockTable,
+                                          seqLens, options, *call, causalRows))
     return std::move(err);
-  if (blockTableT.data)
-    if (llvm::Error err =
-            checkUsedPages(blockTable, call->cache, [&](int64_t b) {
-              return int64_t(seqLensT.getI32(b));
-            }))
-      return std::move(err);
+  return call;
+}
+
+llvm::Expected<DecodeCall> mla::checkVarlenDecode(
+    Device device, const HostTensor &qT, const HostTensor &kvCacheT,
+    const HostTensor &blockTableT, const HostTensor &seqLensT,
+    const HostTensor &queryStartLocT, const DecodeOptions &options) {
+  Arg q{qT, "q"}, kvCache{kvCacheT, "kv_cache"},
+      blockTable{blockTableT, "block_table"}, seqLens{seqLensT, "seq_lens"},
+      qsl{queryStartLocT, "query_start_loc"};
+  llvm::Expected<DecodeCall> call =
+      checkDecodeQuery(device, q, options, /*varlen=*/true);
+  if (!call)
+    return call.takeError();
+  if (llvm::Error err = checkRank(qsl, 1, "[B+1]"))
+    return std::move(err);
+  if (llvm::Error err = checkInt32(qsl))
+    return std::move(err);
+  if (qsl.dim(0) < 2)
+    return makeInvalidArgumentError(
+        "query_start_loc has " + Twine(qsl.dim(0)) +
+        " entries; a varlen decode of B requests needs B + 1 >= 2");
+  // The varlen kernels stage bf16/f16 rows only (checkDecodeTiling).
+  if (device == Device::GPU && options.cache.kvFormat != "auto")
+    return makeInvalidArgumentError(
+        "the GPU varlen decode (query_start_loc) reads bf16/f16 caches "
+        "(kv_format='auto') only, got kv_format='" +
+        options.cache.kvFormat + "'; pad the batch to a uniform s_q");
+  call->batch = qsl.dim(0) - 1;
+  // Without host values the largest query length is the limit itself.
+  call->queryRows = gpu::kMaxVarlenQueryRows;
+  if (llvm::Error err = checkDecodeTables(device, q, kvCache, blockTable,
+                                          seqLens, options, *call, {}))
+    return std::move(err);
+  if (!queryStartLocT.data)
+    return call;
+  if (llvm::Error err = checkQueryStartLoc(qsl, call->batch, call->tokens))
+    return std::move(err);
+  llvm::ArrayRef<int32_t> starts = i32Values(queryStartLocT);
+  if (llvm::Error err = checkVarlenQueryValues(
+          starts,
+          seqLensT.data ? i32Values(seqLensT) : llvm::ArrayRef<int32_t>(),
+          gpu::kMaxVarlenQueryRows))
+    return std::move(err);
+  call->queryRows = 1;
+  for (int64_t b = 0; b < call->batch; ++b)
+    call->queryRows =
+        std::max<int64_t>(call->queryRows, starts[b + 1] - starts[b]);
   return call;
 }
 

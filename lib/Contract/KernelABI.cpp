@@ -107,8 +107,7 @@ int64_t decodeSharedBytes(Chip chip, const DecodeShape &shape,
     return alignTo(tiling.rowsPerCta * row, 1024) +
            alignTo(kvTiles * tiling.kvBlock * row, 1024) +
            alignTo(tiling.rowsPerCta * tiling.kvBlock * 2, 1024) +
-           alignTo(tiling.rowsPerCta * tiling.warpsN * 4, 128) + raw +
-           barriers;
+           alignTo(tiling.rowsPerCta * tiling.warpsN * 4, 128) + raw + barriers;
   }
   // Shared rows are padded to whole 128-byte swizzle groups.
   int64_t rowBytes = alignTo(shape.rowDim() * elemBytes(shape.elem), 128);
@@ -141,6 +140,23 @@ std::string checkDecodeTiling(Chip chip, const DecodeShape &shape,
   if (tiling.pipelined && shape.fp8())
     return "the pipelined decode (tile suffix p) reads bf16/f16 caches; fp8 "
            "caches use the wgmma or mma.sync builds";
+  if (shape.varlen && chip == Chip::SM100a)
+    return "varlen decode (query_start_loc) is built for sm_90a only; on "
+           "sm_100a pad the batch to a uniform s_q";
+  if (shape.varlen &&
+      (shape.queryRows < 1 || shape.queryRows > kMaxVarlenQueryRows))
+    return "a varlen decode's largest query length Sq = " +
+           std::to_string(shape.queryRows) + " must be in [1, " +
+           std::to_string(kMaxVarlenQueryRows) + "]";
+  // The varlen row mapping is built into the wgmma and mma.sync kernels
+  // only: the pipelined producer's TMA boxes and the fp8 launch's kv_scale
+  // parameter are not composed with query_start_loc.
+  if (shape.varlen && tiling.pipelined)
+    return "varlen decode (query_start_loc) is not built for the pipelined "
+           "decode (tile suffix p); use the wgmma or mma.sync builds";
+  if (shape.varlen && shape.fp8())
+    return "varlen decode (query_start_loc) reads bf16/f16 caches; an fp8 "
+           "cache needs a uniform s_q";
   if (chip == Chip::SM100a && (tiling.wgmma || tiling.pipelined))
     return "wgmma is an sm_90a instruction; sm_100a uses tcgen05";
   if (chip == Chip::SM100a)

@@ -241,6 +241,9 @@ std::string toString(const DecodeKernelSpec &spec) {
      << (t.pipelined ? "p"
          : t.wgmma   ? "w"
                      : "");
+  // Written only when set, so every uniform spec keeps its text and key.
+  if (s.varlen)
+    os << " varlen=1";
   return os.str();
 }
 
@@ -295,6 +298,12 @@ bool parseDecodeKernelSpec(const std::string &text, DecodeKernelSpec &spec,
         ok = false;
       }
       shape.causal = value == "1";
+    } else if (key == "varlen") {
+      if (value != "0" && value != "1") {
+        error = "varlen must be 0 or 1, got '" + value + "'";
+        ok = false;
+      }
+      shape.varlen = value == "1";
     } else if (key == "scale") {
       // Texts from before the scale became a launch argument still name
       // their kernel: the value no longer changes the image, so it is
@@ -329,7 +338,7 @@ bool parseDecodeKernelSpec(const std::string &text, DecodeKernelSpec &spec,
     } else {
       error = "unknown key '" + key +
               "' (expected chip, N, Sq, L, R, page, dtype, causal, "
-              "format, scale or tile)";
+              "format, varlen, scale or tile)";
       ok = false;
     }
     if (!ok)

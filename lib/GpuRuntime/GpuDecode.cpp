@@ -10,9 +10,11 @@
 #include "mla/Contract/ArgRules.h"
 #include "mla/GpuRuntime/TensorMap.h"
 #include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/Twine.h"
 #include "llvm/Support/MathExtras.h"
 #include <algorithm>
+#include <cassert>
 #include <cmath>
 #include <limits>
 
@@ -161,6 +163,34 @@ static llvm::Error checkWorkspace(const DecodeKernelSpec &spec, size_t bytes,
   return llvm::Error::success();
 }
 
+/// A varlen spec needs query_start_loc and T <= B * Sq tokens (the
+/// workspace's partial sections hold B * Sq); a uniform one neither.
+static llvm::Error checkVarlenArgs(const DecodeKernelSpec &spec,
+                                   CUdeviceptr queryStartLoc, int64_t numTokens,
+                                   int64_t batch) {
+  if (!spec.shape.varlen) {
+    if (queryStartLoc || numTokens)
+      return invalid("query_start_loc was given to a uniform decode kernel; "
+                     "varlen decodes need a varlen=1 spec");
+    return llvm::Error::success();
+  }
+  if (!queryStartLoc)
+    return invalid("the device pointer query_start_loc is null");
+  if (queryStartLoc % 4)
+    return invalid("the device pointer query_start_loc is not 4-byte aligned");
+  if (numTokens < 0 || numTokens > batch * spec.shape.queryRows)
+    return invalid("a varlen decode of " + Twine(batch) +
+                   " requests of at most " + Twine(spec.shape.queryRows) +
+                   " query tokens holds at most " +
+                   Twine(batch * spec.shape.queryRows) +
+                   " tokens, got T = " + Twine(numTokens));
+  // The combine runs one CTA row per token along the grid's y extent.
+  if (numTokens > 65535)
+    return invalid("a varlen decode takes at most 65535 query tokens, got " +
+                   Twine(numTokens));
+  return llvm::Error::success();
+}
+
 llvm::Error mla::gpu::checkDecodeArgs(const DecodeKernelSpec &spec,
                                       const DecodeArgs &args) {
   struct Pointer {
@@ -202,6 +232,9 @@ llvm::Error mla::gpu::checkDecodeArgs(const DecodeKernelSpec &spec,
     return invalid("softmax_scale must be positive and finite in float32, "
                    "got " +
                    Twine(std::to_string(args.softmaxScale)));
+  if (llvm::Error error =
+          checkVarlenArgs(spec, args.queryStartLoc, args.numTokens, args.batch))
+    return error;
   return checkWorkspace(spec, args.workspaceBytes, args.batch, args.layoutBatch,
                         args.numSplits);
 }
@@ -223,6 +256,9 @@ llvm::Error mla::gpu::checkDecodePlanArgs(const DecodeKernelSpec &spec,
   if (llvm::Error error = checkDecodeSizes(spec, args.batch, args.maxPages,
                                            args.numPages, args.numSplits))
     return error;
+  if (llvm::Error error =
+          checkVarlenArgs(spec, args.queryStartLoc, args.numTokens, args.batch))
+    return error;
   return checkWorkspace(spec, args.workspaceBytes, args.batch, args.maxBatch,
                         args.numSplits);
 }
@@ -233,11 +269,16 @@ llvm::Error mla::gpu::decodePlanStatusError(int32_t status) {
   std::string rules;
   if (status & kDecodePlanBadSeqLen)
     rules += "a seq_lens value was outside [0, block table columns x page "
-             "size] (or, for a causal decode, between 1 and Sq - 1)";
+             "size] (or, for a causal decode, between 1 and Sq - 1; for a "
+             "varlen one, below its request's query tokens)";
   if (status & kDecodePlanBadPage)
     rules += std::string(rules.empty() ? "" : "; ") +
              "a block table entry a request reads was outside [0, pages in "
              "the cache)";
+  if (status & kDecodePlanBadQueryStartLoc)
+    rules += std::string(rules.empty() ? "" : "; ") +
+             "query_start_loc did not start at 0, decreased, gave a request "
+             "more query tokens than the kernel's Sq or did not end at T";
   if (rules.empty())
     rules = "unknown status bits " + std::to_string(status);
   return invalid("a device-planned decode was given invalid tables since the "
@@ -325,9 +366,13 @@ llvm::Error GpuDecoder::plan(CUstream stream,
   int32_t maxPages = static_cast<int32_t>(args.maxPages);
   int32_t numPages = static_cast<int32_t>(args.numPages);
   int32_t numSplits = static_cast<int32_t>(args.numSplits);
-  void *params[] = {&seqLens, &blockTable, &bounds,   &status,
-                    &batch,   &maxPages,   &numPages, &numSplits};
-  static_assert(std::size(params) == kDecodePlanNumParams);
+  CUdeviceptr queryStartLoc = args.queryStartLoc;
+  int32_t numTokens = static_cast<int32_t>(args.numTokens);
+  void *params[] = {&seqLens,       &blockTable, &bounds,   &status,
+                    &batch,         &maxPages,   &numPages, &numSplits,
+                    &queryStartLoc, &numTokens};
+  static_assert(std::size(params) == kDecodePlanVarlenNumParams);
+  // A uniform planner takes the first kDecodePlanNumParams.
   Dim3 grid{static_cast<unsigned>(
       llvm::divideCeil(args.batch, kDecodePlanRequestsPerCta))};
   Dim3 block{static_cast<unsigned>(kDecodePlanThreadsPerCta)};
@@ -379,28 +424,39 @@ llvm::Error GpuDecoder::run(CUstream stream, const DecodeArgs &args) const {
   int32_t numSplits = static_cast<int32_t>(args.numSplits);
   float softmaxScale = args.softmaxScale;
   CUdeviceptr kvScale = args.kvScale;
+  CUdeviceptr queryStartLoc = args.queryStartLoc;
+  int32_t numTokens = static_cast<int32_t>(args.numTokens);
+  bool varlen = spec.shape.varlen;
+  if (varlen && numTokens == 0)
+    return llvm::Error::success(); // no query token: nothing to write
 
   // The pipelined kernel also takes q and the cache as TMA maps, encoded
   // from host data only (pointers and sizes), so a plan/run decode and a
-  // captured graph need no sync; fp8_e4m3 kernels take kv_scale (the two
-  // never meet: checkDecodeTiling). The driver reads no more parameters than
-  // a kernel declares.
+  // captured graph need no sync.
   CUtensorMap qMap, cacheMap;
   if (spec.tiling.pipelined) {
     if (llvm::Error error = encodePipelinedMaps(args, qMap, cacheMap))
       return error;
   }
-  void *partialParams[] = {&q,           &cache,      &blockTable,   &seqLens,
-                           &splitBounds, &partialOut, &partialLse,   &batch,
-                           &maxPages,    &numSplits,  &softmaxScale, &kvScale,
-                           nullptr};
-  static_assert(std::size(partialParams) == kDecodePipelinedNumParams);
-  if (spec.tiling.pipelined) {
-    partialParams[kDecodePartialNumParams] = &qMap;
-    partialParams[kDecodePartialNumParams + 1] = &cacheMap;
-  }
-  void *combineParams[] = {&partialOut, &partialLse, &out,
-                           &lse,        &batch,      &numSplits};
+  // The eleven shared parameters, then the groups this kernel declares in
+  // KernelABI.h's order: kv_scale (fp8_e4m3), query_start_loc and T
+  // (varlen), the two tensor maps (pipelined).
+  llvm::SmallVector<void *, kDecodePipelinedNumParams> partialParams = {
+      &q,          &cache, &blockTable, &seqLens,   &splitBounds, &partialOut,
+      &partialLse, &batch, &maxPages,   &numSplits, &softmaxScale};
+  if (spec.shape.kvFormat == CacheFormat::FP8E4M3)
+    partialParams.push_back(&kvScale);
+  if (varlen)
+    partialParams.append({&queryStartLoc, &numTokens});
+  if (spec.tiling.pipelined)
+    partialParams.append({&qMap, &cacheMap});
+  assert(partialParams.size() == size_t(decodePartialNumParams(spec.shape) +
+                                        (spec.tiling.pipelined ? 2 : 0)) &&
+         "launch parameters differ from KernelABI.h");
+  // A varlen image's combine runs T requests of one row (KernelABI.h).
+  int32_t combineBatch = varlen ? numTokens : batch;
+  void *combineParams[] = {&partialOut, &partialLse,   &out,
+                           &lse,        &combineBatch, &numSplits};
   static_assert(std::size(combineParams) == kCombineNumParams);
 
   int64_t rows = spec.shape.queryRows * spec.shape.numHeads;
@@ -411,12 +467,13 @@ llvm::Error GpuDecoder::run(CUstream stream, const DecodeArgs &args) const {
   unsigned smem = static_cast<unsigned>(
       decodeSharedBytes(spec.chip, spec.shape, spec.tiling));
   if (llvm::Error error = partial.launch(partialGrid, partialBlock, smem,
-                                         stream, partialParams))
+                                         stream, partialParams.data()))
     return error;
 
+  int64_t combineRows = varlen ? spec.shape.numHeads : rows;
   Dim3 combineGrid{
-      static_cast<unsigned>(llvm::divideCeil(rows, kCombineRowsPerCta)),
-      static_cast<unsigned>(batch)};
+      static_cast<unsigned>(llvm::divideCeil(combineRows, kCombineRowsPerCta)),
+      static_cast<unsigned>(combineBatch)};
   Dim3 combineBlock{static_cast<unsigned>(kCombineThreadsPerCta)};
   return combine.launch(combineGrid, combineBlock, 0, stream, combineParams);
 }

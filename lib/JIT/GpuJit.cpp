@@ -162,13 +162,19 @@ OwningOpRef<ModuleOp> buildDecodeModule(MLIRContext &ctx,
   Type elem = bf16 ? Type(BFloat16Type::get(&ctx)) : Float16Type::get(&ctx);
   Type f32 = Float32Type::get(&ctx), i32 = IntegerType::get(&ctx, 32);
   int64_t sq = s.queryRows, n = s.numHeads, l = s.latentDim;
-  Type q = tensorType({-1, sq, n, s.rowDim()}, elem);
+  // A varlen image packs tokens: q [T, N, L+R], partials [S, T, N, L] and
+  // [S, T, N], out [T, N, L], lse [T, N].
+  Type q = s.varlen ? tensorType({-1, n, s.rowDim()}, elem)
+                    : tensorType({-1, sq, n, s.rowDim()}, elem);
   Type cache = tensorType({-1, s.pageSize, s.rowDim()}, elem);
   Type table = tensorType({-1, -1}, i32), lens = tensorType({-1}, i32);
-  Type partialOut = tensorType({-1, -1, sq, n, l}, f32);
-  Type partialLse = tensorType({-1, -1, n, sq}, f32);
-  Type out = tensorType({-1, sq, n, l}, elem);
-  Type lse = tensorType({-1, n, sq}, f32);
+  Type partialOut = s.varlen ? tensorType({-1, -1, n, l}, f32)
+                             : tensorType({-1, -1, sq, n, l}, f32);
+  Type partialLse = s.varlen ? tensorType({-1, -1, n}, f32)
+                             : tensorType({-1, -1, n, sq}, f32);
+  Type out = s.varlen ? tensorType({-1, n, l}, elem)
+                      : tensorType({-1, sq, n, l}, elem);
+  Type lse = s.varlen ? tensorType({-1, n}, f32) : tensorType({-1, n, sq}, f32);
   auto layout = CacheLayoutAttr::get(
       &ctx, bf16 ? RowFormat::bf16 : RowFormat::f16, s.pageSize, FloatAttr());
   if (s.fp8()) {
@@ -179,16 +185,20 @@ OwningOpRef<ModuleOp> buildDecodeModule(MLIRContext &ctx,
       scale = FloatAttr::get(f32, 1.0f);
     layout = CacheLayoutAttr::get(&ctx, format, s.pageSize, scale);
   }
-  KernelModuleBuilder kb(ctx, spec.chip, "mla_decode",
-                         {q, cache, table, lens, table}, {out, lse});
+  SmallVector<Type> args = {q, cache, table, lens, table};
+  if (s.varlen)
+    args.push_back(lens);
+  KernelModuleBuilder kb(ctx, spec.chip, "mla_decode", args, {out, lse});
   OpBuilder &b = kb.getBuilder();
   // The kernels read the split count, the softmax scale and fp8_e4m3's
   // kv_scale at run time; any positive values compile the same image.
   auto partial = DecodePartialOp::create(
       b, kb.getLoc(), partialOut, partialLse, kb.getArg(0), kb.getArg(1),
-      kb.getArg(2), kb.getArg(3), kb.getArg(4), layout, b.getF32FloatAttr(1.0f),
+      kb.getArg(2), kb.getArg(3), kb.getArg(4),
+      s.varlen ? kb.getArg(5) : Value(), layout, b.getF32FloatAttr(1.0f),
       s.causal ? b.getUnitAttr() : UnitAttr(), b.getI64IntegerAttr(1),
-      /*shard=*/DcpShardAttr());
+      /*shard=*/DcpShardAttr(),
+      s.varlen ? b.getI64IntegerAttr(sq) : IntegerAttr());
   partial->setAttr(MLADialect::getGpuTilingAttrName(),
                    GpuTilingAttr::get(&ctx, t.rowsPerCta, t.warpsN, t.kvBlock,
                                       t.stages, t.wgmma, t.pipelined));

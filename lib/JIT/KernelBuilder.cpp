@@ -115,12 +115,43 @@ llvm::Expected<Kernel> mla::buildDecode(MLIRContext &ctx, const HostTensor &q,
                    tensorType(ctx, blockTable), tensorType(ctx, seqLens)},
                   {outTy, lseTy});
   OpBuilder &b = eb.getBuilder();
-  auto op =
-      DecodeOp::create(b, eb.getLoc(), outTy, lseTy, eb.getArg(0), eb.getArg(1),
-                       eb.getArg(2), eb.getArg(3), getLayout(ctx, call->cache),
-                       getF32Attr(ctx, call->softmaxScale),
-                       call->causal ? b.getUnitAttr() : UnitAttr(),
-                       getOptionalI64Attr(b, call->numSplits), SplitPlanAttr());
+  auto op = DecodeOp::create(
+      b, eb.getLoc(), outTy, lseTy, eb.getArg(0), eb.getArg(1), eb.getArg(2),
+      eb.getArg(3), Value(), getLayout(ctx, call->cache),
+      getF32Attr(ctx, call->softmaxScale),
+      call->causal ? b.getUnitAttr() : UnitAttr(),
+      getOptionalI64Attr(b, call->numSplits), SplitPlanAttr(), IntegerAttr());
+  return eb.finish(op.getResults(),
+                   {{q.dtype, outShape}, {DType::f32, lseShape}});
+}
+
+llvm::Expected<Kernel> mla::buildVarlenDecode(
+    MLIRContext &ctx, const HostTensor &q, const HostTensor &kvCache,
+    const HostTensor &blockTable, const HostTensor &seqLens,
+    const HostTensor &queryStartLoc, const DecodeOptions &options) {
+  llvm::Expected<DecodeCall> call = checkVarlenDecode(
+      Device::CPU, q, kvCache, blockTable, seqLens, queryStartLoc, options);
+  if (!call)
+    return call.takeError();
+  llvm::SmallVector<int64_t, 4> outShape{call->tokens, call->numHeads,
+                                         call->latentDim};
+  llvm::SmallVector<int64_t, 4> lseShape{call->tokens, call->numHeads};
+  Type outTy = tensorType(ctx, outShape, q.dtype);
+  Type lseTy = tensorType(ctx, lseShape, DType::f32);
+  EntryBuilder eb(ctx, "decode",
+                  {tensorType(ctx, q), tensorType(ctx, kvCache),
+                   tensorType(ctx, blockTable), tensorType(ctx, seqLens),
+                   tensorType(ctx, queryStartLoc)},
+                  {outTy, lseTy});
+  OpBuilder &b = eb.getBuilder();
+  // The batch's largest query length bounds the compiled per-request loops.
+  auto op = DecodeOp::create(
+      b, eb.getLoc(), outTy, lseTy, eb.getArg(0), eb.getArg(1), eb.getArg(2),
+      eb.getArg(3), eb.getArg(4), getLayout(ctx, call->cache),
+      getF32Attr(ctx, call->softmaxScale),
+      call->causal ? b.getUnitAttr() : UnitAttr(),
+      getOptionalI64Attr(b, call->numSplits), SplitPlanAttr(),
+      b.getI64IntegerAttr(call->queryRows));
   return eb.finish(op.getResults(),
                    {{q.dtype, outShape}, {DType::f32, lseShape}});
 }

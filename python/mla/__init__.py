@@ -261,7 +261,7 @@ def _run(fn, args, num_outputs, given=(), inputs=()):
 
 
 def decode(q, kv_cache, block_table, seq_lens, *, head_dim_v, softmax_scale, causal=False, num_splits=None,
-           kv_format="auto", kv_scale=None, plan=None, out=None, lse=None):
+           kv_format="auto", kv_scale=None, plan=None, out=None, lse=None, query_start_loc=None):
     """Absorbed MLA decode over a paged latent cache (FlashMLA's flash_mla_with_kvcache).
 
     numpy arrays run on the CPU; when q is a torch CUDA tensor, every array must be a torch tensor and the
@@ -277,6 +277,12 @@ def decode(q, kv_cache, block_table, seq_lens, *, head_dim_v, softmax_scale, cau
     `plan_decode` returned for this step's tables: on the GPU the call then enqueues without a host copy or
     synchronisation (see `mla.gpu.decode`); on the CPU it fixes num_splits. Any CUDA tensor among the
     arrays sends the call to the GPU path, which then requires q, kv_cache and block_table on one device.
+
+    Variable-length queries (speculative decoding with mixed draft lengths): with `query_start_loc`
+    int32 [b+1] (from 0, non-decreasing, ending at T), q is [T, h_q, d] packed by request, request b owning
+    tokens query_start_loc[b]..query_start_loc[b+1]-1 (q_b of them, at most 8 and at most seq_lens[b]);
+    causal token i of request b sees positions [0, seq_lens[b] - q_b + i]. Returns out [T, h_q, head_dim_v]
+    and lse float32 [T, h_q] (token-major, FlashMLA's packed layout).
     """
     # q first: a planned GPU call has a few microseconds of host time to spend.
     if _is_torch_cuda(q) or any(_is_torch_cuda(v) for v in (kv_cache, block_table, seq_lens)):
@@ -286,19 +292,21 @@ def decode(q, kv_cache, block_table, seq_lens, *, head_dim_v, softmax_scale, cau
         # call and default checks cost a tenth of the planned call's host budget. Anything else (a plan with
         # options it fixes, or no device plan at all) takes gpu.decode, which explains what is wrong.
         if type(plan) is gpu.DecodePlan and num_splits is None and kv_format == "auto" and kv_scale is None:
-            return plan._run(q, kv_cache, block_table, seq_lens, head_dim_v, softmax_scale, causal, out, lse)
+            return plan._run(q, kv_cache, block_table, seq_lens, head_dim_v, softmax_scale, causal, out, lse,
+                             query_start_loc)
         return gpu.decode(q, kv_cache, block_table, seq_lens, head_dim_v=head_dim_v,
                           softmax_scale=softmax_scale, causal=causal, num_splits=num_splits,
-                          kv_format=kv_format, kv_scale=kv_scale, plan=plan, out=out, lse=lse)
+                          kv_format=kv_format, kv_scale=kv_scale, plan=plan, out=out, lse=lse,
+                          query_start_loc=query_start_loc)
     if plan is not None:
         if not isinstance(plan, HostDecodePlan):
             raise ValueError(f"plan must come from mla.plan_decode on numpy arrays, got {type(plan).__name__}")
         if num_splits is not None:
             raise ValueError("with a plan, num_splits is the plan's: leave it at None")
-        plan._check_call(q, block_table, seq_lens, head_dim_v, causal)
+        plan._check_call(q, block_table, seq_lens, head_dim_v, causal, query_start_loc)
         num_splits = plan.num_splits
     result = _decode_cpu(q, kv_cache, block_table, seq_lens, head_dim_v, softmax_scale, causal, num_splits,
-                         kv_format, kv_scale)
+                         kv_format, kv_scale, query_start_loc)
     return tuple(_into(name, given, value) for name, given, value in zip(("out", "lse"), (out, lse), result))
 
 
@@ -325,11 +333,12 @@ class HostDecodePlan:
         self._shapes, self._head_dim_v, self._causal = shapes, head_dim_v, bool(causal)
         self.num_splits = num_splits
 
-    def _check_call(self, q, block_table, seq_lens, head_dim_v, causal):
-        shapes = (np.shape(q), np.shape(block_table), np.shape(seq_lens))
+    def _check_call(self, q, block_table, seq_lens, head_dim_v, causal, query_start_loc=None):
+        shapes = _plan_shapes(q, block_table, seq_lens, query_start_loc)
         if shapes != self._shapes:
-            raise ValueError(f"q, block_table and seq_lens have shapes {[list(s) for s in shapes]}; the plan "
-                             f"was made for {[list(s) for s in self._shapes]}")
+            raise ValueError(f"q, block_table, seq_lens and query_start_loc have shapes "
+                             f"{[list(s) if s is not None else None for s in shapes]}; the plan was made for "
+                             f"{[list(s) if s is not None else None for s in self._shapes]}")
         if head_dim_v != self._head_dim_v or bool(causal) != self._causal:
             raise ValueError(f"head_dim_v and causal must be the plan's ({self._head_dim_v}, {self._causal})")
 
@@ -337,24 +346,35 @@ class HostDecodePlan:
         """Nothing to report: the CPU decode checks every value when it runs."""
 
 
+def _plan_shapes(q, block_table, seq_lens, query_start_loc):
+    """The shapes a decode plan is made for (None for a uniform call's query_start_loc)."""
+    return (np.shape(q), np.shape(block_table), np.shape(seq_lens),
+            None if query_start_loc is None else np.shape(query_start_loc))
+
+
 def plan_decode(q, kv_cache, block_table, seq_lens, *, head_dim_v, causal=False, num_splits=None,
-                split_policy="grid", max_batch=None, max_seq_len=None, plan=None, kv_format="auto"):
+                split_policy="grid", max_batch=None, max_seq_len=None, plan=None, kv_format="auto",
+                query_start_loc=None, max_query_len=None):
     """Plans the decodes of one batch step (FlashMLA's get_mla_metadata, FlashInfer's plan) and returns
     the plan for `decode(..., plan=plan)`. On torch CUDA tensors this is `mla.gpu.plan_decode` (split bounds
     computed on the GPU from device seq_lens, capturable in a CUDA graph); on numpy arrays it returns a
     `HostDecodePlan`, whose decodes check every value on the host as a plain decode does. `kv_format` is
-    the cache's (it picks the GPU kernel; a CPU plan does not depend on it)."""
+    the cache's (it picks the GPU kernel; a CPU plan does not depend on it). A varlen batch passes its
+    `query_start_loc` (see `decode`); on the GPU `max_query_len` (default 8) is the largest per-request
+    query length the plan's kernel takes."""
     if any(_is_torch_cuda(v) for v in (q, kv_cache, block_table, seq_lens)):
         from . import gpu
 
         return gpu.plan_decode(q, kv_cache, block_table, seq_lens, head_dim_v=head_dim_v, causal=causal,
                                num_splits=num_splits, split_policy=split_policy, max_batch=max_batch,
-                               max_seq_len=max_seq_len, plan=plan, kv_format=kv_format)
-    return _plan_decode_cpu(q, block_table, seq_lens, head_dim_v, causal, num_splits, split_policy)
+                               max_seq_len=max_seq_len, plan=plan, kv_format=kv_format,
+                               query_start_loc=query_start_loc, max_query_len=max_query_len)
+    return _plan_decode_cpu(q, block_table, seq_lens, head_dim_v, causal, num_splits, split_policy,
+                            query_start_loc)
 
 
 @_cpu
-def _plan_decode_cpu(q, block_table, seq_lens, head_dim_v, causal, num_splits, split_policy):
+def _plan_decode_cpu(q, block_table, seq_lens, head_dim_v, causal, num_splits, split_policy, query_start_loc):
     if split_policy not in ("grid", "batch-invariant"):
         raise ValueError("a decode plan cuts every request into one count of pieces: split_policy must be "
                          f"'grid' or 'batch-invariant', got {split_policy!r}")
@@ -362,15 +382,17 @@ def _plan_decode_cpu(q, block_table, seq_lens, head_dim_v, causal, num_splits, s
         num_splits = _int("num_splits", num_splits)
     elif split_policy == "batch-invariant":
         num_splits = 1
-    return HostDecodePlan((np.shape(q), np.shape(block_table), np.shape(seq_lens)),
+    return HostDecodePlan(_plan_shapes(q, block_table, seq_lens, query_start_loc),
                           _int("head_dim_v", head_dim_v), causal, num_splits)
 
 
 @_cpu
 def _decode_cpu(q, kv_cache, block_table, seq_lens, head_dim_v, softmax_scale, causal, num_splits,
-                kv_format, kv_scale):
+                kv_format, kv_scale, query_start_loc=None):
     arrays = [_array("q", q), _array("kv_cache", kv_cache), _indices("block_table", block_table),
               _indices("seq_lens", seq_lens)]
+    if query_start_loc is not None:
+        arrays.append(_indices("query_start_loc", query_start_loc))
     opts = _capi.DecodeOptions()
     opts.headDimV = _int("head_dim_v", head_dim_v)
     opts.softmaxScale = _float("softmax_scale", softmax_scale)
@@ -379,7 +401,8 @@ def _decode_cpu(q, kv_cache, block_table, seq_lens, head_dim_v, softmax_scale, c
         opts.hasNumSplits = 1
         opts.numSplits = _int("num_splits", num_splits)
     opts.cache = opts.keep = _cache_format(kv_format, kv_scale)  # `keep` holds what it points at
-    out, lse = _run(_capi.mlaDecode, [_tensor(a) for a in arrays] + [ctypes.byref(opts)], 2)
+    entry = _capi.mlaDecode if query_start_loc is None else _capi.mlaDecodeVarlen
+    out, lse = _run(entry, [_tensor(a) for a in arrays] + [ctypes.byref(opts)], 2)
     return out, lse
 
 

@@ -98,6 +98,7 @@ def _declare(name, argtypes):
 
 
 mlaDecode = _declare("mlaDecode", [_T, _T, _T, _T, ctypes.POINTER(DecodeOptions), _T, _T] + _ERR)
+mlaDecodeVarlen = _declare("mlaDecodeVarlen", [_T, _T, _T, _T, _T, ctypes.POINTER(DecodeOptions), _T, _T] + _ERR)
 mlaCacheWrite = _declare("mlaCacheWrite", [_T, _T, _T, _T, ctypes.POINTER(CacheFormat)] + _ERR)
 mlaSplitKvBProj = _declare("mlaSplitKvBProj",
                            [_T, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, _T, _T] + _ERR)

@@ -110,6 +110,14 @@ def _library():
         "mlaGpuDecodeRun": [ctypes.c_void_p, u64, u64, u64, u64, u64, u64, ctypes.c_double, u64,
                             ctypes.c_void_p] + err,
         "mlaGpuDecodePlanCheck": [ctypes.c_void_p, ctypes.c_void_p] + err,
+        "mlaGpuDecodeVarlenSpec": [p, i32, i64, i64, i64, i64, i64, i32, i32, p, p, size] + err,
+        "mlaGpuDecodeVarlen": [p, i32, t, t, t, t, t, lens, lens, lens, ctypes.POINTER(_DecodeOptions), u64, u64,
+                               u64, ctypes.POINTER(size), ctypes.c_void_p] + err,
+        "mlaGpuDecodeVarlenPlanCreate": [p, i32, t, t, t, t, t, ctypes.POINTER(_DecodeOptions), i64, i64, u64,
+                                         ctypes.POINTER(size), u64, ctypes.POINTER(ctypes.c_void_p)] + err,
+        "mlaGpuDecodeVarlenPlanUpdate": [ctypes.c_void_p, t, t, t, t, t, ctypes.c_void_p] + err,
+        "mlaGpuDecodeVarlenRun": [ctypes.c_void_p, u64, u64, u64, u64, u64, u64, u64, ctypes.c_double,
+                                  ctypes.c_void_p] + err,
         "mlaGpuCanonicalSpec": [p, p, size] + err,
         "mlaGpuCheckCacheWrite": [t, t, t, lens, t, ctypes.POINTER(_CacheFormat)] + err,
         "mlaGpuCacheWrite": [p, i32, t, t, t, lens, t, ctypes.POINTER(_CacheFormat), ctypes.c_void_p] + err,
@@ -283,6 +291,27 @@ def decode_spec(num_heads, query_rows, latent_dim, rope_dim, page_size, dtype, c
     return _specs[key]
 
 
+def decode_varlen_spec(num_heads, max_query_rows, latent_dim, rope_dim, page_size, dtype, causal, chip,
+                       tile=None):
+    """The kernel-cache spec text of a varlen decode kernel (sm_90a; `max_query_rows` in [1, 8] is the
+    largest per-request query length it takes): what `mla-aot --spec` takes."""
+    key = ("varlen", num_heads, max_query_rows, latent_dim, rope_dim, page_size, dtype, bool(causal), chip, tile)
+    if key in _specs:
+        return _specs[key]
+    codes = {"bf16": _DTYPE_BF16, "f16": _DTYPE_F16}
+    if dtype not in codes:
+        raise ValueError(f"dtype must be 'bf16' or 'f16', got {dtype!r}")
+    spec = ctypes.create_string_buffer(512)
+    err = ctypes.create_string_buffer(_ERROR_BYTES)
+    _check(_library().mlaGpuDecodeVarlenSpec(_c_string("chip", chip), 0, num_heads, max_query_rows, latent_dim,
+                                             rope_dim, page_size, codes[dtype], 1 if causal else 0,
+                                             _c_string("tile", tile) if tile is not None else None, spec,
+                                             len(spec), err, len(err)),
+           err)
+    _specs[key] = spec.value.decode()
+    return _specs[key]
+
+
 def _chip(torch, device):
     major, minor = torch.cuda.get_device_capability(device)
     chips = {9: "sm_90a", 10: "sm_100a"}
@@ -412,8 +441,85 @@ def _kv_scale_tensor(torch, kv_format, kv_scale, device):
     return torch.tensor([value], dtype=torch.float32, device=device)
 
 
+def _varlen_spec_for(torch, q, kv_cache, latent, causal, max_query_rows, tile):
+    t, h, d = q.shape
+    dtype = "bf16" if q.dtype == torch.bfloat16 else "f16"
+    return decode_varlen_spec(h, max_query_rows, latent, d - latent, kv_cache.shape[1], dtype, causal,
+                              _chip(torch, q.device), tile).encode()
+
+
+def _varlen_outputs(torch, q, latent, out, lse):
+    """out [T, h_q, latent] in q's dtype and lse float32 [T, h_q] on q's device (given and checked, or
+    new)."""
+    t, h = q.shape[0], q.shape[1]
+    result = []
+    for name, given, shape, dtype in (("out", out, (t, h, latent), q.dtype), ("lse", lse, (t, h), torch.float32)):
+        if given is None:
+            result.append(torch.empty(shape, dtype=dtype, device=q.device))
+            continue
+        if not isinstance(given, torch.Tensor) or tuple(given.shape) != shape or given.dtype != dtype \
+                or given.device != q.device or not given.is_contiguous():
+            raise ValueError(f"{name} must be a contiguous {dtype} tensor of shape {list(shape)} on {q.device}, "
+                             f"got {getattr(given, 'dtype', type(given).__name__)} "
+                             f"{list(getattr(given, 'shape', ()))}")
+        result.append(given)
+    return result
+
+
+def _check_varlen_format(kv_format, kv_scale):
+    """The varlen kernels read a cache of q's dtype only (checkDecodeTiling refuses fp8 ones)."""
+    if kv_format != "auto" or kv_scale is not None:
+        raise ValueError("the GPU varlen decode (query_start_loc) reads a cache of q's dtype "
+                         f"(kv_format='auto', no kv_scale) only, got kv_format={kv_format!r}; pad the batch "
+                         "to a uniform s_q for an fp8 cache")
+
+
+def _decode_varlen(q, kv_cache, block_table, seq_lens, query_start_loc, head_dim_v, softmax_scale, causal,
+                   num_splits, split_policy, tile, out, lse):
+    """decode(..., query_start_loc=...) without a plan: the tables are copied to the host and checked,
+    the kernel's Sq is the batch's largest query length."""
+    torch = _torch()
+    names = ("q", "kv_cache", "block_table", "seq_lens", "query_start_loc")
+    values = (q, kv_cache, block_table, seq_lens, query_start_loc)
+    for n, v in zip(names, values):
+        _describe(torch, n, v, data=False)
+    opts = _decode_options(head_dim_v, softmax_scale, causal, num_splits, split_policy, "auto", None)
+    lens_host, lens_ptr = _host_i32(seq_lens)
+    table_host, table_ptr = _host_i32(block_table)
+    qsl_host, qsl_ptr = _host_i32(query_start_loc)
+    tensors = {"q": q, "kv_cache": kv_cache, "block_table": block_table}
+    tensors.update({n: v for n, v in (("seq_lens", seq_lens), ("query_start_loc", query_start_loc)) if v.is_cuda})
+    _same_device(tensors, "q")
+    if q.dim() != 3:
+        raise ValueError(f"q must have rank 3 ([T, h_q, d]) with query_start_loc, got shape {list(q.shape)}")
+    out, lse = _varlen_outputs(torch, q, _int("head_dim_v", head_dim_v), out, lse)
+    lengths = (qsl_host[1:] - qsl_host[:-1]).tolist() if qsl_host.dim() == 1 else []
+    # Out-of-range lengths are the C rules' to report; the spec only needs a valid Sq.
+    max_rows = min(max([1] + lengths), 8)
+    spec = _varlen_spec_for(torch, q, kv_cache, opts.headDimV, causal, max_rows, tile)
+    on_device = [v if v.is_cuda else v.to(q.device) for v in values]
+    described = [_describe(torch, n, v) for n, v in zip(names, on_device)]
+    refs = [ctypes.byref(t) for t in described]
+    device = q.device.index if q.device.index is not None else torch.cuda.current_device()
+    with torch.cuda.device(device):
+        stream = ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
+        size = ctypes.c_size_t(0)
+
+        def call(workspace):
+            _call("mlaGpuDecodeVarlen", spec, device, *refs, lens_ptr, table_ptr, qsl_ptr, ctypes.byref(opts),
+                  out.data_ptr(), lse.data_ptr(), workspace, ctypes.byref(size), stream)
+
+        call(0)  # validates and sizes the workspace; enqueues nothing
+        if q.shape[0] == 0:
+            return out, lse
+        workspace = torch.empty(size.value, dtype=torch.uint8, device=q.device)
+        call(workspace.data_ptr())
+    return out, lse
+
+
 def decode(q, kv_cache, block_table, seq_lens, *, head_dim_v, softmax_scale, causal=False, num_splits=None,
-           kv_format="auto", kv_scale=None, split_policy="grid", tile=None, plan=None, out=None, lse=None):
+           kv_format="auto", kv_scale=None, split_policy="grid", tile=None, plan=None, out=None, lse=None,
+           query_start_loc=None):
     """Absorbed MLA decode over a paged latent cache on the GPU (FlashMLA's flash_mla_with_kvcache).
 
     Shapes and semantics are those of `mla.decode`: q [b, s_q, h_q, L+R] bfloat16 or float16, kv_cache
@@ -437,17 +543,29 @@ def decode(q, kv_cache, block_table, seq_lens, *, head_dim_v, softmax_scale, cau
     seq_lens and block_table must hold the values the plan was made from; the plan checked those on
     the device (`DecodePlan.check` reports what it found). The plan fixes num_splits, split_policy, tile
     and kv_format, which must then be left at their defaults; kv_scale (fp8_e4m3) is given per call.
+
+    With `query_start_loc` (int32 [b+1]) the decode is varlen (see `mla.decode`): q [T, h_q, L+R], out
+    [T, h_q, L], lse [T, h_q], on an sm_90a kernel whose Sq is the batch's largest query length (a plan's:
+    its max_query_len). A varlen decode reads a cache of q's dtype (kv_format "auto") only.
     """
+    if plan is None and query_start_loc is not None:
+        _check_varlen_format(kv_format, kv_scale)
+        return _decode_varlen(q, kv_cache, block_table, seq_lens, query_start_loc, head_dim_v, softmax_scale,
+                              causal, num_splits, split_policy, tile, out, lse)
     if plan is not None:
         if num_splits is not None or split_policy != "grid" or tile is not None:
             raise ValueError("with a plan, num_splits, split_policy and tile are the plan's: leave them at "
                              "their defaults")
-        if not isinstance(plan, DecodePlan):
+        if not isinstance(plan, (DecodePlan, VarlenDecodePlan)):
             raise ValueError(f"plan must come from mla.gpu.plan_decode, got {type(plan).__name__}")
+        if isinstance(plan, VarlenDecodePlan):
+            _check_varlen_format(kv_format, kv_scale)
+            return plan._run(q, kv_cache, block_table, seq_lens, head_dim_v, softmax_scale, causal, out, lse,
+                             query_start_loc)
         if kv_format not in ("auto", plan.kv_format):
             raise ValueError(f"kv_format is the plan's ({plan.kv_format!r}), got {kv_format!r}")
         return plan._run(q, kv_cache, block_table, seq_lens, head_dim_v, softmax_scale, causal, out, lse,
-                         kv_scale)
+                         kv_scale, query_start_loc)
     torch = _torch()
     names = ("q", "kv_cache", "block_table", "seq_lens")
     values = (q, kv_cache, block_table, seq_lens)
@@ -551,7 +669,10 @@ class DecodePlan:
         self._output_shapes = ((b, sq, h, self._head_dim_v), (b, h, sq))
 
     def _run(self, q, kv_cache, block_table, seq_lens, head_dim_v, softmax_scale, causal, out, lse,
-             kv_scale=None):
+             kv_scale=None, query_start_loc=None):
+        if query_start_loc is not None:
+            raise ValueError("the plan was made for a uniform batch; plan a varlen one with "
+                             "plan_decode(..., query_start_loc=...)")
         # The host budget of a planned call is a few microseconds of Python: one pass of cheap tests
         # (get_device() is an int, where .device builds an object), the precise message only on failure.
         torch, shapes, dev, dtype = self._torch, self._shapes, self._device_index, self._dtype
@@ -620,8 +741,110 @@ class DecodePlan:
         _call("mlaGpuDecodePlanCheck", self._handle, stream)
 
 
+class VarlenDecodePlan:
+    """A device plan of varlen GPU decodes (`plan_decode(..., query_start_loc=...)`): as `DecodePlan`,
+    and the planning kernel also checks query_start_loc on the device (`check` reports a malformed one or
+    a query longer than its seq_len). Its kernel takes up to `max_query_len` tokens per request."""
+
+    _NAMES = ("q", "kv_cache", "block_table", "seq_lens", "query_start_loc")
+
+    def __init__(self, torch, handle, workspace, status, device, head_dim_v, causal, max_batch, max_query_len):
+        self._torch, self._lib, self._handle = torch, _library(), handle
+        self._workspace, self._status = workspace, status
+        self._device = device
+        self._head_dim_v, self._causal = head_dim_v, bool(causal)
+        self.max_batch, self.max_query_len = max_batch, max_query_len
+        self.num_splits = self._lib.mlaGpuDecodePlanNumSplits(handle)
+        self._shapes = None
+
+    def __del__(self):
+        handle, self._handle = getattr(self, "_handle", None), None
+        if handle:
+            self._lib.mlaGpuDecodePlanDestroy(handle)
+
+    def _tensors(self, values):
+        _same_device(dict(zip(self._NAMES, values)), "q")
+        if values[0].device != self._device:
+            raise ValueError(f"the plan was made on {self._device}, got q on {values[0].device}")
+        return [_describe(self._torch, n, v) for n, v in zip(self._NAMES, values)]
+
+    def _update(self, q, kv_cache, block_table, seq_lens, query_start_loc):
+        values = (q, kv_cache, block_table, seq_lens, query_start_loc)
+        described = self._tensors(values)
+        stream = ctypes.c_void_p(_raw_stream(self._torch, self._device.index))
+        _call("mlaGpuDecodeVarlenPlanUpdate", self._handle, *[ctypes.byref(t) for t in described], stream)
+        self._shapes = [tuple(v.shape) for v in values]
+
+    def _run(self, q, kv_cache, block_table, seq_lens, head_dim_v, softmax_scale, causal, out, lse,
+             query_start_loc=None):
+        if query_start_loc is None:
+            raise ValueError("the plan was made for a varlen batch: pass its query_start_loc")
+        values = (q, kv_cache, block_table, seq_lens, query_start_loc)
+        self._tensors(values)
+        shapes = [tuple(getattr(v, "shape", ())) for v in values]
+        if shapes != self._shapes:
+            raise ValueError(f"{', '.join(self._NAMES)} have shapes {[list(x) for x in shapes]}; the plan was "
+                             f"made for {[list(x) for x in self._shapes]}: plan this step with "
+                             "plan_decode(..., plan=plan)")
+        if head_dim_v != self._head_dim_v or bool(causal) != self._causal:
+            raise ValueError(f"head_dim_v and causal must be the plan's ({self._head_dim_v}, {self._causal})")
+        out, lse = _varlen_outputs(self._torch, q, self._head_dim_v, out, lse)
+        stream = ctypes.c_void_p(_raw_stream(self._torch, self._device.index))
+        _call("mlaGpuDecodeVarlenRun", self._handle, *[v.data_ptr() for v in values], out.data_ptr(),
+              lse.data_ptr(), _float("softmax_scale", softmax_scale), stream)
+        return out, lse
+
+    def check(self):
+        """As `DecodePlan.check`, with query_start_loc's rules too."""
+        stream = ctypes.c_void_p(_raw_stream(self._torch, self._device.index))
+        _call("mlaGpuDecodePlanCheck", self._handle, stream)
+
+
+def _plan_varlen(q, kv_cache, block_table, seq_lens, query_start_loc, head_dim_v, causal, num_splits,
+                 split_policy, tile, max_batch, max_seq_len, max_query_len, plan):
+    torch = _torch()
+    values = (q, kv_cache, block_table, seq_lens, query_start_loc)
+    for n, v in zip(VarlenDecodePlan._NAMES, values):
+        _describe(torch, n, v, data=False)
+    _same_device(dict(zip(VarlenDecodePlan._NAMES, values)), "q")
+    if plan is not None:
+        if not isinstance(plan, VarlenDecodePlan):
+            raise ValueError("plan must come from mla.gpu.plan_decode(..., query_start_loc=...), got "
+                             f"{type(plan).__name__}")
+        if _int("head_dim_v", head_dim_v) != plan._head_dim_v or bool(causal) != plan._causal:
+            raise ValueError(f"head_dim_v and causal must be the plan's ({plan._head_dim_v}, {plan._causal})")
+        plan._update(*values)
+        return plan
+    if q.dim() != 3:
+        raise ValueError(f"q must have rank 3 ([T, h_q, d]) with query_start_loc, got shape {list(q.shape)}")
+    opts = _decode_options(head_dim_v, 1.0, causal, num_splits, split_policy, "auto", None)
+    batch = query_start_loc.shape[0] - 1 if query_start_loc.dim() == 1 else 0
+    if batch < 1:
+        raise ValueError("a plan needs at least one request (query_start_loc [b+1], b >= 1)")
+    max_batch = batch if max_batch is None else _int("max_batch", max_batch)
+    max_seq_len = 0 if max_seq_len is None else _int("max_seq_len", max_seq_len)
+    max_query_len = 8 if max_query_len is None else _int("max_query_len", max_query_len)
+    spec = _varlen_spec_for(torch, q, kv_cache, opts.headDimV, causal, max_query_len, tile)
+    refs = [ctypes.byref(_describe(torch, n, v, data=False)) for n, v in zip(VarlenDecodePlan._NAMES, values)]
+    device = q.device.index if q.device.index is not None else torch.cuda.current_device()
+    size = ctypes.c_size_t(0)
+    handle = ctypes.c_void_p()
+    with torch.cuda.device(device):
+        _call("mlaGpuDecodeVarlenPlanCreate", spec, device, *refs, ctypes.byref(opts), max_batch, max_seq_len, 0,
+              ctypes.byref(size), 0, ctypes.byref(handle))
+        workspace = torch.empty(size.value, dtype=torch.uint8, device=q.device)
+        status = torch.zeros(1, dtype=torch.int32, device=q.device)
+        _call("mlaGpuDecodeVarlenPlanCreate", spec, device, *refs, ctypes.byref(opts), max_batch, max_seq_len,
+              workspace.data_ptr(), ctypes.byref(size), status.data_ptr(), ctypes.byref(handle))
+    plan = VarlenDecodePlan(torch, handle, workspace, status, torch.device("cuda", device), opts.headDimV, causal,
+                            max_batch, max_query_len)
+    plan._update(*values)
+    return plan
+
+
 def plan_decode(q, kv_cache, block_table, seq_lens, *, head_dim_v, causal=False, num_splits=None,
-                split_policy="grid", tile=None, max_batch=None, max_seq_len=None, plan=None, kv_format="auto"):
+                split_policy="grid", tile=None, max_batch=None, max_seq_len=None, plan=None, kv_format="auto",
+                query_start_loc=None, max_query_len=None):
     """Plans the split-KV decode of one batch step on the GPU (FlashMLA's get_mla_metadata, FlashInfer's
     plan) and returns the plan for `decode(..., plan=plan)`.
 
@@ -638,7 +861,16 @@ def plan_decode(q, kv_cache, block_table, seq_lens, *, head_dim_v, causal=False,
     plan as `plan` re-plans into its buffers for this step's tables (b at most its max_batch, the same
     head and cache shapes): no allocation, no host copy, no synchronisation, so it can be captured in a
     CUDA graph with the decodes that use it.
+
+    With `query_start_loc` the plan is a `VarlenDecodePlan` for varlen decodes of up to `max_query_len`
+    (default 8) query tokens per request; `max_batch` then counts requests (query_start_loc's b).
     """
+    if query_start_loc is not None:
+        _check_varlen_format(kv_format, None)
+        return _plan_varlen(q, kv_cache, block_table, seq_lens, query_start_loc, head_dim_v, causal, num_splits,
+                            split_policy, tile, max_batch, max_seq_len, max_query_len, plan)
+    if max_query_len is not None:
+        raise ValueError("max_query_len belongs to a varlen plan (with query_start_loc)")
     torch = _torch()
     names = ("q", "kv_cache", "block_table", "seq_lens")
     values = (q, kv_cache, block_table, seq_lens)

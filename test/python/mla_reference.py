@@ -450,6 +450,44 @@ def decode_ref(q, kv_cache, block_table, seq_lens, head_dim_v, softmax_scale, ca
     return out.astype(np.float32), lse.astype(np.float32)
 
 
+def decode_varlen_ref(q, kv_cache, block_table, seq_lens, query_start_loc, head_dim_v, softmax_scale,
+                      causal=False, kv_format="auto", kv_scale=None):
+    """Varlen absorbed MLA decode (speculative decoding with mixed draft lengths).
+
+    q [T, N, D] packs the requests' query tokens: request b owns tokens
+    query_start_loc[b] .. query_start_loc[b+1]-1 (q_b of them). Causal token i of request b sees
+    positions [0, S_b - q_b + i]; otherwise all S_b. Returns out float32 [T, N, head_dim_v] and lse
+    float32 [T, N] (token-major)."""
+    q = np.asarray(q)
+    qsl = np.asarray(query_start_loc, dtype=np.int64)
+    T, N, D = q.shape
+    L, R = head_dim_v, D - head_dim_v
+    _split_cache_dims(kv_cache, kv_format, L, R)
+    if len(qsl) != len(seq_lens) + 1 or qsl[0] != 0 or qsl[-1] != T or np.any(np.diff(qsl) < 0):
+        raise ValueError("query_start_loc must be [B+1], from 0, non-decreasing, ending at T")
+    out = np.zeros((T, N, head_dim_v))
+    lse = np.full((T, N), -np.inf)
+    for b, S in enumerate(int(s) for s in seq_lens):
+        first, last = int(qsl[b]), int(qsl[b + 1])
+        if S == 0 or first == last:
+            continue
+        rows = decode_rows(_read_positions(kv_cache, block_table[b], 0, S), kv_format, L, R, kv_scale)
+        keys = rows[:S]
+        for t in range(first, last):
+            i, qb = t - first, last - first
+            seen = S - (qb - 1 - i) if causal else S
+            if seen <= 0:
+                continue
+            qt = q[t].astype(np.float64)  # [N, D]
+            scores = softmax_scale * (qt @ keys[:seen].T)  # [N, seen]
+            m = scores.max(axis=1, keepdims=True)
+            w = np.exp(scores - m)
+            total = w.sum(axis=1, keepdims=True)
+            out[t] = (w @ keys[:seen, :head_dim_v]) / total
+            lse[t] = (m + np.log(total))[:, 0]
+    return out.astype(np.float32), lse.astype(np.float32)
+
+
 def split_ranges(S, num_splits):
     """The contiguous pieces of [0, S) split-KV uses: chunk c = ceil(S / num_splits); trailing pieces
     may be empty."""

@@ -4,7 +4,8 @@
 // built here and carried to a GPU machine that has only a driver.
 //
 //   mla-bench --cache-dir DIR [--shapes default | --b B --n N --seq S --sq Q
-//             [--causal]] [--iters 20] [--warmup 5] [--splits auto|K]
+//             [--causal] [--varlen 1,2,4,8]] [--iters 20] [--warmup 5]
+//             [--splits auto|K]
 //             [--policy heuristic|balanced|batch-invariant] [--tile RxWxKxS]
 //             [--no-flush] [--kv-format
 //             auto|fp8_e4m3|fp8_e4m3_token|fp8_ds_mla]
@@ -33,6 +34,7 @@
 #include <cmath>
 #include <cstring>
 #include <numeric>
+#include <optional>
 #include <random>
 #include <thread>
 
@@ -64,6 +66,13 @@ static cl::opt<int64_t> sqOpt("sq", cl::cat(benchCategory), cl::init(1),
                               cl::desc("Query rows per request"));
 static cl::opt<bool> causalOpt("causal", cl::cat(benchCategory),
                                cl::desc("Causal query rows"));
+static cl::list<int64_t>
+    varlenOpt("varlen", cl::cat(benchCategory), cl::CommaSeparated,
+              cl::desc("With --b: a varlen batch (query_start_loc, sm_90a) "
+                       "whose request b has the (b mod n)-th of these draft "
+                       "lengths (each in [1, 8]) as its query tokens; --sq "
+                       "is ignored"),
+              cl::value_desc("q_0,q_1,..."));
 static cl::opt<int> itersOpt("iters", cl::cat(benchCategory), cl::init(20),
                              cl::desc("Timed iterations"));
 static cl::opt<int> warmupOpt("warmup", cl::cat(benchCategory), cl::init(5),
@@ -117,6 +126,9 @@ namespace {
 struct Shape {
   int64_t batch, heads, seq, sq;
   bool causal;
+  /// Varlen: request b's query tokens are drafts[b % drafts.size()] and sq
+  /// is the largest of them.
+  std::vector<int64_t> drafts = {};
 };
 
 llvm::Expected<Chip> targetChip() {
@@ -159,6 +171,8 @@ llvm::Expected<DecodeKernelSpec> makeSpec(Chip chip, const Shape &shape) {
   // Through the spec text, so --tile gets the parser's checks.
   std::string text = toString(spec);
   text = text.substr(0, text.rfind(" tile="));
+  if (!shape.drafts.empty())
+    text += " varlen=1";
   if (!tileOpt.empty())
     text += " tile=" + tileOpt;
   std::string why;
@@ -169,6 +183,11 @@ llvm::Expected<DecodeKernelSpec> makeSpec(Chip chip, const Shape &shape) {
 
 /// One custom shape when --b is given, else the standard set.
 std::vector<Shape> timingShapes() {
+  if (batchOpt > 0 && !varlenOpt.empty()) {
+    std::vector<int64_t> drafts(varlenOpt.begin(), varlenOpt.end());
+    return {{batchOpt, headsOpt, seqOpt, *llvm::max_element(drafts), causalOpt,
+             drafts}};
+  }
   if (batchOpt > 0)
     return {{batchOpt, headsOpt, seqOpt, sqOpt, causalOpt}};
   return {{64, 128, 4096, 1, false},  {132, 128, 8192, 1, false},
@@ -427,6 +446,14 @@ llvm::Expected<Problem> makeProblem(const CudaDriver &driver,
                  std::move(*kvScale)};
 }
 
+/// query_start_loc of a varlen shape's batch.
+std::vector<int32_t> queryStartLoc(const Shape &shape) {
+  std::vector<int32_t> starts = {0};
+  for (int64_t b = 0; b < shape.batch; ++b)
+    starts.push_back(starts.back() + shape.drafts[b % shape.drafts.size()]);
+  return starts;
+}
+
 /// Uploads `bounds` into a fresh workspace and returns it with the args.
 llvm::Expected<DeviceBuffer>
 prepare(const CudaDriver &driver, const GpuDecoder &decoder, const Problem &p,
@@ -480,6 +507,23 @@ llvm::Error timeShape(const CudaDriver &driver, const KernelCache &cache,
       prepare(driver, *decoder, *problem, *bounds, args);
   if (!workspace)
     return workspace.takeError();
+  // A varlen batch packs its T <= B * Sq tokens into the front of the
+  // problem's q, out and lse buffers.
+  std::vector<int32_t> starts;
+  std::optional<DeviceBuffer> startsBuffer;
+  if (!shape.drafts.empty()) {
+    starts = queryStartLoc(shape);
+    llvm::Expected<DeviceBuffer> buffer =
+        DeviceBuffer::alloc(driver, starts.size() * 4);
+    if (!buffer)
+      return buffer.takeError();
+    if (llvm::Error error =
+            upload(driver, buffer->get(), starts.data(), starts.size() * 4))
+      return error;
+    startsBuffer.emplace(std::move(*buffer));
+    args.queryStartLoc = startsBuffer->get();
+    args.numTokens = starts.back();
+  }
 
   CUstream stream;
   if (llvm::Error error = driver.check(
@@ -537,15 +581,20 @@ llvm::Error timeShape(const CudaDriver &driver, const KernelCache &cache,
           : (times[times.size() / 2 - 1] + times[times.size() / 2]) / 2;
   double best = times.empty() ? 0 : times.front();
 
-  // Primer section 9.
+  if (!starts.empty())
+    llvm::outs() << "# varlen: " << starts.back()
+                 << " query tokens; Sq below is the largest draft\n";
+  // Primer section 9, over the batch's query tokens (B * Sq, or a varlen
+  // batch's T).
   const DecodeShape &s = spec->shape;
   double totalLen = static_cast<double>(shape.batch) * shape.seq;
+  double tokens = starts.empty() ? double(shape.batch) * s.queryRows
+                                 : double(starts.back());
   double flops =
-      2.0 * s.queryRows * totalLen * s.numHeads * (s.rowDim() + s.latentDim);
-  double bytes = totalLen * s.cacheRowBytes() +
-                 (shape.batch * s.queryRows * s.numHeads * s.rowDim() +
-                  shape.batch * s.queryRows * s.numHeads * s.latentDim) *
-                     elemBytes(s.elem);
+      2.0 * tokens * shape.seq * s.numHeads * (s.rowDim() + s.latentDim);
+  double bytes = totalLen * s.cacheRowBytes() + tokens * s.numHeads *
+                                                    (s.rowDim() + s.latentDim) *
+                                                    elemBytes(s.elem);
   llvm::outs() << llvm::format(
       "%5lld %4lld %6lld %3lld %6s %6lld %10s %10.4f %10.4f %9.1f %9.1f\n",
       (long long)shape.batch, (long long)shape.heads, (long long)shape.seq,
@@ -815,6 +864,19 @@ llvm::Expected<bool> runMain() {
   for (int64_t v : {(int64_t)headsOpt, (int64_t)seqOpt, (int64_t)sqOpt})
     if (v < 1)
       return llvm::createStringError("--n, --seq and --sq must be positive");
+  if (!varlenOpt.empty()) {
+    if (batchOpt < 1 || checkMode)
+      return llvm::createStringError("--varlen times one --b batch (not "
+                                     "--check: the GPU pytest "
+                                     "test_gpu_varlen_decode.py checks it)");
+    for (int64_t q : varlenOpt)
+      if (q < 0 || q > kMaxVarlenQueryRows || q > seqOpt)
+        return llvm::createStringError("--varlen lengths must be in [0, " +
+                                       std::to_string(kMaxVarlenQueryRows) +
+                                       "] and at most --seq");
+    if (*llvm::max_element(varlenOpt) < 1)
+      return llvm::createStringError("--varlen needs one length >= 1");
+  }
   llvm::Expected<const CudaDriver &> driver = CudaRuntime::get();
   if (!driver)
     return driver.takeError();

@@ -97,6 +97,91 @@ TEST(ArgRules, DecodeNamesTheArgumentAndTheLimit) {
             std::string::npos);
 }
 
+/// A valid varlen decode: q_b = {2, 0, 3} over seq_lens {5, 0, 40}.
+struct VarlenCase : DecodeCase {
+  std::vector<int32_t> starts{0, 2, 2, 5};
+  HostTensor qsl = tensor(DType::i32, {4}, starts.data());
+
+  VarlenCase() {
+    table.resize(12);
+    std::iota(table.begin(), table.end(), 0);
+    lens = {5, 0, 40};
+    q = tensor(DType::f32, {5, 3, 80});
+    cache = tensor(DType::f32, {12, 16, 80});
+    blockTable = tensor(DType::i32, {3, 4}, table.data());
+    seqLens = tensor(DType::i32, {3}, lens.data());
+    options.causal = true;
+  }
+
+  llvm::Expected<DecodeCall> check(Device device = Device::CPU) {
+    return checkVarlenDecode(device, q, cache, blockTable, seqLens, qsl,
+                             options);
+  }
+};
+
+TEST(ArgRules, VarlenDecodeTakesPackedQueriesAndItsLargestLength) {
+  VarlenCase c;
+  llvm::Expected<DecodeCall> call = c.check();
+  ASSERT_TRUE(!!call) << messageOf(call.takeError());
+  EXPECT_TRUE(call->varlen);
+  EXPECT_EQ(call->batch, 3);
+  EXPECT_EQ(call->tokens, 5);
+  EXPECT_EQ(call->queryRows, 3);
+  EXPECT_EQ(call->numHeads, 3);
+  EXPECT_EQ(call->latentDim, 64);
+  // Without host values the kernel must take the largest allowed length.
+  c.qsl.data = nullptr;
+  call = c.check();
+  ASSERT_TRUE(!!call) << messageOf(call.takeError());
+  EXPECT_EQ(call->queryRows, 8);
+}
+
+TEST(ArgRules, VarlenDecodeNamesTheBrokenRule) {
+  auto message = [](auto mutate) {
+    VarlenCase c;
+    mutate(c);
+    return messageOf(c.check());
+  };
+  EXPECT_EQ(message([](VarlenCase &c) { c.lens[0] = 1; }),
+            "request 0 has 2 query tokens but seq_lens[0] = 1 (seq_lens "
+            "counts the query tokens: q_len > seq_len is an input error)");
+  EXPECT_EQ(message([](VarlenCase &c) { c.starts = {0, 2, 3, 5}; }),
+            "request 1 has 1 query tokens but seq_lens[1] = 0 (seq_lens "
+            "counts the query tokens: q_len > seq_len is an input error)");
+  EXPECT_EQ(message([](VarlenCase &c) {
+              c.starts = {0, 0, 0, 9};
+              c.q = tensor(DType::f32, {9, 3, 80});
+            }),
+            "request 2 has 9 query tokens (query_start_loc[3] - "
+            "query_start_loc[2]), more than the 8 a varlen decode takes");
+  EXPECT_EQ(message([](VarlenCase &c) { c.starts = {1, 2, 2, 5}; }),
+            "query_start_loc must start at 0 and never decrease, but "
+            "query_start_loc[0] = 1");
+  EXPECT_EQ(
+      message([](VarlenCase &c) { c.starts = {0, 2, 2, 4}; }),
+      "query_start_loc[3] = 4 must equal the token count T = 5 (q dim 0)");
+  EXPECT_NE(message([](VarlenCase &c) {
+              c.q = tensor(DType::f32, {5, 1, 3, 80});
+            }).find("q must have rank 3 ([T, h_q, d])"),
+            std::string::npos);
+  EXPECT_EQ(message([](VarlenCase &c) {
+              c.qsl = tensor(DType::i32, {3}, c.starts.data());
+            }),
+            "block_table dim 0 is 3 but B (query_start_loc dim 0 - 1) is 2");
+}
+
+// The GPU varlen kernels stage bf16/f16 rows only (checkDecodeTiling); the
+// argument rules say so before any table is read.
+TEST(ArgRules, GpuVarlenDecodeRefusesFp8Caches) {
+  VarlenCase c;
+  c.q = tensor(DType::bf16, {5, 3, 80});
+  c.options.cache.kvFormat = "fp8_e4m3_token";
+  EXPECT_EQ(messageOf(c.check(Device::GPU)),
+            "the GPU varlen decode (query_start_loc) reads bf16/f16 caches "
+            "(kv_format='auto') only, got kv_format='fp8_e4m3_token'; pad "
+            "the batch to a uniform s_q");
+}
+
 TEST(ArgRules, CpuNumSplitsAreBoundedByTheTableCapacity) {
   DecodeCase c;
   c.options.numSplits = 64;

@@ -254,7 +254,40 @@ TEST(GpuDecode, DevicePlanArgumentsAreValidatedWithoutAGpu) {
   rejects([](DecodePlanArgs &a) { a.maxPages = 0; }, "at least one column");
 }
 
+TEST(GpuDecode, VarlenArgumentsNeedQueryStartLocAndFitTheWorkspace) {
+  DecodeKernelSpec uniform = deepSeekSpec();
+  DecodeArgs given = validArgs(uniform);
+  given.queryStartLoc = 0x9000;
+  given.numTokens = 3;
+  EXPECT_TRUE(contains(errorText(checkDecodeArgs(uniform, given)),
+                       "varlen decodes need a varlen=1 spec"));
+
+  DecodeKernelSpec spec = deepSeekSpec();
+  spec.shape.queryRows = 4;
+  spec.shape.varlen = true;
+  spec.tiling = chooseDecodeTiling(spec.chip, spec.shape);
+  DecodeArgs valid = validArgs(spec);
+  valid.queryStartLoc = 0x9000;
+  valid.numTokens = 4 * 4; // B * Sq: the workspace's token capacity
+  EXPECT_FALSE(static_cast<bool>(checkDecodeArgs(spec, valid)));
+  auto rejects = [&](auto mutate, llvm::StringRef part) {
+    DecodeArgs args = valid;
+    mutate(args);
+    std::string message = errorText(checkDecodeArgs(spec, args));
+    EXPECT_TRUE(contains(message, part)) << message;
+  };
+  rejects([](DecodeArgs &a) { a.queryStartLoc = 0; },
+          "device pointer query_start_loc is null");
+  rejects([](DecodeArgs &a) { a.queryStartLoc += 2; },
+          "query_start_loc is not 4-byte aligned");
+  rejects([](DecodeArgs &a) { a.numTokens = 17; },
+          "holds at most 16 tokens, got T = 17");
+}
+
 TEST(GpuDecode, PlanStatusNamesTheBrokenRule) {
+  EXPECT_TRUE(
+      contains(errorText(decodePlanStatusError(kDecodePlanBadQueryStartLoc)),
+               "query_start_loc did not start at 0"));
   EXPECT_FALSE(static_cast<bool>(decodePlanStatusError(0)));
   std::string lens = errorText(decodePlanStatusError(kDecodePlanBadSeqLen));
   EXPECT_TRUE(contains(lens, "a seq_lens value was outside")) << lens;

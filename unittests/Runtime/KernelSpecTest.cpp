@@ -42,6 +42,66 @@ TEST(KernelSpecTest, DefaultSpecPrintsTheDocumentedText) {
   EXPECT_EQ(toString(spec), kDeepSeek);
 }
 
+TEST(KernelSpecTest, VarlenIsWrittenOnlyWhenSetAndSm90Only) {
+  DecodeKernelSpec spec;
+  spec.shape.queryRows = 8;
+  spec.shape.causal = true;
+  spec.tiling = chooseDecodeTiling(spec.chip, spec.shape);
+  std::string uniform = toString(spec);
+  EXPECT_EQ(uniform.find("varlen"), std::string::npos);
+  spec.shape.varlen = true;
+  std::string text = toString(spec);
+  EXPECT_EQ(text, uniform + " varlen=1");
+  DecodeKernelSpec back = parseOrDie(text);
+  EXPECT_TRUE(back.shape.varlen);
+  EXPECT_NE(cacheKeyFor(back), cacheKeyFor(parseOrDie(uniform)));
+  EXPECT_FALSE(parseOrDie(uniform + " varlen=0").shape.varlen);
+
+  DecodeKernelSpec parsed;
+  std::string error;
+  EXPECT_FALSE(parseDecodeKernelSpec(
+      "decode chip=sm_90a N=16 Sq=9 L=512 R=64 page=64 dtype=bf16 causal=1 "
+      "varlen=1",
+      parsed, error));
+  EXPECT_NE(error.find("largest query length Sq = 9 must be in [1, 8]"),
+            std::string::npos)
+      << error;
+  EXPECT_FALSE(parseDecodeKernelSpec(
+      "decode chip=sm_100a N=16 Sq=2 L=512 R=64 page=64 dtype=bf16 causal=1 "
+      "varlen=1",
+      parsed, error));
+  EXPECT_NE(error.find("built for sm_90a only"), std::string::npos) << error;
+}
+
+// The varlen row mapping is built into the mma.sync and wgmma kernels over
+// bf16/f16 caches only; the other builds refuse it by name.
+TEST(KernelSpecTest, VarlenRejectsPipelinedAndFp8Builds) {
+  const std::string varlen = "decode chip=sm_90a N=128 Sq=4 L=512 R=64 "
+                             "page=64 dtype=bf16 causal=1 varlen=1";
+  EXPECT_TRUE(parseOrDie(varlen + " tile=64x2x64x2w").shape.varlen);
+  EXPECT_NE(parseError(varlen + " tile=64x2x64x2p")
+                .find("varlen decode (query_start_loc) is not built for the "
+                      "pipelined decode"),
+            std::string::npos);
+  for (const char *format : {"fp8_e4m3", "fp8_e4m3_token", "fp8_ds_mla"})
+    EXPECT_NE(parseError(varlen + " format=" + format)
+                  .find("varlen decode (query_start_loc) reads bf16/f16 "
+                        "caches"),
+              std::string::npos)
+        << format;
+  // The same shapes without varlen=1 stay usable.
+  EXPECT_TRUE(parseOrDie("decode chip=sm_90a N=128 Sq=4 L=512 R=64 page=64 "
+                         "dtype=bf16 causal=1 tile=64x2x64x2p")
+                  .tiling.pipelined);
+  EXPECT_TRUE(parseOrDie("decode chip=sm_90a N=128 Sq=4 L=512 R=64 page=64 "
+                         "dtype=bf16 causal=1 format=fp8_e4m3")
+                  .shape.fp8());
+  // A varlen kernel's query_start_loc and T follow the eleven shared
+  // parameters (KernelABI.h).
+  EXPECT_EQ(decodePartialNumParams(parseOrDie(varlen).shape),
+            kDecodePartialVarlenNumParams);
+}
+
 TEST(KernelSpecTest, RoundTripsExactly) {
   DecodeKernelSpec spec;
   spec.shape.numHeads = 16;

@@ -88,6 +88,11 @@ llvm::Error checkKvScale(Device device, const CacheFormat &format,
 struct DecodeCall {
   DType dtype = DType::f32;
   int64_t batch = 0, queryRows = 0, numHeads = 0, latentDim = 0, ropeDim = 0;
+  /// A varlen decode (checkVarlenDecode): q is [T, N, L+R] packed by
+  /// request, and queryRows is the largest per-request query length
+  /// (kMaxVarlenQueryRows when query_start_loc has no host data).
+  bool varlen = false;
+  int64_t tokens = 0;
   int64_t maxPages = 0;
   float softmaxScale = 0.0f;
   bool causal = false;
@@ -104,6 +109,26 @@ llvm::Expected<DecodeCall> checkDecode(Device device, const HostTensor &q,
                                        const HostTensor &blockTable,
                                        const HostTensor &seqLens,
                                        const DecodeOptions &options);
+
+/// The varlen decode rules (speculative decoding with mixed draft lengths):
+/// q [T, N, L+R], query_start_loc int32 [B+1] (from 0, non-decreasing,
+/// ending at T), each request's q_b = query_start_loc[b+1] -
+/// query_start_loc[b] in [0, kMaxVarlenQueryRows] and q_b <= seq_lens[b]
+/// (checked by value when the tables carry host data), plus checkDecode's
+/// rules on the cache and tables. Out is [T, N, L], lse [T, N].
+llvm::Expected<DecodeCall> checkVarlenDecode(Device device, const HostTensor &q,
+                                             const HostTensor &kvCache,
+                                             const HostTensor &blockTable,
+                                             const HostTensor &seqLens,
+                                             const HostTensor &queryStartLoc,
+                                             const DecodeOptions &options);
+
+/// Per-request query lengths of a well-formed query_start_loc: each at most
+/// `maxQueryRows` and at most its seq_len (`seqLens` may be empty: lengths
+/// unknown).
+llvm::Error checkVarlenQueryValues(llvm::ArrayRef<int32_t> queryStartLoc,
+                                   llvm::ArrayRef<int32_t> seqLens,
+                                   int64_t maxQueryRows);
 
 /// Largest num_splits a decode on `device` accepts for a block table of
 /// `capacity` positions: the GPU grid's y extent, or on the CPU the

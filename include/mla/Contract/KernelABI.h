@@ -56,6 +56,11 @@ struct DecodeShape {
   ElemType elem = ElemType::BF16;
   bool causal = false;
   CacheFormat kvFormat = CacheFormat::BF16;
+  /// Variable-length queries (speculative decoding with mixed draft
+  /// lengths): request b owns the q_b = query_start_loc[b+1] -
+  /// query_start_loc[b] tokens of a packed q [T, N, L+R], and `queryRows`
+  /// is the largest q_b a launch may hold (at most kMaxVarlenQueryRows).
+  bool varlen = false;
   int64_t rowDim() const { return latentDim + ropeDim; }
   bool fp8() const { return isFp8(kvFormat); }
   /// Bytes of one cache row.
@@ -65,6 +70,9 @@ struct DecodeShape {
     return gpu::cacheRowBytes({latentDim, ropeDim, ActType::BF16, kvFormat});
   }
 };
+
+/// The largest per-request query length of a varlen decode (MTP drafts).
+inline constexpr int64_t kMaxVarlenQueryRows = 8;
 
 /// Tile parameters of the decode partial kernel (set by the planning pass
 /// `mla-select-gpu-tiling` as `#mla.gpu_tiling`, chosen by
@@ -125,12 +133,34 @@ int64_t decodeSharedBytes(Chip chip, const DecodeShape &shape,
 ///                                         per-tensor scale, read once)
 /// With an fp8 cache, `cache` holds rows of cacheRowBytes bytes
 /// ([pages, pageSize, row bytes] u8) and `q` stays elem.
+///
+/// A varlen kernel (DecodeShape::varlen, sm_90a only) takes q [T, N, L+R]
+/// packed by request, writes token-packed partials
+///   partial_out   [S, T, N, L]      f32
+///   partial_lse   [S, T, N]         f32
+/// and takes two more parameters after softmax_scale:
+///   query_start_loc [B+1]           i32 (request b owns tokens
+///                                         [qsl[b], qsl[b+1]))
+///   T                               i32
+/// Its grid is the same, with Sq the largest q_b the image holds; the CTAs
+/// past request b's q_b*N rows exit at once. A request whose q_b falls
+/// outside [0, Sq] or whose tokens leave [0, T) is treated as empty (nothing
+/// read or written), so a bad query_start_loc cannot take a kernel out of
+/// bounds. Causal row i of request b sees positions [0, S_b - q_b + i].
+///
+/// The optional parameters follow the eleven above in one order: kv_scale
+/// (fp8_e4m3), then query_start_loc and T (varlen), then the pipelined
+/// build's two tensor maps. checkDecodeTiling rejects varlen with an fp8
+/// cache or with the pipelined build, so a kernel has at most one group.
 inline constexpr const char *kDecodePartialKernel = "mla_decode_partial";
 inline constexpr int kDecodePartialNumParams = 11;
-/// The partial kernel's parameter count for `shape` (kv_scale is the 12th).
+inline constexpr int kDecodePartialVarlenNumParams = 13;
+/// The partial kernel's parameter count for `shape` (kv_scale is the 12th;
+/// a varlen kernel's query_start_loc and T the 12th and 13th).
 inline int decodePartialNumParams(const DecodeShape &shape) {
   return kDecodePartialNumParams +
-         (shape.kvFormat == CacheFormat::FP8E4M3 ? 1 : 0);
+         (shape.kvFormat == CacheFormat::FP8E4M3 ? 1 : 0) +
+         (shape.varlen ? 2 : 0);
 }
 
 /// The pipelined build (DecodeTiling::pipelined) takes two more, by-value
@@ -149,6 +179,10 @@ inline constexpr int64_t kDecodeProducerThreads = 128;
 ///   partial_out [S, B, Sq, N, L] f32, partial_lse [S, B, N, Sq] f32,
 ///   out [B, Sq, N, L] elem, lse [B, N, Sq] f32, B i32, S i32
 inline constexpr const char *kCombineKernel = "mla_combine";
+/// A varlen image's combine is this kernel with Sq = 1 launched over T
+/// tokens as if they were T requests: partial_out [S, T, N, L],
+/// partial_lse [S, T, N] -> out [T, N, L], lse [T, N] (FlashMLA's
+/// token-packed lse, the uniform [B, N, Sq] at Sq = 1).
 inline constexpr int kCombineNumParams = 6;
 inline constexpr int64_t kCombineRowsPerCta = 4;
 inline constexpr int64_t kCombineThreadsPerCta = 128;
@@ -169,16 +203,25 @@ inline constexpr int64_t kCombineThreadsPerCta = 128;
 /// pages hold a block-table entry outside [0, numPages) is planned as empty
 /// (out = 0, lse = -inf; nothing of the cache is read for it) and flagged in
 /// `status`, which only the host resets.
+/// A varlen image's planner takes `query_start_loc [B+1]` and `T` (i32)
+/// after S and checks checkVarlenQueryValues' rules on the device: a
+/// request with q_b outside [0, Sq] or tokens outside [0, T), or with
+/// query_start_loc[0] != 0 or query_start_loc[B] != T (flagged on requests
+/// 0 and B-1), sets kDecodePlanBadQueryStartLoc; q_b > seq_len sets
+/// kDecodePlanBadSeqLen. Either plans the request as empty.
 inline constexpr const char *kDecodePlanKernel = "mla_decode_plan";
 inline constexpr int kDecodePlanNumParams = 8;
+inline constexpr int kDecodePlanVarlenNumParams = 10;
 inline constexpr int64_t kDecodePlanRequestsPerCta = 4;
 inline constexpr int64_t kDecodePlanThreadsPerCta =
     32 * kDecodePlanRequestsPerCta;
 inline constexpr int32_t kDecodePlanBadSeqLen = 1;
 inline constexpr int32_t kDecodePlanBadPage = 2;
+inline constexpr int32_t kDecodePlanBadQueryStartLoc = 4;
 
 /// Workspace floats for S pieces of a batch of B requests (partial_out then
-/// partial_lse): S*B*Sq*N*(L+1).
+/// partial_lse): S*B*Sq*N*(L+1). A varlen batch's T <= B*Sq tokens fit the
+/// same sections.
 inline int64_t decodeWorkspaceFloats(const DecodeShape &shape, int64_t batch,
                                      int64_t numSplits) {
   return numSplits * batch * shape.queryRows * shape.numHeads *

@@ -134,6 +134,10 @@ struct DecodeArgs {
   /// The batch the workspace's sections are laid out for: a device plan's
   /// maximum batch (at least `batch`), or 0 for `batch` itself.
   int64_t layoutBatch = 0;
+  /// Varlen specs only: query_start_loc [B+1] i32 and the token count T
+  /// (q [T, N, L+R], out [T, N, L], lse [T, N]); T <= B * Sq.
+  CUdeviceptr queryStartLoc = 0;
+  int64_t numTokens = 0;
 };
 
 /// Validates the sizes of a decode: batch and split counts within the
@@ -165,6 +169,9 @@ struct DecodePlanArgs {
   int64_t maxPages = 0;
   int64_t numPages = 0;
   int64_t numSplits = 1;
+  /// Varlen specs only, as in DecodeArgs.
+  CUdeviceptr queryStartLoc = 0;
+  int64_t numTokens = 0;
 };
 
 /// Validates `args` as checkDecodeArgs does a decode's. Needs no GPU.

@@ -43,6 +43,15 @@ buildDecode(mlir::MLIRContext &context, const HostTensor &q,
             const HostTensor &kvCache, const HostTensor &blockTable,
             const HostTensor &seqLens, const DecodeOptions &options);
 
+/// Varlen decode(q [T, h_q, d], kv_cache, block_table [b, max_pages],
+/// seq_lens [b], query_start_loc [b+1]) -> out [T, h_q, head_dim_v],
+/// lse [T, h_q] (f32); see checkVarlenDecode.
+llvm::Expected<Kernel>
+buildVarlenDecode(mlir::MLIRContext &context, const HostTensor &q,
+                  const HostTensor &kvCache, const HostTensor &blockTable,
+                  const HostTensor &seqLens, const HostTensor &queryStartLoc,
+                  const DecodeOptions &options);
+
 /// cache_write(kv_c [T, L], k_pe [T, R] or [T, 1, R], kv_cache,
 /// slot_mapping [T]): writes kv_cache in place, returns nothing. The entry
 /// takes the cache as a memref, so its update is the function's effect on

@@ -64,19 +64,29 @@ FailureOr<abi::Chip> resolveChip(ModuleOp module, StringRef option) {
 
 namespace mla::gpu_codegen {
 
-/// The baked dimensions of a decode op (mla.decode or mla.decode_partial).
+/// The baked dimensions of a decode op (mla.decode or mla.decode_partial);
+/// a varlen one bakes its largest query length as Sq.
 FailureOr<abi::DecodeShape> getDecodeShape(Operation *op) {
   auto qType = cast<RankedTensorType>(op->getOperand(0).getType());
   auto cacheType = cast<RankedTensorType>(op->getOperand(1).getType());
   auto layout = op->getAttrOfType<CacheLayoutAttr>("layout");
   auto outType = cast<RankedTensorType>(op->getResult(0).getType());
-  if (qType.isDynamicDim(1) || qType.isDynamicDim(2) || qType.isDynamicDim(3))
+  auto queryDims = [&](auto decode) {
+    return std::make_pair(decode.getQueryDims(), decode.isVarlen());
+  };
+  auto [dims, varlen] = isa<DecodeOp>(op)
+                            ? queryDims(cast<DecodeOp>(op))
+                            : queryDims(cast<DecodePartialOp>(op));
+  if (ShapedType::isDynamic(dims.queryRows) ||
+      ShapedType::isDynamic(dims.numHeads) ||
+      ShapedType::isDynamic(dims.rowDim))
     return op->emitError() << "GPU decode needs static Sq, N and L+R in q, got "
                            << qType;
   abi::DecodeShape shape;
-  shape.queryRows = qType.getDimSize(1);
-  shape.numHeads = qType.getDimSize(2);
-  int64_t rowDim = qType.getDimSize(3);
+  shape.queryRows = dims.queryRows;
+  shape.numHeads = dims.numHeads;
+  shape.varlen = varlen;
+  int64_t rowDim = dims.rowDim;
   shape.latentDim = outType.getDimSize(outType.getRank() - 1);
   if (ShapedType::isDynamic(shape.latentDim))
     return op->emitError() << "GPU decode needs a static latent width L";
@@ -176,20 +186,31 @@ struct KernelEmitter {
     if (!withCombine)
       return success();
     return emitCombine(builder, op->getLoc(), uniqueName(abi::kCombineKernel),
-                       *shape);
+                       combineShape(*shape));
+  }
+
+  /// A varlen decode's token-packed partials combine as T requests of one
+  /// query row (KernelABI.h).
+  static abi::DecodeShape combineShape(abi::DecodeShape shape) {
+    if (shape.varlen)
+      shape.queryRows = 1;
+    shape.varlen = false;
+    return shape;
   }
 
   LogicalResult emitCombineOp(CombineOp op) {
     auto partType = cast<RankedTensorType>(op.getPartialOut().getType());
     auto outType = cast<RankedTensorType>(op.getOut().getType());
-    if (partType.isDynamicDim(2) || partType.isDynamicDim(3) ||
-        partType.isDynamicDim(4))
-      return op.emitError()
-             << "GPU combine needs static Sq, N and L, got " << partType;
+    // Token-packed [S, T, N, L] partials are [S, T, 1, N, L].
+    bool packed = partType.getRank() == 4;
+    for (int64_t i = 2; i < partType.getRank(); ++i)
+      if (partType.isDynamicDim(i))
+        return op.emitError()
+               << "GPU combine needs static Sq, N and L, got " << partType;
     abi::DecodeShape shape;
-    shape.queryRows = partType.getDimSize(2);
-    shape.numHeads = partType.getDimSize(3);
-    shape.latentDim = partType.getDimSize(4);
+    shape.queryRows = packed ? 1 : partType.getDimSize(2);
+    shape.numHeads = partType.getDimSize(partType.getRank() - 2);
+    shape.latentDim = partType.getDimSize(partType.getRank() - 1);
     Type elem = outType.getElementType();
     if (!elem.isBF16() && !elem.isF16())
       return op.emitError() << "GPU combine writes bf16 or f16, got " << elem;

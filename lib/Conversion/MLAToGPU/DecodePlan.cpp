@@ -8,6 +8,8 @@
 //   * the request's seq_len is checked as the host would (checkSeqLenValues)
 //     and its used block-table entries against the cache's pages, lanes
 //     striding over the pages;
+//   * a varlen plan also checks the request's query_start_loc entries and
+//     q_b <= seq_len;
 //   * a request that fails is planned as empty, so the decode reads nothing
 //     of the cache for it, and lane 0 ORs the failure into `status`;
 //   * the lanes write the S+1 bounds min(s * chunk, len) with
@@ -40,6 +42,9 @@ private:
   void emitRequest();
   /// kDecodePlanBadSeqLen when `len` breaks the host's seq_len rule, else 0.
   Value seqLenStatus(Value len);
+  /// Varlen: kDecodePlanBadQueryStartLoc for malformed query_start_loc
+  /// entries of the request, kDecodePlanBadSeqLen for q_b > `len`, else 0.
+  Value queryStatus(Value len);
   /// kDecodePlanBadPage when a page of the first `usedPages` of the
   /// request's block-table row is outside the cache, else 0 (every lane).
   Value pageStatus(Value usedPages);
@@ -50,7 +55,7 @@ private:
   DeviceBuilder d;
   const abi::DecodeShape &shape;
   Value seqLens, blockTable, bounds, status, batch, maxPages, numPages,
-      numSplits;
+      numSplits, queryStartLoc, numTokens;
   Value lane, req;
 };
 
@@ -58,12 +63,16 @@ private:
 
 mlir::gpu::GPUFuncOp DecodePlanKernel::emit(StringRef name) {
   Type g = d.ptrGlobal, i32 = d.i32;
-  auto fn = createKernel(b, name, {g, g, g, g, i32, i32, i32, i32},
-                         abi::kDecodePlanThreadsPerCta);
+  SmallVector<Type> params = {g, g, g, g, i32, i32, i32, i32};
+  if (shape.varlen)
+    params.append({g, i32});
+  auto fn = createKernel(b, name, params, abi::kDecodePlanThreadsPerCta);
   seqLens = fn.getArgument(0), blockTable = fn.getArgument(1),
   bounds = fn.getArgument(2), status = fn.getArgument(3),
   batch = fn.getArgument(4), maxPages = fn.getArgument(5),
   numPages = fn.getArgument(6), numSplits = fn.getArgument(7);
+  if (shape.varlen)
+    queryStartLoc = fn.getArgument(8), numTokens = fn.getArgument(9);
 
   Value tid = d.threadIdX();
   lane = d.remu(tid, d.c32(32));
@@ -77,13 +86,33 @@ mlir::gpu::GPUFuncOp DecodePlanKernel::emit(StringRef name) {
 Value DecodePlanKernel::seqLenStatus(Value len) {
   Value capacity = d.mul(maxPages, d.c32(shape.pageSize));
   Value bad = d.ori(d.slt(len, d.c32(0)), d.slt(capacity, len));
-  if (shape.causal) {
+  if (shape.causal && !shape.varlen) {
     // The query rows are the request's last Sq positions.
     Value tooShort =
         d.andi(d.slt(d.c32(0), len), d.slt(len, d.c32(shape.queryRows)));
     bad = d.ori(bad, tooShort);
   }
   return d.select(bad, d.c32(abi::kDecodePlanBadSeqLen), d.c32(0));
+}
+
+Value DecodePlanKernel::queryStatus(Value len) {
+  Value first = d.load(d.i32, d.gep(queryStartLoc, d.i32, req), 4);
+  Value next =
+      d.load(d.i32, d.gep(queryStartLoc, d.i32, d.add(req, d.c32(1))), 4);
+  Value rows = d.sub(next, first);
+  Value bad =
+      d.ori(d.ori(d.slt(first, d.c32(0)), d.slt(rows, d.c32(0))),
+            d.ori(d.slt(d.c32(shape.queryRows), rows), d.slt(numTokens, next)));
+  // The ends of the table: request 0 checks the start, the last the total.
+  auto ne = [&](Value x, Value y) {
+    return d.cmp(arith::CmpIPredicate::ne, x, y);
+  };
+  bad = d.ori(bad, d.andi(d.eq(req, d.c32(0)), ne(first, d.c32(0))));
+  bad = d.ori(bad,
+              d.andi(d.eq(req, d.sub(batch, d.c32(1))), ne(next, numTokens)));
+  return d.select(
+      bad, d.c32(abi::kDecodePlanBadQueryStartLoc),
+      d.select(d.slt(len, rows), d.c32(abi::kDecodePlanBadSeqLen), d.c32(0)));
 }
 
 Value DecodePlanKernel::pageStatus(Value usedPages) {
@@ -123,6 +152,8 @@ void DecodePlanKernel::writeBounds(Value len) {
 void DecodePlanKernel::emitRequest() {
   Value len = d.load(d.i32, d.gep(seqLens, d.i32, req), 4);
   Value lenStatus = seqLenStatus(len);
+  if (shape.varlen)
+    lenStatus = d.ori(lenStatus, queryStatus(len));
   Value usable = d.eq(lenStatus, d.c32(0));
   Value usedPages = d.select(
       usable,

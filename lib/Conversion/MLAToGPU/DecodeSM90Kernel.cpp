@@ -71,8 +71,12 @@ DecodeSM90Kernel::DecodeSM90Kernel(ImplicitLocOpBuilder &b,
 void DecodeSM90Kernel::begin(StringRef name, WarpGrid grid) {
   Type g = d.ptrGlobal, i32 = d.i32;
   SmallVector<Type> params = {g, g, g, g, g, g, g, i32, i32, i32, d.f32};
-  if (abi::decodePartialNumParams(shape) > abi::kDecodePartialNumParams)
+  // Optional parameters in KernelABI.h's order: kv_scale, then the varlen
+  // query_start_loc and T.
+  if (shape.kvFormat == abi::CacheFormat::FP8E4M3)
     params.push_back(g); // kv_scale
+  if (shape.varlen)
+    params.append({g, i32});
   fn = createKernel(b, name, params, T);
   fn->setAttr("nvvm.minctasm", b.getI32IntegerAttr(1));
   qPtr = fn.getArgument(0), cache = fn.getArgument(1),
@@ -82,7 +86,7 @@ void DecodeSM90Kernel::begin(StringRef name, WarpGrid grid) {
   maxPages = fn.getArgument(8), numSplits = fn.getArgument(9);
   scaleLog2 = d.fmul(fn.getArgument(10), d.f(softmax::kLog2e));
   if (shape.kvFormat == abi::CacheFormat::FP8E4M3)
-    kvScale = d.load(d.f32, fn.getArgument(11), 4);
+    kvScale = d.load(d.f32, fn.getArgument(abi::kDecodePartialNumParams), 4);
 
   smem = dynamicSharedBase(b);
   tid = d.threadIdX();
@@ -93,8 +97,49 @@ void DecodeSM90Kernel::begin(StringRef name, WarpGrid grid) {
   gq = d.divu(lane, d.c32(4)), tq = d.remu(lane, d.c32(4));
   r0 = d.mul(d.blockIdX(), d.c32(M));
   split = d.blockIdY(), bb = d.blockIdZ();
+  computeQueryRows();
+  if (shape.varlen)
+    exitPastRequestRows();
   computePiece();
   computeRowLimits();
+}
+
+void DecodeSM90Kernel::computeQueryRows() {
+  if (!shape.varlen) {
+    qRows = d.c32(Sq);
+    reqRows = d.c32(rows);
+    tokenBase = d.mul(bb, d.c32(Sq));
+    tokensPerSplit = d.mul(batch, d.c32(Sq));
+    return;
+  }
+  // checkDecodeTiling keeps varlen off fp8 caches, so no kv_scale comes
+  // before query_start_loc and T.
+  Value qsl = fn.getArgument(abi::kDecodePartialNumParams);
+  tokensPerSplit = fn.getArgument(abi::kDecodePartialNumParams + 1);
+  tokenBase = d.load(d.i32, d.gep(qsl, d.i32, bb), 4);
+  Value next = d.load(d.i32, d.gep(qsl, d.i32, d.add(bb, d.c32(1))), 4);
+  Value count = d.sub(next, tokenBase);
+  // A malformed request (the host rules and the device plan flag it) is
+  // empty here, so no token outside [0, T) is read or written.
+  Value ok = d.andi(d.andi(d.sge(tokenBase, d.c32(0)), d.sge(count, d.c32(0))),
+                    d.andi(d.sge(d.c32(Sq), count),
+                           d.sge(d.sub(tokensPerSplit, count), tokenBase)));
+  qRows = d.select(ok, count, d.c32(0));
+  tokenBase = d.select(ok, tokenBase, d.c32(0));
+  reqRows = d.mul(qRows, d.c32(N));
+}
+
+void DecodeSM90Kernel::exitPastRequestRows() {
+  // The whole CTA leaves before its first barrier, so the condition is
+  // uniform over the CTA.
+  Block *entry = b.getInsertionBlock();
+  Region *body = entry->getParent();
+  Block *exit = b.createBlock(body, body->end());
+  mlir::gpu::ReturnOp::create(b);
+  Block *rest = b.createBlock(body, body->end());
+  b.setInsertionPointToEnd(entry);
+  LLVM::CondBrOp::create(b, d.sge(r0, reqRows), exit, rest);
+  b.setInsertionPointToStart(rest);
 }
 
 void DecodeSM90Kernel::computePiece() {
@@ -108,14 +153,16 @@ void DecodeSM90Kernel::computePiece() {
   lo = d.minsi(d.maxsi(lo, zero), hi);
   kvEnd = hi;
   if (shape.causal) {
-    Value lastRow = d.sub(d.minsi(d.add(r0, d.c32(M)), d.c32(rows)), d.c32(1));
-    Value iMax = d.divu(lastRow, d.c32(N));
-    kvEnd = d.minsi(hi, d.add(d.sub(seq, d.c32(Sq)), d.add(iMax, d.c32(1))));
+    Value lastRow = d.sub(d.minsi(d.add(r0, d.c32(M)), reqRows), d.c32(1));
+    Value iMax = d.divu(d.maxsi(lastRow, zero), d.c32(N));
+    kvEnd = d.minsi(hi, d.add(d.sub(seq, qRows), d.add(iMax, d.c32(1))));
   }
   kvEnd = d.maxsi(kvEnd, lo);
   blk0 = d.mul(d.divu(lo, d.c32(Bk)), d.c32(Bk));
+  // A CTA past the request's rows (a varlen request shorter than Sq) reads
+  // no block and writes nothing.
   numBlocks = d.select(
-      d.slt(lo, kvEnd),
+      d.andi(d.slt(lo, kvEnd), d.slt(r0, reqRows)),
       d.divu(d.add(d.sub(kvEnd, blk0), d.c32(Bk - 1)), d.c32(Bk)), zero);
 }
 
@@ -127,7 +174,7 @@ void DecodeSM90Kernel::computeRowLimits() {
     if (shape.causal) {
       Value iq = d.divu(rowGlobal[h], d.c32(N));
       rowLimit[h] =
-          d.minsi(kvEnd, d.add(d.sub(seq, d.c32(Sq)), d.add(iq, d.c32(1))));
+          d.minsi(kvEnd, d.add(d.sub(seq, qRows), d.add(iq, d.c32(1))));
     }
   }
 }
@@ -141,13 +188,13 @@ Value DecodeSM90Kernel::blockStart(Value k) {
 }
 
 void DecodeSM90Kernel::stageQ() {
-  // Rows past the request's N*Sq are zero-filled.
-  Value qReqBase = d.mul(d.toI64(d.mul(bb, d.c32(rows))), d.c64(D));
+  // Rows past the request's q_b*N are zero-filled.
+  Value qReqBase = d.mul(d.toI64(d.mul(tokenBase, d.c32(N))), d.c64(D));
   forEachStrided(d, tid, T, M * Dc, [&](Value idx) {
     Value rr = d.divu(idx, d.c32(Dc)), ch = d.remu(idx, d.c32(Dc));
     Value r = d.add(r0, rr);
-    Value valid = d.slt(r, d.c32(rows));
-    Value rc = d.minsi(r, d.c32(rows - 1));
+    Value valid = d.slt(r, reqRows);
+    Value rc = d.maxsi(d.minsi(r, d.sub(reqRows, d.c32(1))), d.c32(0));
     Value src = d.gep(qPtr, halfType,
                       d.add(qReqBase, d.add(d.mul(d.toI64(rc), d.c64(D)),
                                             d.toI64(d.mul(ch, d.c32(8))))));
@@ -396,11 +443,15 @@ void DecodeSM90Kernel::writeOutput(ValueRange state, Value lRow[2]) {
   auto v2 = VectorType::get({2}, d.f32);
   Value sb = d.add(d.mul(split, batch), bb);
   Value zero = d.c32(0);
+  // The partial row of (split, token, head): [S, B, Sq, N] rows, or varlen
+  // [S, T, N].
+  Value splitRow0 =
+      d.mul(d.add(d.mul(split, tokensPerSplit), tokenBase), d.c32(N));
   for (int h = 0; h < 2; ++h) {
     softmax::Normaliser norm = softmax::normaliser(d, lRow[h]);
-    d.ifThen(d.slt(rowGlobal[h], d.c32(rows)), [&] {
-      Value outRow =
-          d.mul(d.toI64(d.add(d.mul(sb, d.c32(rows)), rowGlobal[h])), d.c64(L));
+    d.ifThen(d.slt(rowGlobal[h], reqRows), [&] {
+      Value partialRow = d.add(splitRow0, rowGlobal[h]);
+      Value outRow = d.mul(d.toI64(partialRow), d.c64(L));
       Value colBase = d.add(d.mul(wj, d.c32(Lw)), d.mul(tq, d.c32(2)));
       for (int64_t j = 0; j < ntO; ++j) {
         Value v = LLVM::UndefOp::create(b, v2);
@@ -416,7 +467,11 @@ void DecodeSM90Kernel::writeOutput(ValueRange state, Value lRow[2]) {
             softmax::naturalLse(d, state[ntO * 4 + h], lRow[h], norm.nonEmpty);
         Value iq = d.divu(rowGlobal[h], d.c32(N)),
               n = d.remu(rowGlobal[h], d.c32(N));
-        Value idx = d.add(d.mul(d.add(d.mul(sb, d.c32(N)), n), d.c32(Sq)), iq);
+        // Uniform [S, B, N, Sq]; varlen [S, T, N], one lse per partial row.
+        Value idx =
+            shape.varlen
+                ? partialRow
+                : d.add(d.mul(d.add(d.mul(sb, d.c32(N)), n), d.c32(Sq)), iq);
         d.store(lse, d.gep(plse, d.f32, idx), 4);
       });
     });

@@ -119,6 +119,11 @@ public:
   /// fp8_e4m3's per-tensor scale (f32), read once from the kv_scale
   /// parameter.
   mlir::Value kvScale;
+  /// The request's query tokens [tokenBase, tokenBase + qRows) of the
+  /// tokensPerSplit a split's partial rows hold (uniform: B*Sq tokens,
+  /// request b's from b*Sq, qRows = Sq; varlen: from query_start_loc, T per
+  /// split, qRows 0 for a malformed request), and its qRows*N tile rows.
+  mlir::Value tokenBase, qRows, reqRows, tokensPerSplit;
   /// The softmax_scale parameter times log2(e): scores go to base 2.
   mlir::Value scaleLog2;
   mlir::Value smem, tid, warp, lane, wi, wj, gq, tq, r0, split, bb;
@@ -130,6 +135,8 @@ public:
 
   // The pieces DecodeSM90Pipelined.cpp composes with its own kernel
   // signature, loads and barriers.
+  /// tokenBase, qRows, reqRows and tokensPerSplit (before computePiece).
+  void computeQueryRows();
   void computePiece();
   void computeRowLimits();
   /// The f32 slot (rowLocal[h], j) of the row-reduction scratch.
@@ -140,6 +147,9 @@ public:
   void writeOutput(mlir::ValueRange state, mlir::Value lRow[2]);
 
 private:
+  /// Varlen: a CTA whose first row is past the request's q_b*N rows
+  /// returns at once; the rest of the kernel is emitted after the branch.
+  void exitPastRequestRows();
   void stageQ();
   /// Issues the raw bytes of fp8 block `k` (from `start`, first cache row
   /// `firstRow`) into ring slot `stage`.

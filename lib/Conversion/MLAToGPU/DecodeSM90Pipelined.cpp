@@ -397,6 +397,7 @@ void PipelinedDecode::emit(StringRef name) {
   k.tid = d.threadIdX();
   k.r0 = d.mul(d.blockIdX(), d.c32(k.M));
   k.split = d.blockIdY(), k.bb = d.blockIdZ();
+  k.computeQueryRows();
   k.computePiece();
   // At least one block (a fully masked one for an empty piece).
   Value blocks = d.maxsi(k.numBlocks, d.c32(1));

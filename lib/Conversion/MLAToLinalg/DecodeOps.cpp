@@ -70,11 +70,15 @@ struct LowerDecodePartial : public OpRewritePattern<DecodePartialOp> {
   LogicalResult matchAndRewrite(DecodePartialOp op,
                                 PatternRewriter &rewriter) const override {
     Location loc = op.getLoc();
-    auto qTy = op.getQ().getType();
     auto poTy = op.getPartialOut().getType();
     auto cacheTy = op.getCache().getType();
-    int64_t rowDim = qTy.getDimSize(3), latentDim = poTy.getDimSize(4);
-    int64_t sq = qTy.getDimSize(1), heads = qTy.getDimSize(2);
+    // A varlen q [T, N, L+R] is walked like [B, Sq, N, L+R] with Sq its
+    // largest query length; each request's loops stop at its own q_b.
+    DecodeQueryDims dims = op.getQueryDims();
+    bool varlen = op.isVarlen();
+    int64_t rowDim = dims.rowDim,
+            latentDim = poTy.getDimSize(poTy.getRank() - 1);
+    int64_t sq = dims.queryRows, heads = dims.numHeads;
     CacheLayoutAttr layout = op.getLayout();
     Value cache = op.getCache();
     // A page size the planner chose (mla-select-layout) fixes a dynamic page
@@ -111,7 +115,8 @@ struct LowerDecodePartial : public OpRewritePattern<DecodePartialOp> {
     double scale = op.getSoftmaxScale().convertToDouble();
 
     // The split dimension has no counterpart in q: its extent is
-    // num_splits. The others are q's [B, Sq, N] in each result's order.
+    // num_splits. The others are q's [B, Sq, N] (varlen [T, N]) in each
+    // result's order.
     auto resultDims = [&](RankedTensorType ty, ArrayRef<int64_t> qDims) {
       SmallVector<Value> dyn;
       for (int64_t d = 0; d < ty.getRank(); ++d)
@@ -122,12 +127,15 @@ struct LowerDecodePartial : public OpRewritePattern<DecodePartialOp> {
     };
     auto plTy = op.getPartialLse().getType();
     SmallVector<Value> poDyn = resultDims(poTy, {0, 1, 2});
-    SmallVector<Value> plDyn = resultDims(plTy, {0, 2, 1});
+    SmallVector<Value> plDyn =
+        varlen ? resultDims(plTy, {0, 1}) : resultDims(plTy, {0, 2, 1});
     Value poInit = tensor::EmptyOp::create(rewriter, loc, poTy, poDyn);
     Value plInit = tensor::EmptyOp::create(rewriter, loc, plTy, plDyn);
 
     Value c0 = cIdx(rewriter, loc, 0);
-    Value batch = dimSize(rewriter, loc, q, 0);
+    Value qsl = op.getQueryStartLoc();
+    Value batch = varlen ? dimSize(rewriter, loc, blockTable, 0)
+                         : dimSize(rewriter, loc, q, 0);
     auto stateTy = RankedTensorType::get({sq, heads}, f32);
     auto accTy = RankedTensorType::get({sq, heads, latentDim}, f32);
     auto qbTy = RankedTensorType::get({sq, heads, rowDim}, f32);
@@ -135,15 +143,28 @@ struct LowerDecodePartial : public OpRewritePattern<DecodePartialOp> {
     ValueRange results = forLoop(
         rewriter, loc, c0, batch, {poInit, plInit},
         [&](OpBuilder &b, Location l, Value bIv, ValueRange outs) {
+          // A varlen request's tokens [first, first + rows); rows is
+          // clamped to [0, Sq] (the argument rules reject anything else).
+          Value first, rows = cIdx(b, l, sq);
+          if (varlen) {
+            first = extractIndex(b, l, qsl, {bIv});
+            Value next = extractIndex(
+                b, l, qsl, {arith::AddIOp::create(b, l, bIv, cIdx(b, l, 1))});
+            rows = arith::MinSIOp::create(
+                b, l,
+                arith::MaxSIOp::create(
+                    b, l, arith::SubIOp::create(b, l, next, first), c0),
+                rows);
+          }
           // The request's query rows in f32, pre-multiplied by the scale.
           Value qb = tensor::GenerateOp::create(
               b, l, qbTy, ValueRange{},
               [&](OpBuilder &nb, Location nl, ValueRange ivs) {
-                Value v = tensor::ExtractOp::create(
-                    nb, nl, q, ValueRange{bIv, ivs[0], ivs[1], ivs[2]});
-                v = arith::MulFOp::create(nb, nl, toF32(nb, nl, v),
-                                          cF32(nb, nl, scale));
-                tensor::YieldOp::create(nb, nl, v);
+                tensor::YieldOp::create(
+                    nb, nl,
+                    varlen ? readVarlenQuery(nb, nl, q, first, rows, ivs, scale)
+                           : readQuery(nb, nl, q, {bIv, ivs[0], ivs[1], ivs[2]},
+                                       scale));
               });
           // A DCP shard's pieces cut the rank's local positions; seq_lens
           // stay global for the causal limits.
@@ -179,24 +200,51 @@ struct LowerDecodePartial : public OpRewritePattern<DecodePartialOp> {
                 auto st =
                     foldSplit(b, l, qb, bIv, globalLen, start, end, stateTy,
                               accTy, cache, layout, blockTable, latentDim,
-                              rowDim, pageSize, sq, heads, causal, shard);
-                return writeSplit(b, l, st, outs[0], outs[1], sIv, bIv, sq,
-                                  heads);
+                              rowDim, pageSize, rows, heads, causal, shard);
+                return writeSplit(b, l, st, outs[0], outs[1], sIv, bIv, rows,
+                                  heads, first);
               }));
         });
     rewriter.replaceOp(op, results);
     return success();
   }
 
-  /// Online-softmax state (running max, sum and output) of every query row
-  /// of request `bIv` over local positions [start, end); `len` is the
-  /// request's global length (what causal limits count).
+  /// q[idx] in f32 times `scale`.
+  static Value readQuery(OpBuilder &b, Location l, Value q, ValueRange idx,
+                         double scale) {
+    Value v = tensor::ExtractOp::create(b, l, q, idx);
+    return arith::MulFOp::create(b, l, toF32(b, l, v), cF32(b, l, scale));
+  }
+
+  /// Element (i, n, k) of a varlen request's query rows: q[first + i, n, k]
+  /// for i < rows, else 0 (never read: the last request's padding rows lie
+  /// past T).
+  static Value readVarlenQuery(OpBuilder &b, Location l, Value q, Value first,
+                               Value rows, ValueRange ivs, double scale) {
+    Value inside =
+        arith::CmpIOp::create(b, l, arith::CmpIPredicate::ult, ivs[0], rows);
+    auto ifOp = scf::IfOp::create(
+        b, l, inside,
+        [&](OpBuilder &tb, Location tl) {
+          Value t = arith::AddIOp::create(tb, tl, first, ivs[0]);
+          scf::YieldOp::create(
+              tb, tl, readQuery(tb, tl, q, {t, ivs[1], ivs[2]}, scale));
+        },
+        [&](OpBuilder &eb, Location el) {
+          scf::YieldOp::create(eb, el, cF32(eb, el, 0.0));
+        });
+    return ifOp.getResult(0);
+  }
+
+  /// Online-softmax state (running max, sum and output) of the first `rows`
+  /// query rows of request `bIv` over local positions [start, end); `len` is
+  /// the request's global length (what causal limits count).
   static SmallVector<Value>
   foldSplit(OpBuilder &b, Location l, Value qb, Value bIv, Value len,
             Value start, Value end, RankedTensorType stateTy,
             RankedTensorType accTy, Value cache, CacheLayoutAttr layout,
             Value blockTable, int64_t latentDim, int64_t rowDim,
-            int64_t pageSize, int64_t sq, int64_t heads, bool causal,
+            int64_t pageSize, Value rows, int64_t heads, bool causal,
             DcpShardAttr shard) {
     Value mInit =
         linalg::FillOp::create(
@@ -231,15 +279,15 @@ struct LowerDecodePartial : public OpRewritePattern<DecodePartialOp> {
                                      arith::AddIOp::create(b, l, base, ps)),
               base);
           return llvm::to_vector(forLoop(
-              b, l, c0, cIdx(b, l, sq), st,
+              b, l, c0, rows, st,
               [&](OpBuilder &b, Location l, Value iIv, ValueRange st) {
-                // Causal row i sees global positions [0, len - Sq + i]
+                // Causal row i sees global positions [0, len - rows + i]
                 // (on a DCP rank: the local positions among them); clamp
                 // the row's end into [j0, j1] (signed: a short request can
                 // make the limit negative).
                 Value jEnd = j1;
                 if (causal) {
-                  Value visible = causalVisible(b, l, len, cIdx(b, l, sq), iIv);
+                  Value visible = causalVisible(b, l, len, rows, iIv);
                   if (shard)
                     visible =
                         dcpOwnedTokens(b, l, visible, shard.getWorldSize(),
@@ -322,19 +370,21 @@ struct LowerDecodePartial : public OpRewritePattern<DecodePartialOp> {
   }
 
   /// Normalises the split's state into partial_out[s, b] and
-  /// partial_lse[s, b]: out = acc / l and lse = m + log(l), or 0 and -inf
-  /// for a row that saw no token. A NaN sum (NaN or Inf in q or in a visible
-  /// row) counts as seen (UGT), so the row comes out NaN, not empty.
+  /// partial_lse[s, b] (varlen: the request's tokens first .. first+rows-1
+  /// of partial_out[s] and partial_lse[s]): out = acc / l and
+  /// lse = m + log(l), or 0 and -inf for a row that saw no token. A NaN sum
+  /// (NaN or Inf in q or in a visible row) counts as seen (UGT), so the row
+  /// comes out NaN, not empty.
   static SmallVector<Value> writeSplit(OpBuilder &b, Location l,
                                        ArrayRef<Value> st, Value po, Value pl,
-                                       Value sIv, Value bIv, int64_t sq,
-                                       int64_t heads) {
+                                       Value sIv, Value bIv, Value rows,
+                                       int64_t heads, Value first) {
     Value mT = st[0], lT = st[1], accT = st[2];
     int64_t latentDim = cast<RankedTensorType>(accT.getType()).getDimSize(2);
     auto vecTy = VectorType::get({latentDim}, b.getF32Type());
     Value c0 = cIdx(b, l, 0);
     return llvm::to_vector(forLoop(
-        b, l, c0, cIdx(b, l, sq), {po, pl},
+        b, l, c0, rows, {po, pl},
         [&](OpBuilder &b, Location l, Value iIv, ValueRange outs) {
           return llvm::to_vector(forLoop(
               b, l, c0, cIdx(b, l, heads), outs,
@@ -361,6 +411,13 @@ struct LowerDecodePartial : public OpRewritePattern<DecodePartialOp> {
                     arith::AddFOp::create(b, l, m,
                                           math::LogOp::create(b, l, safeSum)),
                     cF32(b, l, kNegInf));
+                if (first) {
+                  Value t = arith::AddIOp::create(b, l, first, iIv);
+                  return SmallVector<Value>{
+                      writeRow(b, l, out, outs[0], {sIv, t, nIv, c0}),
+                      tensor::InsertOp::create(b, l, lse, outs[1],
+                                               ValueRange{sIv, t, nIv})};
+                }
                 Value po =
                     writeRow(b, l, out, outs[0], {sIv, bIv, iIv, nIv, c0});
                 Value pl = tensor::InsertOp::create(
@@ -374,13 +431,19 @@ struct LowerDecodePartial : public OpRewritePattern<DecodePartialOp> {
 /// combine: a max-then-weighted-sum over the split dimension, written as
 /// linalg.generic ops so every (b, i, n) row is independent.
 struct LowerCombine : public OpRewritePattern<CombineOp> {
-  using OpRewritePattern::OpRewritePattern;
+  LowerCombine(MLIRContext *ctx) : OpRewritePattern(ctx) {
+    // Token-packed partials become a request-major combine, which this
+    // pattern then lowers: one level of recursion.
+    setHasBoundedRewriteRecursion();
+  }
 
   LogicalResult matchAndRewrite(CombineOp op,
                                 PatternRewriter &rewriter) const override {
     Location loc = op.getLoc();
     MLIRContext *ctx = rewriter.getContext();
     Value po = op.getPartialOut(), pl = op.getPartialLse();
+    if (op.getPartialOut().getType().getRank() == 4)
+      return rewritePacked(op, rewriter);
     auto outTy = op.getOut().getType();
     auto lseTy = op.getLse().getType();
     Type f32 = rewriter.getF32Type();
@@ -517,6 +580,38 @@ struct LowerCombine : public OpRewritePattern<CombineOp> {
                   b, l, ValueRange{fromF32(b, l, v, args[2].getType())});
             })
             .getResult(0);
+    rewriter.replaceOp(op, {out, lse});
+    return success();
+  }
+
+  /// Token-packed partials [S, T, N, L] / [S, T, N] are the request-major
+  /// form with B = T and Sq = 1: combine [S, T, 1, N, L] / [S, T, N, 1] and
+  /// drop the unit dimension again.
+  static LogicalResult rewritePacked(CombineOp op, PatternRewriter &rewriter) {
+    Location loc = op.getLoc();
+    auto unitAt = [](RankedTensorType ty, int64_t pos) {
+      SmallVector<int64_t> shape(ty.getShape());
+      shape.insert(shape.begin() + pos, 1);
+      return RankedTensorType::get(shape, ty.getElementType());
+    };
+    auto poTy = op.getPartialOut().getType();
+    auto plTy = op.getPartialLse().getType();
+    auto outTy = op.getOut().getType();
+    auto lseTy = op.getLse().getType();
+    SmallVector<ReassociationIndices> po5 = {{0}, {1, 2}, {3}, {4}};
+    SmallVector<ReassociationIndices> pl4 = {{0}, {1}, {2, 3}};
+    SmallVector<ReassociationIndices> out4 = {{0, 1}, {2}, {3}};
+    SmallVector<ReassociationIndices> lse3 = {{0}, {1, 2}};
+    Value po = tensor::ExpandShapeOp::create(rewriter, loc, unitAt(poTy, 2),
+                                             op.getPartialOut(), po5);
+    Value pl = tensor::ExpandShapeOp::create(rewriter, loc, unitAt(plTy, 3),
+                                             op.getPartialLse(), pl4);
+    auto combine = CombineOp::create(rewriter, loc, unitAt(outTy, 1),
+                                     unitAt(lseTy, 2), po, pl);
+    Value out = tensor::CollapseShapeOp::create(rewriter, loc, outTy,
+                                                combine.getOut(), out4);
+    Value lse = tensor::CollapseShapeOp::create(rewriter, loc, lseTy,
+                                                combine.getLse(), lse3);
     rewriter.replaceOp(op, {out, lse});
     return success();
   }

@@ -25,3 +25,13 @@ func.func @dynamic_table(%q: tensor<2x1x4x80xf32>, %cache: tensor<8x16x80xf32>, 
       : (tensor<2x1x4x80xf32>, tensor<8x16x80xf32>, tensor<2x?xi32>, tensor<2xi32>) -> (tensor<2x1x4x64xf32>, tensor<2x4x1xf32>)
   return
 }
+
+// -----
+
+// A varlen decode's packed tokens are not sharded.
+func.func @varlen(%q: tensor<3x4x80xf32>, %cache: tensor<8x16x80xf32>, %bt: tensor<2x4xi32>, %lens: tensor<2xi32>, %qsl: tensor<3xi32>) {
+  // expected-error @+1 {{mla-dcp shards uniform decodes only; this decode has a query_start_loc (varlen)}}
+  %o, %lse = mla.decode %q, %cache[%bt, %lens] query_start_loc %qsl layout #mla.cache_layout<format = f32, page_size = 16> scale 0.125
+      : (tensor<3x4x80xf32>, tensor<8x16x80xf32>, tensor<2x4xi32>, tensor<2xi32>, tensor<3xi32>) -> (tensor<3x4x64xf32>, tensor<3x4xf32>)
+  return
+}

@@ -2188,3 +2188,90 @@ func.func @dcp_all_gather_positive(%o: tensor<3x1x4x64xf32>, %l: tensor<3x4x1xf3
   %go, %gl = mla.dcp_all_gather %o, %l world_size 0 : (tensor<3x1x4x64xf32>, tensor<3x4x1xf32>) -> (tensor<0x3x1x4x64xf32>, tensor<0x3x4x1xf32>)
   return
 }
+
+// -----
+
+// Varlen decode: q [T, N, L+R] with query_start_loc [B+1].
+func.func @decode_varlen_q_rank(%q: tensor<2x1x4x80xf32>, %cache: tensor<4x16x80xf32>, %bt: tensor<2x2xi32>, %lens: tensor<2xi32>, %qsl: tensor<3xi32>) {
+  // expected-error @+1 {{q must have rank 3 ([T, N, L+R])}}
+  %o, %lse = mla.decode %q, %cache[%bt, %lens] query_start_loc %qsl layout #mla.cache_layout<format = f32, page_size = 16> scale 0.125
+      : (tensor<2x1x4x80xf32>, tensor<4x16x80xf32>, tensor<2x2xi32>, tensor<2xi32>, tensor<3xi32>) -> (tensor<2x4x64xf32>, tensor<2x4xf32>)
+  return
+}
+
+// -----
+
+func.func @decode_varlen_qsl_size(%q: tensor<3x4x80xf32>, %cache: tensor<4x16x80xf32>, %bt: tensor<2x2xi32>, %lens: tensor<2xi32>, %qsl: tensor<2xi32>) {
+  // expected-error @+1 {{query_start_loc dim 0 2 must equal block_table dim 0 (B) + 1 = 3}}
+  %o, %lse = mla.decode %q, %cache[%bt, %lens] query_start_loc %qsl layout #mla.cache_layout<format = f32, page_size = 16> scale 0.125
+      : (tensor<3x4x80xf32>, tensor<4x16x80xf32>, tensor<2x2xi32>, tensor<2xi32>, tensor<2xi32>) -> (tensor<3x4x64xf32>, tensor<3x4xf32>)
+  return
+}
+
+// -----
+
+// q_len > seq_len is an input error: seq_len 0 only takes q_b = 0.
+func.func @decode_varlen_q_len_over_seq_len(%q: tensor<3x4x80xf32>, %cache: tensor<4x16x80xf32>, %bt: tensor<2x2xi32>) {
+  %lens = arith.constant dense<[2, 0]> : tensor<2xi32>
+  %qsl = arith.constant dense<[0, 2, 3]> : tensor<3xi32>
+  // expected-error @+1 {{request 1 has 1 query tokens but seq_lens[1] = 0 (seq_lens counts the query tokens)}}
+  %o, %lse = mla.decode %q, %cache[%bt, %lens] query_start_loc %qsl layout #mla.cache_layout<format = f32, page_size = 16> scale 0.125 causal
+      : (tensor<3x4x80xf32>, tensor<4x16x80xf32>, tensor<2x2xi32>, tensor<2xi32>, tensor<3xi32>) -> (tensor<3x4x64xf32>, tensor<3x4xf32>)
+  return
+}
+
+// -----
+
+func.func @decode_varlen_too_many_tokens(%q: tensor<9x4x80xf32>, %cache: tensor<4x16x80xf32>, %bt: tensor<1x2xi32>, %lens: tensor<1xi32>) {
+  %qsl = arith.constant dense<[0, 9]> : tensor<2xi32>
+  // expected-error @+1 {{request 0 has 9 query tokens, more than max_query_len 8}}
+  %o, %lse = mla.decode %q, %cache[%bt, %lens] query_start_loc %qsl layout #mla.cache_layout<format = f32, page_size = 16> scale 0.125
+      : (tensor<9x4x80xf32>, tensor<4x16x80xf32>, tensor<1x2xi32>, tensor<1xi32>, tensor<2xi32>) -> (tensor<9x4x64xf32>, tensor<9x4xf32>)
+  return
+}
+
+// -----
+
+func.func @decode_varlen_decreasing(%q: tensor<3x4x80xf32>, %cache: tensor<4x16x80xf32>, %bt: tensor<2x2xi32>, %lens: tensor<2xi32>) {
+  %qsl = arith.constant dense<[0, 3, 2]> : tensor<3xi32>
+  // expected-error @+1 {{query_start_loc decreases at request 1}}
+  %o, %lse = mla.decode %q, %cache[%bt, %lens] query_start_loc %qsl layout #mla.cache_layout<format = f32, page_size = 16> scale 0.125
+      : (tensor<3x4x80xf32>, tensor<4x16x80xf32>, tensor<2x2xi32>, tensor<2xi32>, tensor<3xi32>) -> (tensor<3x4x64xf32>, tensor<3x4xf32>)
+  return
+}
+
+// -----
+
+func.func @decode_varlen_lse_layout(%q: tensor<3x4x80xf32>, %cache: tensor<4x16x80xf32>, %bt: tensor<2x2xi32>, %lens: tensor<2xi32>, %qsl: tensor<3xi32>) {
+  // expected-error @+1 {{lse dim 0 4 must equal q dim 0 3}}
+  %o, %lse = mla.decode %q, %cache[%bt, %lens] query_start_loc %qsl layout #mla.cache_layout<format = f32, page_size = 16> scale 0.125
+      : (tensor<3x4x80xf32>, tensor<4x16x80xf32>, tensor<2x2xi32>, tensor<2xi32>, tensor<3xi32>) -> (tensor<3x4x64xf32>, tensor<4x3xf32>)
+  return
+}
+
+// -----
+
+func.func @decode_max_query_len_uniform(%q: tensor<2x1x4x80xf32>, %cache: tensor<4x16x80xf32>, %bt: tensor<2x2xi32>, %lens: tensor<2xi32>) {
+  // expected-error @+1 {{max_query_len needs query_start_loc}}
+  %o, %lse = mla.decode %q, %cache[%bt, %lens] layout #mla.cache_layout<format = f32, page_size = 16> scale 0.125 {max_query_len = 2 : i64}
+      : (tensor<2x1x4x80xf32>, tensor<4x16x80xf32>, tensor<2x2xi32>, tensor<2xi32>) -> (tensor<2x1x4x64xf32>, tensor<2x4x1xf32>)
+  return
+}
+
+// -----
+
+func.func @combine_packed_lse(%po: tensor<2x3x4x64xf32>, %pl: tensor<2x4x3xf32>) {
+  // expected-error @+1 {{partial_lse dim 1 4 must equal partial_out dim 1 3}}
+  %o, %lse = mla.combine %po, %pl : (tensor<2x3x4x64xf32>, tensor<2x4x3xf32>) -> (tensor<3x4x64xbf16>, tensor<3x4xf32>)
+  return
+}
+
+// -----
+
+// Decode context parallelism shards uniform decodes only.
+func.func @decode_partial_varlen_shard(%q: tensor<3x4x80xf32>, %cache: tensor<4x16x80xf32>, %bt: tensor<2x2xi32>, %lens: tensor<2xi32>, %qsl: tensor<3xi32>) {
+  // expected-error @+1 {{a varlen decode_partial (query_start_loc) takes no dcp shard}}
+  %po, %pl = mla.decode_partial %q, %cache[%bt, %lens] query_start_loc %qsl layout #mla.cache_layout<format = f32, page_size = 16> shard #mla.dcp_shard<world_size = 2, rank = 0, interleave = 1> scale 0.125 num_splits 1
+      : (tensor<3x4x80xf32>, tensor<4x16x80xf32>, tensor<2x2xi32>, tensor<2xi32>, tensor<3xi32>) -> (tensor<1x3x4x64xf32>, tensor<1x3x4xf32>)
+  return
+}

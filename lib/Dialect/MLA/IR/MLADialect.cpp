@@ -31,8 +31,10 @@ static LogicalResult verifyPaddedHeads(Operation *op, Attribute value) {
   unsigned headDim = 2;
   if (auto decode = dyn_cast<DecodeOp>(op)) {
     q = decode.getQ();
+    headDim = decode.isVarlen() ? 1 : 2;
   } else if (auto partial = dyn_cast<DecodePartialOp>(op)) {
     q = partial.getQ();
+    headDim = partial.isVarlen() ? 1 : 2;
   } else if (auto attention = dyn_cast<AttentionOp>(op)) {
     q = attention.getQ();
     headDim = 1;

@@ -9,6 +9,7 @@
 
 #include "mla/Dialect/MLA/IR/MLAOps.h"
 #include "mla/Contract/DcpShard.h"
+#include "mla/Contract/KernelABI.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/Matchers.h"
@@ -395,20 +396,86 @@ LogicalResult UpProjKvOp::verify() {
 // Decode
 //===----------------------------------------------------------------------===//
 
+/// Varlen decode: query_start_loc [B+1] beside q [T, N, L+R]; a constant
+/// one starts at 0, never decreases and gives every request at most
+/// max_query_len tokens and no more than its constant seq_len.
+static LogicalResult verifyQueryStartLoc(const Checker &c, Value qsl,
+                                         Value blockTable, Value seqLens,
+                                         IntegerAttr maxQueryLen) {
+  if (!qsl) {
+    if (maxQueryLen)
+      return c.op->emitOpError("max_query_len needs query_start_loc");
+    return success();
+  }
+  if (failed(c.rank("query_start_loc", qsl, 1, "[B+1]")))
+    return failure();
+  int64_t batch = dim(blockTable, 0);
+  if (known(batch) && failed(c.eq("query_start_loc dim 0", dim(qsl, 0),
+                                  "block_table dim 0 (B) + 1 =", batch + 1)))
+    return failure();
+  int64_t maxRows = gpu::kMaxVarlenQueryRows;
+  if (maxQueryLen) {
+    if (maxQueryLen.getInt() < 1 || maxQueryLen.getInt() > maxRows)
+      return c.op->emitOpError() << "max_query_len " << maxQueryLen.getInt()
+                                 << " must be in [1, " << maxRows << "]";
+    maxRows = maxQueryLen.getInt();
+  }
+  DenseIntElementsAttr starts, lens;
+  if (!matchPattern(qsl, m_Constant(&starts)))
+    return success();
+  SmallVector<int64_t> loc;
+  for (const APInt &v : starts.getValues<APInt>())
+    loc.push_back(v.getSExtValue());
+  SmallVector<int64_t> lenValues;
+  if (matchPattern(seqLens, m_Constant(&lens)))
+    for (const APInt &v : lens.getValues<APInt>())
+      lenValues.push_back(v.getSExtValue());
+  if (!loc.empty() && loc.front() != 0)
+    return c.op->emitOpError()
+           << "query_start_loc must start at 0, got " << loc.front();
+  for (size_t b = 0; b + 1 < loc.size(); ++b) {
+    int64_t rows = loc[b + 1] - loc[b];
+    if (rows < 0)
+      return c.op->emitOpError()
+             << "query_start_loc decreases at request " << b;
+    if (rows > maxRows)
+      return c.op->emitOpError()
+             << "request " << b << " has " << rows
+             << " query tokens, more than max_query_len " << maxRows;
+    if (b < lenValues.size() && rows > lenValues[b])
+      return c.op->emitOpError()
+             << "request " << b << " has " << rows
+             << " query tokens but seq_lens[" << b << "] = " << lenValues[b]
+             << " (seq_lens counts the query tokens)";
+  }
+  return success();
+}
+
 /// Shared by decode and decode_partial: q, cache, tables and attributes.
-/// Returns the latent width L through `latentOut`.
 static LogicalResult verifyDecodeInputs(const Checker &c, Value q, Value cache,
                                         Value blockTable, Value seqLens,
+                                        Value qsl, IntegerAttr maxQueryLen,
                                         CacheLayoutAttr layout, FloatAttr scale,
                                         bool causal, int64_t latent,
                                         DcpShardAttr shard = {}) {
-  if (failed(c.rank("q", q, 4, "[B, Sq, N, L+R]")) || failed(c.scale(scale)) ||
-      failed(c.width("q", q, 2, "N")))
+  bool varlen = static_cast<bool>(qsl);
+  if (failed(varlen ? c.rank("q", q, 3, "[T, N, L+R]")
+                    : c.rank("q", q, 4, "[B, Sq, N, L+R]")) ||
+      failed(c.scale(scale)) || failed(c.width("q", q, varlen ? 1 : 2, "N")))
     return failure();
-  int64_t row = dim(q, 3);
+  int64_t row = dim(q, varlen ? 2 : 3);
   if (failed(
           c.positive("q last dim - L (the RoPE width R)", sub(row, latent))) ||
       failed(c.cache(cache, layout, row, "q last dim", latent)))
+    return failure();
+  if (varlen) {
+    if (failed(c.rank("block_table", blockTable, 2, "[B, maxPages]")) ||
+        failed(c.pagedTables(blockTable, seqLens, dim(blockTable, 0),
+                             "block_table dim 0 (B)", dim(cache, 1))))
+      return failure();
+    return verifyQueryStartLoc(c, qsl, blockTable, seqLens, maxQueryLen);
+  }
+  if (failed(verifyQueryStartLoc(c, qsl, blockTable, seqLens, maxQueryLen)))
     return failure();
   if (failed(c.pagedTables(blockTable, seqLens, dim(q, 0), "q dim 0 (B)",
                            dim(cache, 1), shard)))
@@ -426,24 +493,57 @@ static LogicalResult verifyDecodeInputs(const Checker &c, Value q, Value cache,
   return success();
 }
 
+/// The results of a varlen decode_partial or decode: `out`-like
+/// [(S,) T, N, L] and `lse`-like [(S,) T, N], `lead` leading dims first.
+static LogicalResult verifyVarlenResults(const Checker &c, Value q, Value out,
+                                         Value lse, unsigned lead) {
+  for (unsigned i = 0; i < 2; ++i)
+    if (failed(c.eq(Twine("out dim ") + Twine(lead + i), dim(out, lead + i),
+                    "q dim " + Twine(i), dim(q, i))) ||
+        failed(c.eq(Twine("lse dim ") + Twine(lead + i), dim(lse, lead + i),
+                    "q dim " + Twine(i), dim(q, i))))
+      return failure();
+  return success();
+}
+
+template <typename OpTy> static DecodeQueryDims queryDimsOf(OpTy op) {
+  Value q = op.getQ();
+  if (!op.isVarlen())
+    return {dim(q, 0), dim(q, 1), dim(q, 2), dim(q, 3)};
+  IntegerAttr maxLen = op.getMaxQueryLenAttr();
+  return {dim(op.getBlockTable(), 0),
+          maxLen ? maxLen.getInt() : gpu::kMaxVarlenQueryRows, dim(q, 1),
+          dim(q, 2)};
+}
+
+DecodeQueryDims DecodeOp::getQueryDims() { return queryDimsOf(*this); }
+DecodeQueryDims DecodePartialOp::getQueryDims() { return queryDimsOf(*this); }
+
 LogicalResult DecodeOp::verify() {
   Checker c{*this};
-  if (failed(c.rank("out", getOut(), 4, "[B, Sq, N, L]")) ||
-      failed(c.rank("lse", getLse(), 3, "[B, N, Sq]")) ||
+  bool varlen = isVarlen();
+  if (failed(varlen ? c.rank("out", getOut(), 3, "[T, N, L]")
+                    : c.rank("out", getOut(), 4, "[B, Sq, N, L]")) ||
+      failed(varlen ? c.rank("lse", getLse(), 2, "[T, N]")
+                    : c.rank("lse", getLse(), 3, "[B, N, Sq]")) ||
       failed(c.sameElementType("out", getOut(), "q", getQ())))
     return failure();
   // I64Attr getters return uint64_t; read the value signed so -1 is caught.
   if (IntegerAttr splits = getNumSplitsAttr(); splits && splits.getInt() <= 0)
     return emitOpError() << "num_splits " << splits.getInt()
                          << " must be positive";
-  if (failed(c.width("out", getOut(), 3, "L")))
+  unsigned outRank = varlen ? 3 : 4;
+  if (failed(c.width("out", getOut(), outRank - 1, "L")))
     return failure();
-  int64_t latent = dim(getOut(), 3);
+  int64_t latent = dim(getOut(), outRank - 1);
   if (failed(verifyDecodeInputs(c, getQ(), getCache(), getBlockTable(),
-                                getSeqLens(), getLayout(),
+                                getSeqLens(), getQueryStartLoc(),
+                                getMaxQueryLenAttr(), getLayout(),
                                 getSoftmaxScaleAttr(), getCausal(), latent)) ||
       failed(verifySplitPlan()))
     return failure();
+  if (varlen)
+    return verifyVarlenResults(c, getQ(), getOut(), getLse(), 0);
   for (unsigned i = 0; i < 3; ++i)
     if (failed(c.eq("out dim " + Twine(i), dim(getOut(), i),
                     "q dim " + Twine(i), dim(getQ(), i))))
@@ -465,7 +565,7 @@ LogicalResult DecodeOp::verifySplitPlan() {
   IntegerAttr splitsAttr = getNumSplitsAttr();
   if (!splitsAttr)
     return emitOpError("a split_plan with bounds needs num_splits");
-  int64_t splits = splitsAttr.getInt(), batch = dim(getQ(), 0);
+  int64_t splits = splitsAttr.getInt(), batch = getQueryDims().batch;
   ArrayRef<int32_t> bounds = plan.getBounds().asArrayRef();
   if (!known(batch) || (int64_t)bounds.size() != batch * (splits + 1))
     return emitOpError() << "split_plan bounds hold " << bounds.size()
@@ -496,25 +596,38 @@ LogicalResult DecodeOp::verifySplitPlan() {
 
 LogicalResult DecodePartialOp::verify() {
   Checker c{*this};
-  if (failed(c.rank("partial_out", getPartialOut(), 5,
-                    "[num_splits, B, Sq, N, L]")) ||
-      failed(
-          c.rank("partial_lse", getPartialLse(), 4, "[num_splits, B, N, Sq]")))
+  bool varlen = isVarlen();
+  if (failed(varlen ? c.rank("partial_out", getPartialOut(), 4,
+                             "[num_splits, T, N, L]")
+                    : c.rank("partial_out", getPartialOut(), 5,
+                             "[num_splits, B, Sq, N, L]")) ||
+      failed(varlen ? c.rank("partial_lse", getPartialLse(), 3,
+                             "[num_splits, T, N]")
+                    : c.rank("partial_lse", getPartialLse(), 4,
+                             "[num_splits, B, N, Sq]")))
     return failure();
   int64_t splits = getNumSplitsAttr().getInt();
   if (splits <= 0)
     return emitOpError() << "num_splits " << splits << " must be positive";
-  if (failed(c.width("partial_out", getPartialOut(), 4, "L")))
+  unsigned outRank = varlen ? 4 : 5;
+  if (failed(c.width("partial_out", getPartialOut(), outRank - 1, "L")))
     return failure();
-  int64_t latent = dim(getPartialOut(), 4);
+  int64_t latent = dim(getPartialOut(), outRank - 1);
+  // Decode context parallelism shards uniform batches only (mla-dcp leaves
+  // varlen decodes whole).
+  if (varlen && getShardAttr())
+    return emitOpError() << "a varlen decode_partial (query_start_loc) takes "
+                            "no dcp shard";
   if (failed(verifyDecodeInputs(
-          c, getQ(), getCache(), getBlockTable(), getSeqLens(), getLayout(),
+          c, getQ(), getCache(), getBlockTable(), getSeqLens(),
+          getQueryStartLoc(), getMaxQueryLenAttr(), getLayout(),
           getSoftmaxScaleAttr(), getCausal(), latent, getShardAttr())))
     return failure();
+  int64_t batch = getQueryDims().batch;
   if (Value bounds = getSplitBounds()) {
     if (failed(c.rank("split_bounds", bounds, 2, "[B, num_splits + 1]")) ||
-        failed(c.eq("split_bounds dim 0", dim(bounds, 0), "q dim 0 (B)",
-                    dim(getQ(), 0))) ||
+        failed(c.eq("split_bounds dim 0", dim(bounds, 0),
+                    varlen ? "block_table dim 0 (B)" : "q dim 0 (B)", batch)) ||
         failed(c.eq("split_bounds dim 1", dim(bounds, 1),
                     "num_splits + 1 =", splits + 1)))
       return failure();
@@ -524,6 +637,8 @@ LogicalResult DecodePartialOp::verify() {
       failed(c.eq("partial_lse dim 0", dim(getPartialLse(), 0), "num_splits",
                   splits)))
     return failure();
+  if (varlen)
+    return verifyVarlenResults(c, getQ(), getPartialOut(), getPartialLse(), 1);
   for (unsigned i = 0; i < 3; ++i)
     if (failed(c.eq("partial_out dim " + Twine(i + 1),
                     dim(getPartialOut(), i + 1), "q dim " + Twine(i),
@@ -552,6 +667,30 @@ LogicalResult PlanSplitsOp::verify() {
   if (known(cols) && cols < 2)
     return emitOpError() << "bounds dim 1 " << cols
                          << " must hold at least one piece (S+1 >= 2)";
+  return success();
+}
+
+/// The token-packed partials of a varlen decode_partial.
+static LogicalResult verifyPackedCombine(const Checker &c, Value po, Value pl,
+                                         Value out, Value lse) {
+  if (failed(c.rank("partial_lse", pl, 3, "[num_splits, T, N]")) ||
+      failed(c.rank("out", out, 3, "[T, N, L]")) ||
+      failed(c.rank("lse", lse, 2, "[T, N]")) ||
+      failed(c.width("partial_out", po, 2, "N")) ||
+      failed(c.width("partial_out", po, 3, "L")))
+    return failure();
+  for (unsigned i = 0; i < 3; ++i)
+    if (failed(c.eq("partial_lse dim " + Twine(i), dim(pl, i),
+                    "partial_out dim " + Twine(i), dim(po, i))))
+      return failure();
+  for (unsigned i = 0; i < 3; ++i)
+    if (failed(c.eq("out dim " + Twine(i), dim(out, i),
+                    "partial_out dim " + Twine(i + 1), dim(po, i + 1))))
+      return failure();
+  for (unsigned i = 0; i < 2; ++i)
+    if (failed(c.eq("lse dim " + Twine(i), dim(lse, i),
+                    "partial_lse dim " + Twine(i + 1), dim(pl, i + 1))))
+      return failure();
   return success();
 }
 
@@ -591,9 +730,16 @@ static LogicalResult verifyStateMerge(const Checker &c, Value po, Value pl,
 }
 
 LogicalResult CombineOp::verify() {
-  return verifyStateMerge(Checker{*this}, getPartialOut(), getPartialLse(),
-                          getOut(), getLse(), "partial_out", "partial_lse",
-                          "num_splits", "splits");
+  Checker c{*this};
+  // Token-packed partials of a varlen decode; any other ranks get the
+  // request-major form's diagnostics.
+  if (cast<RankedTensorType>(getPartialOut().getType()).getRank() == 4 &&
+      cast<RankedTensorType>(getPartialLse().getType()).getRank() == 3)
+    return verifyPackedCombine(c, getPartialOut(), getPartialLse(), getOut(),
+                               getLse());
+  return verifyStateMerge(c, getPartialOut(), getPartialLse(), getOut(),
+                          getLse(), "partial_out", "partial_lse", "num_splits",
+                          "splits");
 }
 
 LogicalResult DcpCombineOp::verify() {

@@ -61,6 +61,11 @@ struct DcpPass : public mla::impl::MLADcpBase<DcpPass> {
       return op.emitOpError(
           "has a split_plan, whose pieces count global positions: run "
           "mla-dcp before mla-plan-splits");
+    // The shard's causal limits and rank states assume a uniform [B, Sq]
+    // query; query_start_loc's packed tokens are not sharded.
+    if (op.isVarlen())
+      return op.emitOpError("mla-dcp shards uniform decodes only; this decode "
+                            "has a query_start_loc (varlen)");
     auto outTy = op.getOut().getType();
     auto stateTy =
         RankedTensorType::get(outTy.getShape(), rewriter.getF32Type());
@@ -161,9 +166,11 @@ struct DcpPass : public mla::impl::MLADcpBase<DcpPass> {
     auto partial = DecodePartialOp::create(
         rewriter, loc, withLeading(splits, stateTy), withLeading(splits, lseTy),
         op.getQ(), op.getCache(), table, op.getSeqLens(),
-        /*split_bounds=*/Value(), op.getLayout(), op.getSoftmaxScaleAttr(),
-        op.getCausalAttr(), rewriter.getI64IntegerAttr(splits),
-        DcpShardAttr::get(&getContext(), worldSize, r, run));
+        /*split_bounds=*/Value(), /*query_start_loc=*/Value(), op.getLayout(),
+        op.getSoftmaxScaleAttr(), op.getCausalAttr(),
+        rewriter.getI64IntegerAttr(splits),
+        DcpShardAttr::get(&getContext(), worldSize, r, run),
+        /*max_query_len=*/IntegerAttr());
     // Target annotations (mla.padded_heads) stay with the kernel's work.
     partial->setDiscardableAttrs(op->getDiscardableAttrDictionary());
     if (splits > 1) {

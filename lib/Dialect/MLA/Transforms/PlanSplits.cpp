@@ -104,8 +104,8 @@ struct PlanSplitsPass : public mla::impl::MLAPlanSplitsBase<PlanSplitsPass> {
 
   LogicalResult planDecode(DecodeOp op, SplitPolicy policyAttr,
                            plan::SplitPolicy policyKind, int64_t sms) {
-    auto qTy = op.getQ().getType();
-    int64_t heads = qTy.getDimSize(2), rows = qTy.getDimSize(1);
+    DecodeQueryDims dims = op.getQueryDims();
+    int64_t heads = dims.numHeads, rows = dims.queryRows;
     if (ShapedType::isDynamic(heads) || ShapedType::isDynamic(rows))
       return op.emitOpError("mla-plan-splits needs static N and Sq to size "
                             "the plan");

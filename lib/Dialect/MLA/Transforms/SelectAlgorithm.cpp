@@ -259,9 +259,9 @@ private:
         RankedTensorType::get({staticBatch, queryRows, heads, latent},
                               elementType),
         RankedTensorType::get({staticBatch, heads, queryRows}, b.getF32Type()),
-        perRequest, op.getCache(), blockTable, seqLens, op.getLayoutAttr(),
-        op.getSoftmaxScaleAttr(), b.getUnitAttr(), IntegerAttr(),
-        SplitPlanAttr());
+        perRequest, op.getCache(), blockTable, seqLens, Value(),
+        op.getLayoutAttr(), op.getSoftmaxScaleAttr(), b.getUnitAttr(),
+        IntegerAttr(), SplitPlanAttr(), IntegerAttr());
     // Target annotations (mla.padded_heads) follow the work to the decode.
     attention->setDiscardableAttrs(op->getDiscardableAttrDictionary());
     Value perToken = tensor::CollapseShapeOp::create(

@@ -27,16 +27,26 @@ namespace {
 FailureOr<gpu::DecodeShape> tilingShape(Operation *op) {
   auto qType = cast<RankedTensorType>(op->getOperand(0).getType());
   auto outType = cast<RankedTensorType>(op->getResult(0).getType());
-  if (qType.isDynamicDim(1) || qType.isDynamicDim(2) || qType.isDynamicDim(3) ||
+  auto decode = [&](auto fn) {
+    if (auto d = dyn_cast<DecodeOp>(op))
+      return fn(d);
+    return fn(cast<DecodePartialOp>(op));
+  };
+  DecodeQueryDims dims =
+      decode([](auto d) -> DecodeQueryDims { return d.getQueryDims(); });
+  if (ShapedType::isDynamic(dims.queryRows) ||
+      ShapedType::isDynamic(dims.numHeads) ||
+      ShapedType::isDynamic(dims.rowDim) ||
       outType.isDynamicDim(outType.getRank() - 1))
     return op->emitError() << "mla-select-gpu-tiling needs static Sq, N, L "
                               "and L+R; q is "
                            << qType;
   gpu::DecodeShape shape;
-  shape.queryRows = qType.getDimSize(1);
-  shape.numHeads = qType.getDimSize(2);
+  shape.queryRows = dims.queryRows;
+  shape.numHeads = dims.numHeads;
+  shape.varlen = decode([](auto d) { return d.isVarlen(); });
   shape.latentDim = outType.getDimSize(outType.getRank() - 1);
-  shape.ropeDim = qType.getDimSize(3) - shape.latentDim;
+  shape.ropeDim = dims.rowDim - shape.latentDim;
   auto layout = op->getAttrOfType<CacheLayoutAttr>("layout");
   if (!layout.getPageSize())
     return op->emitError() << "mla-select-gpu-tiling needs a planned page "

@@ -88,17 +88,18 @@ template <typename OpTy> static CacheUse kvInputUse(OpTy op) {
           latent};
 }
 
-/// decode and decode_partial: D from q [B, Sq, N, D], L from the output.
+/// decode and decode_partial: D from q [B, Sq, N, D] (varlen [T, N, D]), L
+/// from the output.
 template <typename OpTy>
 static CacheUse decodeLikeUse(OpTy op, int64_t latent) {
   return {op,
           op.getLayoutAttrName(),
           op.getLayout(),
           op.getCache(),
-          dim(op.getQ(), 3),
+          op.getQueryDims().rowDim,
           latent,
           op.getQ(),
-          /*headDim=*/2};
+          /*headDim=*/op.isVarlen() ? 1u : 2u};
 }
 
 static std::optional<CacheUse> getCacheUse(Operation *op) {
@@ -114,10 +115,10 @@ static std::optional<CacheUse> getCacheUse(Operation *op) {
                 latent ? latent.getInt() : kDyn};
       })
       .Case([](DecodeOp d) -> CacheUse {
-        return decodeLikeUse(d, dim(d.getOut(), 3));
+        return decodeLikeUse(d, lastDim(d.getOut()));
       })
       .Case([](DecodePartialOp d) -> CacheUse {
-        return decodeLikeUse(d, dim(d.getPartialOut(), 4));
+        return decodeLikeUse(d, lastDim(d.getPartialOut()));
       })
       .Case([](PrefillOp p) -> CacheUse { return kvInputUse(p); })
       .Case([](AttentionOp a) -> CacheUse {

@@ -28,7 +28,8 @@ struct SplitDecode : public OpRewritePattern<DecodeOp> {
                                 PatternRewriter &rewriter) const override {
     Location loc = op.getLoc();
     int64_t splits = op.getNumSplits().value_or(1);
-    int64_t batch = op.getQ().getType().getDimSize(0);
+    DecodeQueryDims dims = op.getQueryDims();
+    int64_t batch = dims.batch;
     Type i32 = rewriter.getI32Type();
 
     // Planned pieces: constant bounds, or the host planner at run time.
@@ -42,10 +43,10 @@ struct SplitDecode : public OpRewritePattern<DecodeOp> {
       else if (plan.getPolicy() != SplitPolicy::batch_invariant)
         // One piece per request is [0, seq_len): equal pieces say the same
         // without a host call.
-        bounds = PlanSplitsOp::create(
-            rewriter, loc, boundsTy, op.getSeqLens(), plan,
-            rewriter.getI64IntegerAttr(op.getQ().getType().getDimSize(2)),
-            rewriter.getI64IntegerAttr(op.getQ().getType().getDimSize(1)));
+        bounds =
+            PlanSplitsOp::create(rewriter, loc, boundsTy, op.getSeqLens(), plan,
+                                 rewriter.getI64IntegerAttr(dims.numHeads),
+                                 rewriter.getI64IntegerAttr(dims.queryRows));
     }
 
     auto outTy = op.getOut().getType();
@@ -58,9 +59,10 @@ struct SplitDecode : public OpRewritePattern<DecodeOp> {
     auto partial = DecodePartialOp::create(
         rewriter, loc, RankedTensorType::get(poShape, f32),
         RankedTensorType::get(plShape, f32), op.getQ(), op.getCache(),
-        op.getBlockTable(), op.getSeqLens(), bounds, op.getLayout(),
-        op.getSoftmaxScaleAttr(), op.getCausalAttr(),
-        rewriter.getI64IntegerAttr(splits), /*shard=*/DcpShardAttr());
+        op.getBlockTable(), op.getSeqLens(), bounds, op.getQueryStartLoc(),
+        op.getLayout(), op.getSoftmaxScaleAttr(), op.getCausalAttr(),
+        rewriter.getI64IntegerAttr(splits), /*shard=*/DcpShardAttr(),
+        op.getMaxQueryLenAttr());
     // Target annotations (mla.padded_heads) stay with the kernel's work.
     partial->setDiscardableAttrs(op->getDiscardableAttrDictionary());
     rewriter.replaceOpWithNewOp<CombineOp>(

@@ -186,6 +186,14 @@ def MLA_DecodeOp : MLA_PureOp<"decode"> {
     `block_table [B, maxPages]`, `seq_lens [B]`; results `out [B, Sq, N, L]`,
     `lse [B, N, Sq]`.
 
+    Varlen form (speculative decoding with mixed draft lengths): with
+    `query_start_loc [B+1]` (i32), `q [T, N, L+R]` packs the requests' query
+    tokens, request `b` owning tokens `[query_start_loc[b],
+    query_start_loc[b+1])` (`q_b` of them, at most `max_query_len`, default
+    8); causal row `i` of request `b` sees `[0, seq_lens[b] - q_b + i]`.
+    Results `out [T, N, L]` and `lse [T, N]` (token-major, FlashMLA's packed
+    layout). `q_b > seq_lens[b]` is an input error.
+
     ```mlir
     %o, %lse = mla.decode %q, %cache[%bt, %lens] layout #mla.cache_layout<format = bf16, page_size = 64>
                  scale 0.0721687824 causal
@@ -195,22 +203,29 @@ def MLA_DecodeOp : MLA_PureOp<"decode"> {
   }];
   let arguments = (ins MLA_FloatTensor:$q, MLA_CacheTensor:$cache,
                        MLA_I32Tensor:$block_table, MLA_I32Tensor:$seq_lens,
+                       Optional<MLA_I32Tensor>:$query_start_loc,
                        MLA_CacheLayoutAttr:$layout, F32Attr:$softmax_scale,
                        UnitAttr:$causal, OptionalAttr<I64Attr>:$num_splits,
-                       OptionalAttr<MLA_SplitPlanAttr>:$split_plan);
+                       OptionalAttr<MLA_SplitPlanAttr>:$split_plan,
+                       OptionalAttr<I64Attr>:$max_query_len);
   let results = (outs MLA_FloatTensor:$out, MLA_F32Tensor:$lse);
   let assemblyFormat = [{
-    $q `,` $cache `[` $block_table `,` $seq_lens `]` `layout` qualified($layout)
+    $q `,` $cache `[` $block_table `,` $seq_lens `]`
+    (`query_start_loc` $query_start_loc^)? `layout` qualified($layout)
     `scale` $softmax_scale (`causal` $causal^)? (`num_splits` $num_splits^)?
     attr-dict `:` functional-type(operands, results)
   }];
   let extraClassDeclaration = [{
     /// Checks a static split_plan's bounds against the batch and seq_lens.
     ::llvm::LogicalResult verifySplitPlan();
+    bool isVarlen() { return static_cast<bool>(getQueryStartLoc()); }
+    /// B, N, Sq (the largest per-request query length) and L+R in both forms.
+    ::mla::DecodeQueryDims getQueryDims();
   }];
 }
 
-def MLA_DecodePartialOp : MLA_PureOp<"decode_partial"> {
+def MLA_DecodePartialOp : MLA_PureOp<"decode_partial",
+                                     [AttrSizedOperandSegments]> {
   let summary = "one half of split-KV decode: per-split partial outputs and LSE";
   let description = [{
     Computes `mla.decode` separately on `num_splits` contiguous pieces of each
@@ -235,19 +250,32 @@ def MLA_DecodePartialOp : MLA_PureOp<"decode_partial"> {
     pieces above cut that local range, and causal row `i` sees the local
     positions whose global position is at most `seq_lens[b] - Sq + i`. A rank
     that owns none of a row's positions gives that row `partial_lse = -inf`.
+
+    The varlen form (`query_start_loc`, as on `mla.decode`) writes
+    token-packed `partial_out [num_splits, T, N, L]` and
+    `partial_lse [num_splits, T, N]`. It takes no `shard`: decode context
+    parallelism is built for uniform batches.
   }];
   let arguments = (ins MLA_FloatTensor:$q, MLA_CacheTensor:$cache,
                        MLA_I32Tensor:$block_table, MLA_I32Tensor:$seq_lens,
                        Optional<MLA_I32Tensor>:$split_bounds,
+                       Optional<MLA_I32Tensor>:$query_start_loc,
                        MLA_CacheLayoutAttr:$layout, F32Attr:$softmax_scale,
                        UnitAttr:$causal, I64Attr:$num_splits,
-                       OptionalAttr<MLA_DcpShardAttr>:$shard);
+                       OptionalAttr<MLA_DcpShardAttr>:$shard,
+                       OptionalAttr<I64Attr>:$max_query_len);
   let results = (outs MLA_F32Tensor:$partial_out, MLA_F32Tensor:$partial_lse);
   let assemblyFormat = [{
     $q `,` $cache `[` $block_table `,` $seq_lens `]` (`bounds` $split_bounds^)?
-    `layout` qualified($layout) (`shard` qualified($shard)^)?
+    (`query_start_loc` $query_start_loc^)? `layout` qualified($layout)
+    (`shard` qualified($shard)^)?
     `scale` $softmax_scale (`causal` $causal^)? `num_splits` $num_splits
     attr-dict `:` functional-type(operands, results)
+  }];
+  let extraClassDeclaration = [{
+    bool isVarlen() { return static_cast<bool>(getQueryStartLoc()); }
+    /// B, N, Sq (the largest per-request query length) and L+R in both forms.
+    ::mla::DecodeQueryDims getQueryDims();
   }];
 }
 
@@ -280,7 +308,9 @@ def MLA_CombineOp : MLA_PureOp<"combine"> {
     `out = 0` and `lse = -inf`.
 
     Operands: `partial_out [S, B, Sq, N, L]`, `partial_lse [S, B, N, Sq]`;
-    results `out [B, Sq, N, L]`, `lse [B, N, Sq]`.
+    results `out [B, Sq, N, L]`, `lse [B, N, Sq]`. Token-packed partials of
+    a varlen decode, `partial_out [S, T, N, L]` and `partial_lse [S, T, N]`,
+    give `out [T, N, L]` and `lse [T, N]`.
   }];
   let arguments = (ins MLA_F32Tensor:$partial_out, MLA_F32Tensor:$partial_lse);
   let results = (outs MLA_FloatTensor:$out, MLA_F32Tensor:$lse);
