@@ -293,7 +293,7 @@ def decode(q, kv_cache, block_table, seq_lens, *, head_dim_v, softmax_scale, cau
         # options it fixes, or no device plan at all) takes gpu.decode, which explains what is wrong.
         if type(plan) is gpu.DecodePlan and num_splits is None and kv_format == "auto" and kv_scale is None:
             return plan._run(q, kv_cache, block_table, seq_lens, head_dim_v, softmax_scale, causal, out, lse,
-                             query_start_loc)
+                             query_start_loc=query_start_loc)
         return gpu.decode(q, kv_cache, block_table, seq_lens, head_dim_v=head_dim_v,
                           softmax_scale=softmax_scale, causal=causal, num_splits=num_splits,
                           kv_format=kv_format, kv_scale=kv_scale, plan=plan, out=out, lse=lse,
