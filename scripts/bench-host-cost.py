@@ -9,6 +9,9 @@ this size) is shorter than its launch cost, so the launch queue never fills and 
 Usage (GPU machine, kernels in the cache):
   MLA_KERNEL_CACHE_DIR=/path/to/cache PYTHONPATH=gpu-carry/python python3 scripts/bench-host-cost.py
 Prints one line per path: median and best of --repeats runs of --calls calls each, in us per call.
+The last lines split the planned call's host time: the C API's run function called through ctypes with
+the pointers precomputed (argument checks plus the two kernel launches), a ctypes call that does no work
+(the binding's floor), and torch's current-stream lookup.
 """
 
 import argparse
@@ -65,6 +68,13 @@ def main():
         "plan_decode (plan=)": lambda: mla.plan_decode(**x, head_dim_v=L, plan=plan),
         "decode (no plan)": lambda: mla.decode(**x, head_dim_v=L, softmax_scale=scale),
     }
+    # The parts of the planned call (DecodePlan._run's launch, with its arguments computed once).
+    ptrs = [t.data_ptr() for t in (x["q"], x["kv_cache"], x["block_table"], x["seq_lens"], out, lse)]
+    stream = torch.cuda.current_stream().cuda_stream
+    paths["  C run + launches (ctypes)"] = lambda: plan._launch(plan._handle, *ptrs, scale, 0, stream, plan._err,
+                                                                len(plan._err))
+    paths["  ctypes call doing nothing"] = lambda: plan._lib.mlaGpuDecodePlanNumSplits(plan._handle)
+    paths["  current stream lookup"] = lambda: plan._stream(0)
     print(f"b={args.batch} N={args.heads} seq={args.seq} num_splits={plan.num_splits} "
           f"({args.repeats} runs of {args.calls} calls)")
     for name, fn in paths.items():

@@ -317,7 +317,9 @@ def test_gpu_merge_states_matches_the_reference(N):
 
 
 @needs_gpu
-@pytest.mark.parametrize("N, S", [(16, 100), (128, 1), (16, 0)])
+# (16, 1300): 11 row tiles of 128 by 16 column tiles, so the grouped tile order visits a full group of 8
+# row tiles and a partial one of 3, the last row tile itself partial.
+@pytest.mark.parametrize("N, S", [(16, 100), (128, 1), (16, 0), (16, 1300)])
 def test_gpu_up_proj_kv_matches_a_float32_product(N, S):
     gen = torch.Generator().manual_seed(N + S)
     latent = torch.randn(S, L, generator=gen).to(torch.bfloat16)

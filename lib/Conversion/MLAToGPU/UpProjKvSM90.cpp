@@ -10,7 +10,8 @@
 // 64 x 256 in f32 with m64n256k16 wgmmas, keeping one slice's group in
 // flight while the next is issued, and store their rows through shared
 // memory as whole 512-byte rows of 16-byte vectors: column c = n*(P+V) + j
-// goes to k_nope[s, n, j] for j < P and to v[s, n, j - P] otherwise.
+// goes to k_nope[s, n, j] for j < P and to v[s, n, j - P] otherwise. CTAs
+// take their tiles in grouped raster order (TileOrder.h).
 //
 //===----------------------------------------------------------------------===//
 
@@ -20,6 +21,7 @@
 #include "mla/GPUCodegen/MBarrier.h"
 #include "mla/GPUCodegen/RegisterBudget.h"
 #include "mla/GPUCodegen/SmemTile.h"
+#include "mla/GPUCodegen/TileOrder.h"
 #include "mla/GPUCodegen/Tma.h"
 #include "mla/GPUCodegen/Wgmma.h"
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
@@ -34,6 +36,10 @@ constexpr int64_t kM = abi::kUpKvWgTileM, kN = abi::kUpKvWgTileN,
                   kK = abi::kUpKvTileK, kStages = abi::kUpKvWgStages;
 constexpr int64_t kBoxBytes = 128;
 constexpr int64_t kConsumerThreads = 256;
+/// Row tiles per raster group (TileOrder.h): a wave of 132 CTAs reads 8
+/// latent tiles and ~17 kv_b_proj tiles instead of one latent tile and all
+/// of kv_b_proj, which the k_nope/v stream would evict from L2.
+constexpr int64_t kGroupRows = 8;
 
 class UpProjKvSM90Kernel {
 public:
@@ -228,8 +234,7 @@ void UpProjKvSM90Kernel::emit(StringRef name) {
   rows = entry->getArgument(4);
   smem = dynamicSharedBase(b);
   tid = d.threadIdX();
-  colTile = d.blockIdX();
-  rowTile = d.blockIdY();
+  std::tie(rowTile, colTile) = groupedTile(d, kGroupRows);
   initBarriers();
   splitWarpgroupRoles(d, tid, [&] { produce(); }, [&] { consume(); });
   LLVM::ReturnOp::create(b, ValueRange{});

@@ -14,6 +14,9 @@
 // CHECK-LABEL: llvm.func @mla_up_proj_kv(
 // CHECK-SAME:    !llvm.ptr {llvm.align = 64 : i64, llvm.byval = !llvm.array<16 x i64>, nvvm.grid_constant}
 // CHECK-SAME:    nvvm.kernel, nvvm.maxntid = array<i32: 384, 1, 1>, nvvm.minctasm = 1 : i32
+// The CTA's tile comes from the grid shape (grouped raster order).
+// CHECK:         nvvm.read.ptx.sreg.nctaid.x
+// CHECK:         nvvm.read.ptx.sreg.nctaid.y
 // CHECK-COUNT-4: nvvm.mbarrier.init %{{.*}}, %c1_i32
 // CHECK:         nvvm.barrier0
 // CHECK:         nvvm.setmaxregister decrease 24
