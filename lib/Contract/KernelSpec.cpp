@@ -21,8 +21,10 @@
 #include <map>
 #include <sstream>
 
-// Written at configure time (see CMakeLists.txt): the MLIR release and the
-// ptxas version, as `mlir-<version>;cuda-<version>`.
+// Generated (see CMakeLists.txt): at configure time the MLIR release and the
+// ptxas version, as `mlir-<version>;cuda-<version>`; at build time the
+// fingerprint of the code generator's sources.
+#include "CodegenFingerprint.inc"
 #include "ToolchainVersion.inc"
 
 namespace mla::gpu {
@@ -783,7 +785,9 @@ std::string pipelineFor(const KernelSpec &spec) {
   return std::visit([](const auto &s) { return pipelineFor(s); }, spec);
 }
 
-const char *toolchainVersion() { return MLA_TOOLCHAIN_VERSION; }
+const char *toolchainVersion() {
+  return MLA_TOOLCHAIN_VERSION ";codegen-" MLA_CODEGEN_FINGERPRINT;
+}
 
 /// Every family's key hashes the same four inputs.
 template <typename Spec> static std::string keyOf(const Spec &spec) {

@@ -234,6 +234,14 @@ TEST(KernelSpecTest, PipelineAndToolchain) {
   std::string version = toolchainVersion();
   EXPECT_EQ(version.rfind("mlir-", 0), 0u) << version;
   EXPECT_NE(version.find(";cuda-"), std::string::npos) << version;
+  // 16 hex digits of the code generator's sources (CodegenFingerprint.cmake).
+  size_t codegen = version.find(";codegen-");
+  ASSERT_NE(codegen, std::string::npos) << version;
+  std::string fingerprint = version.substr(codegen + 9);
+  EXPECT_EQ(fingerprint.size(), 16u) << version;
+  EXPECT_EQ(fingerprint.find_first_not_of("0123456789abcdef"),
+            std::string::npos)
+      << version;
 }
 
 TEST(KernelSpecTest, KeyIsStable) {

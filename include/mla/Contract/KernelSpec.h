@@ -169,9 +169,9 @@ std::string pipelineFor(const UpProjKvKernelSpec &spec);
 std::string pipelineFor(const MhaKernelSpec &spec);
 std::string pipelineFor(const KernelSpec &spec);
 
-/// The toolchain identity baked in at build time (MLIR/LLVM version and
-/// CUDA toolkit version), identical in the JIT and in the MLIR-free
-/// runtime of one build.
+/// The toolchain identity baked in at build time (MLIR/LLVM version, CUDA
+/// toolkit version and a fingerprint of mla's code-generating sources),
+/// identical in the JIT and in the MLIR-free runtime of one build.
 const char *toolchainVersion();
 
 /// The kernel-cache key of `spec` (computeKernelCacheKey over toString,
