@@ -83,6 +83,10 @@ if _CPU_UNAVAILABLE is None:
     _INT64 = np.iinfo(np.int64)
 _ERROR_BYTES = 1 << 16
 
+# The plan classes whose decode(..., plan=) calls skip straight to plan._run: mla.gpu adds its uniform
+# DecodePlan when it is imported (which making such a plan requires).
+_DEVICE_PLAN_TYPES = set()
+
 
 def _cpu(fn):
     """Marks a function of the CPU path, which needs numpy and libMLACAPI.so."""
@@ -284,16 +288,16 @@ def decode(q, kv_cache, block_table, seq_lens, *, head_dim_v, softmax_scale, cau
     causal token i of request b sees positions [0, seq_lens[b] - q_b + i]. Returns out [T, h_q, head_dim_v]
     and lse float32 [T, h_q] (token-major, FlashMLA's packed layout).
     """
-    # q first: a planned GPU call has a few microseconds of host time to spend.
+    # A planned GPU call has a few microseconds of host time to spend: a device plan (its type is registered
+    # by mla.gpu) runs the call itself, checking every tensor against the plan (a non-tensor gets its clear
+    # error there). Anything else (a plan with options it fixes, or no device plan at all) takes gpu.decode,
+    # which explains what is wrong.
+    if type(plan) in _DEVICE_PLAN_TYPES and num_splits is None and kv_format == "auto" and kv_scale is None:
+        return plan._run(q, kv_cache, block_table, seq_lens, head_dim_v, softmax_scale, causal, out, lse,
+                         query_start_loc=query_start_loc)
     if _is_torch_cuda(q) or any(_is_torch_cuda(v) for v in (kv_cache, block_table, seq_lens)):
         from . import gpu
 
-        # A device plan runs the call itself, checking every tensor against the plan; gpu.decode's keyword
-        # call and default checks cost a tenth of the planned call's host budget. Anything else (a plan with
-        # options it fixes, or no device plan at all) takes gpu.decode, which explains what is wrong.
-        if type(plan) is gpu.DecodePlan and num_splits is None and kv_format == "auto" and kv_scale is None:
-            return plan._run(q, kv_cache, block_table, seq_lens, head_dim_v, softmax_scale, causal, out, lse,
-                             query_start_loc=query_start_loc)
         return gpu.decode(q, kv_cache, block_table, seq_lens, head_dim_v=head_dim_v,
                           softmax_scale=softmax_scale, causal=causal, num_splits=num_splits,
                           kv_format=kv_format, kv_scale=kv_scale, plan=plan, out=out, lse=lse,

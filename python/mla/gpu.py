@@ -27,6 +27,7 @@ import operator
 import os
 import struct
 
+from . import _DEVICE_PLAN_TYPES  # mla.decode's fast path to DecodePlan._run
 from . import _c_string  # the one NUL-byte rule for string options, shared with the CPU path
 
 __all__ = ["DecodePlan", "KernelNotFoundError", "SPLIT_POLICIES", "absorb_q", "cache_write", "cache_write_spec",
@@ -708,7 +709,8 @@ class DecodePlan:
             self._kv_scale = scale  # alive until the next call, past the launch's enqueue
             scale = scale.data_ptr()
         code = self._launch(self._handle, q.data_ptr(), kv_cache.data_ptr(), block_table.data_ptr(),
-                            seq_lens.data_ptr(), out.data_ptr(), lse.data_ptr(), _float("softmax_scale", softmax_scale),
+                            seq_lens.data_ptr(), out.data_ptr(), lse.data_ptr(),
+                            softmax_scale if type(softmax_scale) is float else _float("softmax_scale", softmax_scale),
                             scale, self._stream(dev), self._err, _ERROR_BYTES)
         if code != SUCCESS:
             _check(code, self._err)
@@ -739,6 +741,9 @@ class DecodePlan:
         out 0, lse -inf, and nothing was read for them). Not for use inside a CUDA graph capture."""
         stream = ctypes.c_void_p(_raw_stream(self._torch, self._device_index))
         _call("mlaGpuDecodePlanCheck", self._handle, stream)
+
+
+_DEVICE_PLAN_TYPES.add(DecodePlan)
 
 
 class VarlenDecodePlan:
