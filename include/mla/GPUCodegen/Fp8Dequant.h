@@ -16,11 +16,12 @@
 //    into the softmax scale and the epilogue, so no multiply per element;
 //  * dequantE4M3x8: eight codes times a per-row/per-tile scale, for
 //    fp8_e4m3_token and fp8_ds_mla: the code exactly in f32, one f32
-//    multiply (relative error <= 2^-24) and one rounding to bf16/f16, so
-//    |result - code*scale| <= (2^-9 + 2^-24 + 2^-33) |code*scale| for bf16
-//    (2^-12 + ... for f16) in the normal range. A product on packed bf16
-//    pairs (mul.rn.bf16x2) would save one instruction per pair but round
-//    the scale to bf16 too, doubling that bound.
+//    multiply (relative error <= 2^-24) and one rounding to bf16/f16 (8 and
+//    11 significant bits), so |result - code*scale| <= (2^-8 + 2^-24 +
+//    2^-32) |code*scale| for bf16 (2^-11 + ... for f16) in the normal range.
+//    A product on packed bf16 pairs (mul.rn.bf16x2) would save one
+//    instruction per pair but round the scale to bf16 too, doubling that
+//    bound.
 //
 //===----------------------------------------------------------------------===//
 #ifndef MLA_GPUCODEGEN_FP8DEQUANT_H
