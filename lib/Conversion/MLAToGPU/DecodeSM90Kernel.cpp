@@ -241,7 +241,8 @@ void DecodeSM90Kernel::issueBlock(Value k) {
 void DecodeSM90Kernel::issueRawBlock(Value start, Value firstRow, Value stage) {
   // The block's rows are one contiguous byte range (a block never straddles
   // a page); 16-byte chunks that start past the piece's last row are
-  // zero-filled (dequantSlice zeroes those tokens anyway).
+  // zero-filled: with rows of whole chunks those zeros are the tokens'
+  // values, and dequantSlice zeroes the tokens of other rows itself.
   const int64_t rowBytes = shape.cacheRowBytes();
   Value base = d.mul(firstRow, d.c64(rowBytes));
   Value validBytes =
@@ -300,11 +301,38 @@ void DecodeSM90Kernel::storeKvChunks(Value k, int64_t c0, int64_t c1,
     zero = LLVM::ZeroOp::create(b, VectorType::get({4}, d.i32));
   }
   const int64_t chunks = c1 - c0, count = Tw * chunks, G = sliceThreads();
+  const int64_t rowBytes = shape.cacheRowBytes();
+  const int64_t tokLanes = G / 8;
+  if (c0 % 8 == 0 && chunks % 8 == 0 && Tw % tokLanes == 0) {
+    // Thread (tokLane, chunkLane) converts chunks c0 + chunkLane + 8i of
+    // tokens tokLane + tokLanes * t: a chunk's raw and tile offsets are the
+    // token's plus constants, where a flat index would cost a division by
+    // the chunk count and a swizzle per chunk, more than the conversion.
+    Value chunkLane = d.remu(gtid, d.c32(8));
+    Value tokLane = d.divu(gtid, d.c32(8));
+    Value cLane = d.add(chunkLane, d.c32(c0));
+    d.forLoop(Tw / tokLanes, {}, [&](Value t, ValueRange) {
+      Value tok = d.add(tokLane, d.mul(t, d.c32(tokLanes)));
+      Value tokInTile = d.add(tok0, tok);
+      Value row = d.add(slot, d.mul(tokInTile, d.c32(rowBytes)));
+      Value dst0 = lay.kv.byteOffset(d, tokInTile, cLane);
+      d.forLoop(chunks / 8, {}, [&](Value i, ValueRange) {
+        Value v = chunk(row, d.add(cLane, d.mul(i, d.c32(8))));
+        if (valid)
+          v = d.select(d.slt(tok, valid), v, zero);
+        Value dst = d.add(dst0, d.mul(i, d.c32(lay.kv.eightChunkStride())));
+        d.store(v, sm(lay.kv.base, dst), 16);
+        return SmallVector<Value>{};
+      });
+      return SmallVector<Value>{};
+    });
+    return;
+  }
   auto body = [&](Value idx) {
     Value tok = d.divu(idx, d.c32(chunks));
     Value c = d.add(d.remu(idx, d.c32(chunks)), d.c32(c0));
     Value tokInTile = d.add(tok0, tok);
-    Value row = d.add(slot, d.mul(tokInTile, d.c32(shape.cacheRowBytes())));
+    Value row = d.add(slot, d.mul(tokInTile, d.c32(rowBytes)));
     Value v = chunk(row, c);
     if (valid)
       v = d.select(d.slt(tok, valid), v, zero);
