@@ -38,6 +38,17 @@ for tile in $tiles; do
   done
   echo "decode chip=sm_90a N=16 Sq=1 L=512 R=64 page=64 dtype=f16 causal=0 tile=$tile" >> "$specs"
 done
+# The fp8 decode at N = 16 with each tile the tiling may choose there
+# (test_gpu_fp8_decode.py FP8_N16_TILES; also `mla-bench --kv-format F
+# --tile T` at N = 16): fp8_ds_mla does not fit the wgmma tile.
+for format in fp8_e4m3 fp8_e4m3_token fp8_ds_mla; do
+  for tile in 16x4x64x2 16x2x32x2 16x2x32x3 16x1x32x3 16x1x16x4 32x2x32x2 64x2x64x2w; do
+    if [ "$format" = fp8_ds_mla ] && [ "$tile" = 64x2x64x2w ]; then continue; fi
+    for mode in "Sq=1 L=512 R=64 page=64 dtype=bf16 causal=0" "Sq=2 L=512 R=64 page=64 dtype=bf16 causal=1"; do
+      echo "decode chip=sm_90a N=16 $mode format=$format tile=$tile" >> "$specs"
+    done
+  done
+done
 # Varlen decodes (query_start_loc): test_gpu_varlen_decode.py's (largest draft
 # 8 and 3, causal and not, N = 16 and 128) and `mla-bench --varlen` with
 # drafts up to 2 (against the uniform Sq=2 kernel), 4 or 8 at N = 128.

@@ -57,7 +57,7 @@ case $MODE in
       step "check-$f" 240 "$B" --cache-dir "$K" --check --kv-format $f
       step "check-bench-$f" 240 "$B" --cache-dir "$K" --check --check-bench --kv-format $f
     done
-    step pytest-fp8 300 python3 -m pytest -q -rs test/python/test_gpu_fp8_decode.py
+    step pytest-fp8 600 python3 -m pytest -q -rs test/python/test_gpu_fp8_decode.py
     for r in 1 2 3; do
       for f in auto fp8_e4m3 fp8_e4m3_token fp8_ds_mla; do
         step "bar16-$f-r$r" 120 "$B" --cache-dir "$K" --b 128 --n 16 --seq 8192 --sq 1 --kv-format $f

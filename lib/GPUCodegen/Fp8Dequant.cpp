@@ -6,6 +6,7 @@
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 
+#include <array>
 #include <limits>
 
 using namespace mlir;
@@ -46,6 +47,28 @@ static std::pair<Value, Value> unpackF16x2(DeviceBuilder &d, Value word) {
   Value halves = LLVM::BitcastOp::create(b, v2h, word);
   Value wide = arith::ExtFOp::create(b, v2f, halves);
   return {d.extract(wide, 0), d.extract(wide, 1)};
+}
+
+Value mla::gpu_codegen::convertE4M3x8(DeviceBuilder &d, Value raw,
+                                      Type halfType) {
+  Value out = d.poison(VectorType::get({4}, d.i32));
+  for (int64_t w = 0; w < 2; ++w) {
+    auto [lo, hi] = ptx::cvtE4M3x4ToF16x2(d.b, d.extract(raw, w));
+    for (auto [k, pair] : llvm::enumerate(std::array<Value, 2>{lo, hi})) {
+      Value word = pair;
+      if (halfType.isBF16()) {
+        // f16 -> f32 is exact; an E4M3 value has 3 significant bits after
+        // the leading one, so its f32 has a zero low half and the high half
+        // is the bf16. Zeros, signs and NaN carry through unchanged.
+        auto [x0, x1] = unpackF16x2(d, pair);
+        word =
+            ptx::prmtHighHalves(d.b, arith::BitcastOp::create(d.b, d.i32, x0),
+                                arith::BitcastOp::create(d.b, d.i32, x1));
+      }
+      out = d.insert(out, word, 2 * w + k);
+    }
+  }
+  return out;
 }
 
 Value mla::gpu_codegen::dequantE4M3x8(DeviceBuilder &d, Value raw, Value scale,

@@ -41,6 +41,17 @@ mla::gpu_codegen::ptx::cvtE4M3x4ToF16x2(ImplicitLocOpBuilder &b, Value bytes) {
           LLVM::ExtractValueOp::create(b, r, 1)};
 }
 
+Value mla::gpu_codegen::ptx::prmtHighHalves(ImplicitLocOpBuilder &b, Value lo,
+                                            Value hi) {
+  return LLVM::InlineAsmOp::create(b, b.getI32Type(), ValueRange{lo, hi},
+                                   "prmt.b32 $0, $1, $2, 0x7632;", "=r,r,r",
+                                   /*has_side_effects=*/false,
+                                   /*is_align_stack=*/false,
+                                   LLVM::tailcallkind::TailCallKind::None,
+                                   LLVM::AsmDialectAttr(), ArrayAttr())
+      .getResult(0);
+}
+
 /// The asm text and constraints of a wgmma: operands $0..$(c-1) are the
 /// accumulators (outputs tied to inputs $c..$(2c-1) through "0".."c-1"
 /// constraints), then A (a descriptor, or `aRegs` = 4 i32 fragments), the B

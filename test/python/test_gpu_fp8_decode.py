@@ -11,6 +11,11 @@ no request reads holds the e4m3 NaN code 0x7F, and block-table entries past a re
 at such pages, so a kernel that reads past a piece shows NaN. One batch mixes seq_lens 0, 1 (s_q for
 causal), 63, 64, 65 and 1000.
 
+The kernels under test are the default tiling's and, at N = 16, every tile the tiling may choose there
+(FP8_N16_TILES, forced through `tile=`; scripts/gpu-carry-with-kernels.sh puts each in the AOT set).
+test_single_token_rows_are_exact pins the conversion itself: every non-NaN E4M3 code (signed zeros,
+subnormals, +-448) decoded exactly, then at most one rounding of code * scale.
+
 Tolerance (the issue's bar): out within 2e-2 of the reference relative to the largest |out| of the
 reference, lse within 2e-2 relative to max(1, |lse|); empty rows exactly 0 and -inf. The kernel rounds
 the dequantised values to bf16 in shared memory and holds probabilities in bf16 for the PV product.
@@ -38,6 +43,10 @@ SCALE = 192**-0.5
 KV_SCALE = 0.02  # N(0, 1) values / 0.02 stay inside e4m3's +-448
 REL_TOL = 2e-2
 FORMATS = ("fp8_e4m3", "fp8_e4m3_token", "fp8_ds_mla")
+# The tiles chooseDecodeTiling may pick at N = 16 (mma.sync 16/32-row tiles and the wgmma kernel).
+FP8_N16_TILES = ("16x4x64x2", "16x2x32x2", "16x2x32x3", "16x1x32x3", "16x1x16x4", "32x2x32x2", "64x2x64x2w")
+# Code bytes of a row (the rest holds f32 scales and, for fp8_ds_mla, bf16 RoPE values).
+CODE_BYTES = {"fp8_e4m3": D, "fp8_e4m3_token": D, "fp8_ds_mla": L}
 
 
 def seq_lens_for(sq, causal):
@@ -145,3 +154,68 @@ def test_gpu_cache_write_round_trip(kv_format):
                         torch.tensor(lens, dtype=torch.int32, device="cuda"), head_dim_v=L, softmax_scale=SCALE,
                         kv_format=kv_format, kv_scale=kv_scale)
     check(result, out_ref, lse_ref)
+
+
+@pytest.mark.parametrize("kv_format", FORMATS)
+@pytest.mark.parametrize("tile", FP8_N16_TILES)
+@pytest.mark.parametrize("sq, causal", ((1, False), (2, True)))
+def test_n16_tiles_match_reference(kv_format, tile, sq, causal):
+    """Each N = 16 tile, forced, over every row format: the per-slice dequantisation and its named barriers
+    in the mma.sync compositions (16 and 32 rows, 1, 2 or 4 warps per token slice) and the box-wise one
+    of the wgmma kernel."""
+    if kv_format == "fp8_ds_mla" and tile.endswith("w"):
+        pytest.skip("fp8_ds_mla's two raw stages do not fit in shared memory next to the wgmma tiles")
+    inputs, out_ref, lse_ref = problem(kv_format, 16, sq, causal)
+    result = mla.decode(**inputs, head_dim_v=L, softmax_scale=SCALE, causal=causal, kv_format=kv_format,
+                        kv_scale=kv_scale_of(kv_format), tile=tile)
+    check(result, out_ref, lse_ref)
+
+
+@pytest.mark.parametrize("kv_scale", (1 / 448, 37.5))
+@pytest.mark.parametrize("n", (16, 128))
+def test_kv_scale_far_from_one(kv_scale, n):
+    """fp8_e4m3 folds kv_scale into the scores' scale and the output instead of multiplying every
+    element: 1/448 saturates most N(0, 1) values at +-448, 37.5 turns most into subnormal codes or 0."""
+    rng = np.random.default_rng(11 + n)
+    lens = seq_lens_for(1, False)
+    cache = ref.make_paged_cache(rng, lens, PAGE, L, R, kv_format="fp8_e4m3", kv_scale=kv_scale)
+    q = torch.from_numpy(rng.standard_normal((len(lens), 1, n, D)).astype(np.float32)).to(torch.bfloat16)
+    out_ref, lse_ref = ref.decode_ref(q.float().numpy(), cache.kv_cache, cache.block_table, cache.seq_lens, L,
+                                      SCALE, False, "fp8_e4m3", kv_scale)
+    result = mla.decode(q.cuda(), torch.from_numpy(cache.kv_cache).cuda(),
+                        torch.from_numpy(cache.block_table).cuda(),
+                        torch.tensor(lens, dtype=torch.int32, device="cuda"), head_dim_v=L, softmax_scale=SCALE,
+                        kv_format="fp8_e4m3", kv_scale=kv_scale)
+    check(result, out_ref, lse_ref)
+
+
+@pytest.mark.parametrize("kv_format", FORMATS)
+@pytest.mark.parametrize("tile", (None, "16x2x32x2"))
+def test_single_token_rows_are_exact(kv_format, tile):
+    """One token per request: its softmax weight is exactly 1, so every head's output is the token's
+    dequantised latent row. The rows hold every E4M3 code but the NaN ones (0x7F, 0xFF): +-0, the
+    subnormals 0x01-0x07 and 0x81-0x87, negatives, +-448. fp8_e4m3 converts them exactly and its
+    power-of-two kv_scale keeps code * kv_scale a bf16 value, so out is exact (1e-6 allows an approximate
+    reciprocal of the row sum 1); the per-token/per-tile scaled formats round code * scale to bf16 once
+    (relative error <= 2^-8 with 8 significant bits, plus 2^-24 for the f32 product). atol 0: a flushed
+    subnormal, a lost sign or a NaN fails."""
+    rng = np.random.default_rng(5)
+    batch = 8
+    kv_scale = 0.125 if kv_format == "fp8_e4m3" else None
+    cache = ref.make_paged_cache(rng, [1] * batch, PAGE, L, R, kv_format=kv_format, kv_scale=kv_scale)
+    codes = np.array([c for c in range(256) if c & 0x7F != 0x7F], dtype=np.uint8)
+    width = CODE_BYTES[kv_format]
+    flat = cache.kv_cache.reshape(-1, cache.kv_cache.shape[-1])
+    slots = np.array([int(cache.slots(b, np.arange(1))[0]) for b in range(batch)])
+    for b in range(batch):
+        flat[slots[b], :width] = np.resize(rng.permutation(codes), width)
+    rows = flat[slots][:, None, :]  # [batch, 1, row bytes]: one page of one row each
+    expected = ref.dequant_cache_ref(rows, kv_format, L, R, kv_scale)[:, 0, :L]
+    q = torch.from_numpy(rng.standard_normal((batch, 1, 16, D)).astype(np.float32)).to(torch.bfloat16)
+    out, _ = mla.decode(q.cuda(), torch.from_numpy(cache.kv_cache).cuda(),
+                        torch.from_numpy(cache.block_table).cuda(),
+                        torch.ones(batch, dtype=torch.int32, device="cuda"), head_dim_v=L, softmax_scale=SCALE,
+                        kv_format=kv_format, kv_scale=kv_scale, tile=tile)
+    got = out.float().cpu().numpy()[:, 0]  # [batch, N, L]
+    rtol = 1e-6 if kv_format == "fp8_e4m3" else 2.0**-8 + 2.0**-20
+    np.testing.assert_allclose(got, np.broadcast_to(expected[:, None, :], got.shape), rtol=rtol, atol=0)

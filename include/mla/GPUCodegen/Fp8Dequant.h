@@ -7,10 +7,21 @@
 //
 //  * decodeE4M3: one code at a time with integer operations, the CPU
 //    lowering's algorithm (gather_cache, where the copy is HBM-bound);
-//  * dequantE4M3x8: eight codes with the sm_89+ `cvt.rn.f16x2.e4m3x2`
-//    (exact: every E4M3 value is an f16), times the scale in f32 and one
-//    rounding to bf16/f16: the decode's shared-memory dequantisation, where
-//    the conversion sits between the load and the MMAs of every KV block.
+//  * convertE4M3x8: eight codes to bf16/f16 with no scale, exactly: the
+//    sm_89+ `cvt.rn.f16x2.e4m3x2` (exact: every E4M3 value, subnormals
+//    included, is a normal f16), then for bf16 each f16 widened to f32
+//    (exact) and the two high halves packed by one `prmt` (exact: E4M3 has
+//    3 fraction bits, bf16 7). Signs, zeros and NaN codes carry through.
+//    fp8_e4m3 (one per-tensor scale) uses it: the decode folds the scale
+//    into the softmax scale and the epilogue, so no multiply per element;
+//  * dequantE4M3x8: eight codes times a per-row/per-tile scale, for
+//    fp8_e4m3_token and fp8_ds_mla: the code exactly in f32, one f32
+//    multiply (relative error <= 2^-24) and one rounding to bf16/f16 (8 and
+//    11 significant bits), so |result - code*scale| <= (2^-8 + 2^-24 +
+//    2^-32) |code*scale| for bf16 (2^-11 + ... for f16) in the normal range.
+//    A product on packed bf16 pairs (mul.rn.bf16x2) would save one
+//    instruction per pair but round the scale to bf16 too, doubling that
+//    bound.
 //
 //===----------------------------------------------------------------------===//
 #ifndef MLA_GPUCODEGEN_FP8DEQUANT_H
@@ -27,8 +38,14 @@ mlir::Value decodeE4M3(DeviceBuilder &d, mlir::Value byte);
 mlir::Value decodeBF16(DeviceBuilder &d, mlir::Value bits);
 
 /// Eight E4M3 codes (`raw`: vector<2xi32>, code 0 in the low byte of word
-/// 0) times `scale` (f32), rounded to `halfType` (bf16 or f16): one 16-byte
-/// chunk of a KV tile as vector<4xi32>, element 0 in the low half of word 0.
+/// 0) as `halfType` (bf16 or f16), exactly: one 16-byte chunk of a KV tile
+/// as vector<4xi32>, element 0 in the low half of word 0.
+mlir::Value convertE4M3x8(DeviceBuilder &d, mlir::Value raw,
+                          mlir::Type halfType);
+
+/// Eight E4M3 codes (`raw` as for convertE4M3x8) times `scale` (f32), rounded
+/// to `halfType` (bf16 or f16): one 16-byte chunk of a KV tile as
+/// vector<4xi32>, element 0 in the low half of word 0.
 mlir::Value dequantE4M3x8(DeviceBuilder &d, mlir::Value raw, mlir::Value scale,
                           mlir::Type halfType);
 

@@ -3,7 +3,9 @@
 // Every `llvm.inline_asm` the GPU kernels use, in one place: the `.ftz`
 // fast exp2/log2 of the softmax, the E4M3 to f16x2 conversion of the fp8
 // decode (MLIR 22's nvvm.convert.f8x2.to.f16x2 takes a vector<2xi8>, which
-// costs byte shuffles the PTX register form does not need), and wgmma with both
+// costs byte shuffles the PTX register form does not need) and the byte
+// permute that packs its exact bf16 values (NVPTX emits shifts and masks for
+// the same bit operations), and wgmma with both
 // operands from shared memory, written as the PTX the kernels were measured
 // with (MLIR 22's nvvm.wgmma.mma_async is itself lowered to inline PTX by
 // convert-nvvm-to-llvm, and wgmma with A in registers has no op at all).
@@ -30,6 +32,13 @@ mlir::Value lg2ApproxFtz(mlir::ImplicitLocOpBuilder &b, mlir::Value x);
 /// value is an f16), NaN codes give NaN. sm_89 and later.
 std::pair<mlir::Value, mlir::Value>
 cvtE4M3x4ToF16x2(mlir::ImplicitLocOpBuilder &b, mlir::Value bytes);
+
+/// `prmt.b32 $0, lo, hi, 0x7632`: the high 16 bits of `lo` (i32) in the
+/// low half of the result, the high 16 bits of `hi` in the high half. Two
+/// f32 whose values are bf16 values give their bf16x2 word in one integer
+/// instruction (the bf16 of an f32 is its high half when the low half is 0).
+mlir::Value prmtHighHalves(mlir::ImplicitLocOpBuilder &b, mlir::Value lo,
+                           mlir::Value hi);
 
 /// `wgmma.mma_async.sync.aligned.m64n<n>k16.f32.<bf16|f16>` with both
 /// operands from shared-memory descriptors (i64). `acc` holds the thread's

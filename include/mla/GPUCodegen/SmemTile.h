@@ -45,6 +45,11 @@ struct SmemTile {
   /// Byte offset (i32, from the tile base) of 16-byte chunk `chunk` of `row`.
   mlir::Value byteOffset(DeviceBuilder &d, mlir::Value row,
                          mlir::Value chunk) const;
+  /// Bytes from chunk c to chunk c + 8 of the same row, the same for every
+  /// row and c (the swizzles permute chunks inside aligned groups of 8).
+  int64_t eightChunkStride() const {
+    return swizzle == SmemSwizzle::Box128B ? rows * 128 : 128;
+  }
   /// Byte offset of element `col` (of `elemBytes` bytes) of `row` in a
   /// Linear tile or a one-box Box128B tile (rows of at most 128 bytes).
   mlir::Value elementOffset(DeviceBuilder &d, mlir::Value row, mlir::Value col,

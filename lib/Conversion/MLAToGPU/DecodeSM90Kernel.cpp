@@ -5,6 +5,7 @@
 #include "mla/GPUCodegen/Fp8Dequant.h"
 #include "mla/GPUCodegen/OnlineSoftmax.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "llvm/Support/MathExtras.h"
 
 using namespace mlir;
@@ -85,8 +86,15 @@ void DecodeSM90Kernel::begin(StringRef name, WarpGrid grid) {
   plse = fn.getArgument(6), batch = fn.getArgument(7),
   maxPages = fn.getArgument(8), numSplits = fn.getArgument(9);
   scaleLog2 = d.fmul(fn.getArgument(10), d.f(softmax::kLog2e));
-  if (shape.kvFormat == abi::CacheFormat::FP8E4M3)
-    kvScale = d.load(d.f32, fn.getArgument(abi::kDecodePartialNumParams), 4);
+  if (shape.kvFormat == abi::CacheFormat::FP8E4M3) {
+    // K = kv_scale * codes: the scale goes into the scores' scale, and
+    // V = kv_scale * codes into the output (writeOutput), so the KV tile
+    // holds the codes' exact values. The LSE is that of the scaled scores.
+    Value kvScale =
+        d.load(d.f32, fn.getArgument(abi::kDecodePartialNumParams), 4);
+    scaleLog2 = d.fmul(scaleLog2, kvScale);
+    outScale = kvScale;
+  }
 
   smem = dynamicSharedBase(b);
   tid = d.threadIdX();
@@ -233,7 +241,8 @@ void DecodeSM90Kernel::issueBlock(Value k) {
 void DecodeSM90Kernel::issueRawBlock(Value start, Value firstRow, Value stage) {
   // The block's rows are one contiguous byte range (a block never straddles
   // a page); 16-byte chunks that start past the piece's last row are
-  // zero-filled (dequantBlock zeroes those tokens anyway).
+  // zero-filled: with rows of whole chunks those zeros are the tokens'
+  // values, and dequantSlice zeroes the tokens of other rows itself.
   const int64_t rowBytes = shape.cacheRowBytes();
   Value base = d.mul(firstRow, d.c64(rowBytes));
   Value validBytes =
@@ -246,91 +255,163 @@ void DecodeSM90Kernel::issueRawBlock(Value start, Value firstRow, Value stage) {
   });
 }
 
-Value DecodeSM90Kernel::beginBlock(Value k, bool asyncProxy) {
+Value DecodeSM90Kernel::beginBlock(Value k, bool asyncProxy, bool dequantise) {
   lay.ring.waitOldest(d);
   if (asyncProxy && !shape.fp8())
     fenceProxyAsyncShared(d); // cp.async wrote through the generic proxy
+  // Also orders the previous block's P V reads of the KV tile (every token)
+  // before this block's dequantisation overwrites it.
   d.barrier();
   lay.ring.refill(d, k, [&](Value next) { issueBlock(next); });
   if (!shape.fp8())
     return lay.ring.slotOffset(d, k);
-  dequantBlock(k);
-  if (asyncProxy)
-    fenceProxyAsyncShared(d); // the KV tile was stored by st.shared
-  d.barrier();
+  if (dequantise) {
+    dequantSlice(k, 0, Dc);
+    sliceBarrier(asyncProxy);
+  }
   return d.c32(0);
 }
 
-void DecodeSM90Kernel::storeKvChunks(Value k, int64_t firstChunk,
-                                     int64_t chunks,
+void DecodeSM90Kernel::sliceBarrier(bool asyncProxy) {
+  if (asyncProxy)
+    fenceProxyAsyncShared(d); // the KV tile was stored by st.shared
+  // Named barrier 1 + wj over the warps of token slice wj (id 0 is the CTA
+  // barrier). The id is a constant under a warp-uniform branch: with an id
+  // in a register ptxas reserves all 16 barriers of the CTA.
+  for (int64_t j = 0; j < wn; ++j)
+    d.ifThen(d.eq(wj, d.c32(j)), [&] {
+      NVVM::BarrierOp::create(b, TypeRange{}, d.c32(1 + j),
+                              d.c32(sliceThreads()),
+                              NVVM::BarrierReductionAttr(), Value());
+    });
+}
+
+void DecodeSM90Kernel::storeKvChunks(Value k, int64_t c0, int64_t c1,
                                      function_ref<Value(Value, Value)> chunk) {
   Value slot = d.add(d.c32(lay.rawOff), lay.ring.slotOffset(d, k));
-  Value valid = d.sub(kvEnd, blockStart(k)); // tokens of the piece
-  Value zero = LLVM::ZeroOp::create(b, VectorType::get({4}, d.i32));
+  Value tok0 = d.mul(wj, d.c32(Tw));
+  Value gtid = d.add(d.mul(wi, d.c32(32)), lane);
+  // Whole 16-byte rows: issueRawBlock zero-filled every byte of a token past
+  // the piece, and zero codes, scales and bf16 decode to zeros. Other rows
+  // share a chunk with the next row's bytes (a NaN of an unused slot), so
+  // those tokens are zeroed here.
+  Value valid, zero;
+  if (shape.cacheRowBytes() % 16 != 0) {
+    valid = d.sub(d.sub(kvEnd, blockStart(k)), tok0); // tokens of the slice
+    zero = LLVM::ZeroOp::create(b, VectorType::get({4}, d.i32));
+  }
+  const int64_t chunks = c1 - c0, count = Tw * chunks, G = sliceThreads();
+  const int64_t rowBytes = shape.cacheRowBytes();
+  const int64_t tokLanes = G / 8;
+  if (c0 % 8 == 0 && chunks % 8 == 0 && Tw % tokLanes == 0) {
+    // Thread (tokLane, chunkLane) converts chunks c0 + chunkLane + 8i of
+    // tokens tokLane + tokLanes * t: a chunk's raw and tile offsets are the
+    // token's plus constants, where a flat index would cost a division by
+    // the chunk count and a swizzle per chunk, more than the conversion.
+    Value chunkLane = d.remu(gtid, d.c32(8));
+    Value tokLane = d.divu(gtid, d.c32(8));
+    Value cLane = d.add(chunkLane, d.c32(c0));
+    d.forLoop(Tw / tokLanes, {}, [&](Value t, ValueRange) {
+      Value tok = d.add(tokLane, d.mul(t, d.c32(tokLanes)));
+      Value tokInTile = d.add(tok0, tok);
+      Value row = d.add(slot, d.mul(tokInTile, d.c32(rowBytes)));
+      Value dst0 = lay.kv.byteOffset(d, tokInTile, cLane);
+      d.forLoop(chunks / 8, {}, [&](Value i, ValueRange) {
+        Value v = chunk(row, d.add(cLane, d.mul(i, d.c32(8))));
+        if (valid)
+          v = d.select(d.slt(tok, valid), v, zero);
+        Value dst = d.add(dst0, d.mul(i, d.c32(lay.kv.eightChunkStride())));
+        d.store(v, sm(lay.kv.base, dst), 16);
+        return SmallVector<Value>{};
+      });
+      return SmallVector<Value>{};
+    });
+    return;
+  }
+  auto body = [&](Value idx) {
+    Value tok = d.divu(idx, d.c32(chunks));
+    Value c = d.add(d.remu(idx, d.c32(chunks)), d.c32(c0));
+    Value tokInTile = d.add(tok0, tok);
+    Value row = d.add(slot, d.mul(tokInTile, d.c32(rowBytes)));
+    Value v = chunk(row, c);
+    if (valid)
+      v = d.select(d.slt(tok, valid), v, zero);
+    d.store(v, sm(lay.kv.base, lay.kv.byteOffset(d, tokInTile, c)), 16);
+  };
   // A loop rather than forEachStrided's unrolled rounds: unrolled, every
   // round's loads are hoisted together and the O accumulators spill.
-  const int64_t count = Bk * chunks;
-  d.forLoop(llvm::divideCeil(count, T), {}, [&](Value round, ValueRange) {
-    Value idx = d.add(tid, d.mul(round, d.c32(T)));
-    d.ifThen(d.slt(idx, d.c32(count)), [&] {
-      Value tok = d.divu(idx, d.c32(chunks)), c = d.remu(idx, d.c32(chunks));
-      Value row = d.add(slot, d.mul(tok, d.c32(shape.cacheRowBytes())));
-      Value v = d.select(d.slt(tok, valid), chunk(row, c), zero);
-      Value dst = lay.kv.byteOffset(d, tok, d.add(c, d.c32(firstChunk)));
-      d.store(v, sm(lay.kv.base, dst), 16);
-    });
+  d.forLoop(llvm::divideCeil(count, G), {}, [&](Value round, ValueRange) {
+    Value idx = d.add(gtid, d.mul(round, d.c32(G)));
+    if (count % G == 0)
+      body(idx);
+    else
+      d.ifThen(d.slt(idx, d.c32(count)), [&] { body(idx); });
     return SmallVector<Value>{};
   });
 }
 
-void DecodeSM90Kernel::dequantBlock(Value k) {
-  const int64_t rowBytes = shape.cacheRowBytes(), R = shape.ropeDim;
+void DecodeSM90Kernel::dequantSlice(Value k, int64_t c0, int64_t c1) {
+  const int64_t rowBytes = shape.cacheRowBytes(), Lc = L / 8;
   const int64_t rawAlign =
       std::min<int64_t>(8, int64_t(1) << llvm::countr_zero(uint64_t(rowBytes)));
   auto v2 = VectorType::get({2}, d.i32), v4 = VectorType::get({4}, d.i32);
+  auto codesAt = [&](Value row, Value first) {
+    return d.load(v2, d.gepBytes(smem, d.add(row, first)), rawAlign);
+  };
   // Eight e4m3 codes from byte `first` of the row, times `scale`.
   auto fp8Chunk = [&](Value row, Value first, Value scale) {
-    Value raw = d.load(v2, d.gepBytes(smem, d.add(row, first)), rawAlign);
-    return dequantE4M3x8(d, raw, scale, halfType);
+    return dequantE4M3x8(d, codesAt(row, first), scale, halfType);
   };
   auto scaleAt = [&](Value row, Value byteOff) {
     return d.load(d.f32, d.gepBytes(smem, d.add(row, byteOff)), 4);
   };
+  auto eightCodes = [&](Value c) { return d.mul(c, d.c32(8)); };
+  // The latent chunks [c0, min(c1, L/8)) with `latent`, the RoPE chunks
+  // [max(c0, L/8), c1) with `rope`.
+  auto split = [&](function_ref<Value(Value, Value)> latent,
+                   function_ref<Value(Value, Value)> rope) {
+    if (c0 < std::min(c1, Lc))
+      storeKvChunks(k, c0, std::min(c1, Lc), latent);
+    if (std::max(c0, Lc) < c1)
+      storeKvChunks(k, std::max(c0, Lc), c1, rope);
+  };
   switch (shape.kvFormat) {
   case abi::CacheFormat::FP8E4M3:
-    storeKvChunks(k, 0, Dc, [&](Value row, Value c) {
-      return fp8Chunk(row, d.mul(c, d.c32(8)), kvScale);
+    // The per-tensor scale is folded out (begin): the codes' exact values.
+    storeKvChunks(k, c0, c1, [&](Value row, Value c) {
+      return convertE4M3x8(d, codesAt(row, eightCodes(c)), halfType);
     });
     return;
   case abi::CacheFormat::FP8E4M3Token:
     // D codes, then the f32 scales of the latent (s0) and the RoPE (s1).
-    storeKvChunks(k, 0, L / 8, [&](Value row, Value c) {
-      return fp8Chunk(row, d.mul(c, d.c32(8)), scaleAt(row, d.c32(D)));
-    });
-    storeKvChunks(k, L / 8, R / 8, [&](Value row, Value c) {
-      return fp8Chunk(row, d.add(d.c32(L), d.mul(c, d.c32(8))),
-                      scaleAt(row, d.c32(D + 4)));
-    });
+    split(
+        [&](Value row, Value c) {
+          return fp8Chunk(row, eightCodes(c), scaleAt(row, d.c32(D)));
+        },
+        [&](Value row, Value c) {
+          return fp8Chunk(row, eightCodes(c), scaleAt(row, d.c32(D + 4)));
+        });
     return;
   case abi::CacheFormat::FP8DsMla: {
     // L codes, an f32 scale per 128 of them, then R bf16 values.
-    storeKvChunks(k, 0, L / 8, [&](Value row, Value c) {
-      Value tile = d.divu(c, d.c32(abi::kDsMlaTile / 8));
-      return fp8Chunk(row, d.mul(c, d.c32(8)),
-                      scaleAt(row, d.add(d.c32(L), d.mul(tile, d.c32(4)))));
-    });
     const int64_t ropeOff = L + 4 * (L / abi::kDsMlaTile);
     const int64_t ropeAlign = std::min<int64_t>(
         16, int64_t(1) << llvm::countr_zero(uint64_t(rowBytes | ropeOff)));
-    storeKvChunks(k, L / 8, R / 8, [&](Value row, Value c) {
-      Value off = d.add(row, d.add(d.c32(ropeOff), d.mul(c, d.c32(16))));
-      Value raw = d.load(v4, d.gepBytes(smem, off), ropeAlign);
-      return convertBF16x8(d, raw, halfType);
-    });
+    split(
+        [&](Value row, Value c) {
+          Value tile = d.divu(c, d.c32(abi::kDsMlaTile / 8));
+          return fp8Chunk(row, eightCodes(c),
+                          scaleAt(row, d.add(d.c32(L), d.mul(tile, d.c32(4)))));
+        },
+        [&](Value row, Value c) {
+          Value off = d.add(d.c32(ropeOff - 16 * Lc), d.mul(c, d.c32(16)));
+          Value raw = d.load(v4, d.gepBytes(smem, d.add(row, off)), ropeAlign);
+          return convertBF16x8(d, raw, halfType);
+        });
     return;
   }
   default:
-    llvm_unreachable("dequantBlock of a cache that is not fp8");
+    llvm_unreachable("dequantSlice of a cache that is not fp8");
   }
 }
 
@@ -453,12 +534,13 @@ void DecodeSM90Kernel::writeOutput(ValueRange state, Value lRow[2]) {
       Value partialRow = d.add(splitRow0, rowGlobal[h]);
       Value outRow = d.mul(d.toI64(partialRow), d.c64(L));
       Value colBase = d.add(d.mul(wj, d.c32(Lw)), d.mul(tq, d.c32(2)));
+      Value inv = outScale ? d.fmul(norm.inv, outScale) : norm.inv;
       for (int64_t j = 0; j < ntO; ++j) {
         Value v = LLVM::UndefOp::create(b, v2);
         v = LLVM::InsertElementOp::create(
-            b, v, d.fmul(state[j * 4 + 2 * h], norm.inv), d.c32(0));
+            b, v, d.fmul(state[j * 4 + 2 * h], inv), d.c32(0));
         v = LLVM::InsertElementOp::create(
-            b, v, d.fmul(state[j * 4 + 2 * h + 1], norm.inv), d.c32(1));
+            b, v, d.fmul(state[j * 4 + 2 * h + 1], inv), d.c32(1));
         Value col = d.add(colBase, d.c32(8 * j));
         d.store(v, d.gep(pout, d.f32, d.add(outRow, d.toI64(col))), 8);
       }

@@ -21,6 +21,14 @@
 // block), and each block is dequantised (Fp8Dequant) into a single
 // bf16/f16 KV tile of the usual layout before the MMAs read it, tokens past
 // the piece as zeros; the MMAs and the softmax are those of a bf16 cache.
+// The warps that score token slice j (warps_n slices of kv_block/warps_n
+// tokens) dequantise exactly those tokens, all L+R columns, and meet at a
+// named barrier of their own before their Q K^T: no CTA barrier sits
+// between a block's dequantisation and its scores, so warps of one slice
+// compute while another's still convert. P V reads every token, after the
+// CTA barrier that publishes P. fp8_e4m3's per-tensor scale is folded into
+// the scores' scale and the output (begin), so its tile holds the codes'
+// exact values (Fp8Dequant's convertE4M3x8, no multiply per element).
 //
 // The two MMA schedules are separate compositions over this class, chosen
 // once by `DecodeTiling::wgmma`: DecodeSM90MmaSync.cpp (warp grid, ldmatrix
@@ -77,11 +85,25 @@ public:
   /// Stages Q and the first stages - 1 KV blocks.
   void stageQAndPrefill();
   /// The head of every block step: waits for block `k`, issues block
-  /// k + stages - 1, dequantises block `k` of an fp8 cache, and returns the
-  /// byte offset of its KV tile from lay.kv.base once every thread may read
-  /// it. `asyncProxy`: the MMAs read shared memory through the async proxy
-  /// (wgmma), so this thread's writes are fenced before the barrier.
-  mlir::Value beginBlock(mlir::Value k, bool asyncProxy);
+  /// k + stages - 1 and returns the byte offset of its KV tile from
+  /// lay.kv.base. A bf16/f16 tile may then be read by every thread. With an
+  /// fp8 cache and `dequantise`, this thread's slice of block `k` is
+  /// dequantised (dequantSlice over the whole row, then sliceBarrier): the
+  /// slice's tokens may be read by its warps, the others after the next
+  /// CTA barrier; without `dequantise` the caller calls dequantSlice
+  /// itself. `asyncProxy`: the MMAs read shared memory through the async
+  /// proxy (wgmma), so this thread's writes are fenced before the barrier.
+  mlir::Value beginBlock(mlir::Value k, bool asyncProxy,
+                         bool dequantise = true);
+  /// Dequantises the tokens of this thread's slice wj of fp8 block `k`,
+  /// 16-byte chunks [c0, c1) of each row, into the KV tile (the threads of
+  /// the slice share the work); tokens past the piece get zeros.
+  void dequantSlice(mlir::Value k, int64_t c0, int64_t c1);
+  /// Makes the slice's dequantised chunks visible to the slice's warps (to
+  /// the async proxy too if `asyncProxy`): named barrier 1 + wj.
+  void sliceBarrier(bool asyncProxy);
+  /// The threads that share a token slice: warps (i, wj) for every i.
+  int64_t sliceThreads() const { return 32 * (M / 16); }
   /// Issues KV block `k` (skipped past the piece) into its ring slot.
   void issueBlock(mlir::Value k);
   /// The first KV position of block `k`.
@@ -116,15 +138,16 @@ public:
   mlir::gpu::GPUFuncOp fn;
   mlir::Value qPtr, cache, blockTable, seqLens, bounds, pout, plse, batch,
       maxPages, numSplits;
-  /// fp8_e4m3's per-tensor scale (f32), read once from the kv_scale
-  /// parameter.
-  mlir::Value kvScale;
+  /// fp8_e4m3's per-tensor scale (f32, from the kv_scale parameter), which
+  /// multiplies the written output; null for other caches.
+  mlir::Value outScale;
   /// The request's query tokens [tokenBase, tokenBase + qRows) of the
   /// tokensPerSplit a split's partial rows hold (uniform: B*Sq tokens,
   /// request b's from b*Sq, qRows = Sq; varlen: from query_start_loc, T per
   /// split, qRows 0 for a malformed request), and its qRows*N tile rows.
   mlir::Value tokenBase, qRows, reqRows, tokensPerSplit;
-  /// The softmax_scale parameter times log2(e): scores go to base 2.
+  /// The softmax_scale parameter times log2(e) (scores go to base 2), and
+  /// times kv_scale for fp8_e4m3.
   mlir::Value scaleLog2;
   mlir::Value smem, tid, warp, lane, wi, wj, gq, tq, r0, split, bb;
   /// The piece [lo, hi), the last position any row may see, and the blocks.
@@ -155,14 +178,12 @@ private:
   /// `firstRow`) into ring slot `stage`.
   void issueRawBlock(mlir::Value start, mlir::Value firstRow,
                      mlir::Value stage);
-  /// Dequantises the raw block `k` into the KV tile.
-  void dequantBlock(mlir::Value k);
-  /// Stores `chunks` 16-byte chunks per token of the KV tile, from chunk
-  /// `firstChunk` of each row: `chunk(row, c)` computes chunk `c` (i32,
-  /// counted from `firstChunk`) of the raw row at shared byte offset `row`
-  /// (i32). Tokens at or past the piece's end get zeros.
+  /// Stores chunks [c0, c1) of every token of slice wj of the KV tile, the
+  /// slice's threads sharing them: `chunk(row, c)` computes chunk `c` (i32)
+  /// of the raw row at shared byte offset `row` (i32). Tokens at or past
+  /// the piece's end get zeros.
   void storeKvChunks(
-      mlir::Value k, int64_t firstChunk, int64_t chunks,
+      mlir::Value k, int64_t c0, int64_t c1,
       llvm::function_ref<mlir::Value(mlir::Value, mlir::Value)> chunk);
   /// Masks and scales the block, and publishes the per-thread row maxima
   /// (reduced over the quad) to the scratch; ends with a barrier.

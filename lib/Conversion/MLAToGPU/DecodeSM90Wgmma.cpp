@@ -7,6 +7,14 @@
 // written by cp.async or st.shared are fenced to the async proxy before the
 // barrier that precedes the wgmma reading them.
 //
+// With an fp8 cache warpgroup j dequantises its own token half box by box
+// (64 columns of L+R, DecodeSM90Kernel::dequantSlice), meets at its named
+// barrier and issues that box's four k-steps of Q K_j^T; wgmma runs
+// asynchronously, so the tensor cores work on box c while the warpgroup
+// converts box c+1. The accumulators are untouched between the first
+// wgmma and the wait (ptxas would otherwise serialise the MMAs). P V reads
+// the other half's tokens after the CTA barrier that publishes P.
+//
 //===----------------------------------------------------------------------===//
 
 #include "DecodeSM90Kernel.h"
@@ -29,9 +37,9 @@ public:
   SmallVector<Value> step(Value kIdx, ValueRange carried);
 
 private:
-  /// S = Q K_j^T for the block in ring slot `stage`, 16 columns of L+R per
-  /// k-step.
-  SmallVector<MmaAccum> scores(Value stage);
+  /// S = Q K_j^T for block `kIdx` in ring slot `stage`, 16 columns of L+R
+  /// per k-step; an fp8 block is dequantised box by box in between.
+  SmallVector<MmaAccum> scores(Value kIdx, Value stage);
   /// O_j += P V_j over the block's tokens.
   void accumulateOutput(MutableArrayRef<Value> o, Value stage);
 
@@ -42,7 +50,7 @@ private:
 
 } // namespace
 
-SmallVector<MmaAccum> WgmmaDecode::scores(Value stage) {
+SmallVector<MmaAccum> WgmmaDecode::scores(Value kIdx, Value stage) {
   const SmemTile &q = k.lay.q, &kv = k.lay.kv;
   WarpgroupMma mma(d, k.Tw, k.bf16);
   WgmmaAccum acc = WgmmaAccum::splat(k.Tw, d.f(0.0f));
@@ -50,6 +58,11 @@ SmallVector<MmaAccum> WgmmaDecode::scores(Value stage) {
   // Token half j: rows Tw*j.. of every 64-column box of the KV tile.
   Value kHalf = d.add(stage, d.mul(k.wj, d.c32(k.Tw * 128)));
   for (int64_t kk = 0; kk < k.D / 16; ++kk) {
+    if (k.shape.fp8() && kk % 4 == 0) {
+      int64_t box = kk / 4;
+      k.dequantSlice(kIdx, 8 * box, 8 * box + 8);
+      k.sliceBarrier(/*asyncProxy=*/true);
+    }
     Value aOff = d.c32(q.base + q.kSliceOffset(kk));
     Value bOff = d.add(kHalf, d.c32(kv.base + kv.kSliceOffset(kk)));
     acc = mma.step(acc, descs.kMajor(aOff), descs.kMajor(bOff), kk > 0,
@@ -81,9 +94,9 @@ void WgmmaDecode::accumulateOutput(MutableArrayRef<Value> o, Value stage) {
 }
 
 SmallVector<Value> WgmmaDecode::step(Value kIdx, ValueRange carried) {
-  Value stage = k.beginBlock(kIdx, /*asyncProxy=*/true);
+  Value stage = k.beginBlock(kIdx, /*asyncProxy=*/true, /*dequantise=*/false);
   Value start = k.blockStart(kIdx);
-  SmallVector<MmaAccum> s = scores(stage);
+  SmallVector<MmaAccum> s = scores(kIdx, stage);
   SmallVector<Value> next = k.softmaxBlock(s, start, carried);
   fenceProxyAsyncShared(d); // P was stored through the generic proxy
   d.barrier();

@@ -1,22 +1,50 @@
 // sm_90a decode over fp8 caches: the raw rows of each KV block are staged
-// with 16-byte cp.async into a ring, then dequantised (cvt.rn.f16x2.e4m3x2,
-// times the scale, one rounding to bf16) into the KV tile the MMAs read,
-// tokens past the piece as zeros; fp8_e4m3 reads its per-tensor scale from
-// a 12th parameter. The tiling pass picks wgmma where two raw stages fit
-// (fp8_e4m3, fp8_e4m3_token) and mma.sync for fp8_ds_mla.
+// with 16-byte cp.async into a ring, then the warps that score a token slice
+// dequantise that slice into the KV tile the MMAs read and meet at a named
+// barrier of their own (id 1 + slice, 128 threads here) before Q K^T.
+// fp8_e4m3 folds its per-tensor scale (the 12th parameter) into the scores'
+// scale and the output, so its conversion is exact and has no multiply:
+// cvt.rn.f16x2.e4m3x2, f16 -> f32, and one prmt per bf16 pair; its 576-byte
+// rows are whole 16-byte chunks, zero-filled past the piece, so no select
+// either. The wgmma build dequantises box by box (64 columns), issuing each
+// box's four k-steps before converting the next. The tiling pass picks wgmma
+// where two raw stages fit (fp8_e4m3, fp8_e4m3_token) and mma.sync for
+// fp8_ds_mla.
 // RUN: mla-opt %s --split-input-file --mla-select-gpu-tiling --convert-mla-to-gpu | FileCheck %s
 
 // CHECK-LABEL: gpu.func @mla_decode_partial(
-// CHECK-SAME: %{{.*}}: f32, %[[KVSCALE:.*]]: !llvm.ptr<1>) kernel
+// CHECK-SAME: %[[SCALE:[^:]*]]: f32, %[[KVSCALE:.*]]: !llvm.ptr<1>) kernel
 // CHECK-SAME: known_block_size = array<i32: 256, 1, 1>
-// CHECK: llvm.load %[[KVSCALE]] {{.*}} : !llvm.ptr<1> -> f32
+// CHECK: %[[L2E:.*]] = arith.mulf %[[SCALE]], %{{.*}} : f32
+// CHECK: %[[KVS:.*]] = llvm.load %[[KVSCALE]] {{.*}} : !llvm.ptr<1> -> f32
+// CHECK: arith.mulf %[[L2E]], %[[KVS]] : f32
 // CHECK: nvvm.cp.async.shared.global
 // CHECK: scf.for
-// CHECK: llvm.mlir.zero : vector<4xi32>
+// CHECK: nvvm.barrier0
+// CHECK: nvvm.wgmma.fence.aligned
+// CHECK-NOT: arith.mulf
+// CHECK-NOT: arith.select
 // CHECK: cvt.rn.f16x2.e4m3x2
+// CHECK-NOT: arith.mulf
+// CHECK: arith.extf {{.*}} : vector<2xf16> to vector<2xf32>
+// CHECK-NOT: arith.mulf
+// CHECK: "prmt.b32 $0, $1, $2, 0x7632;"
+// CHECK-NOT: arith.mulf
+// CHECK-NOT: arith.select
+// CHECK: llvm.store {{.*}} : vector<4xi32>, !llvm.ptr<3>
 // CHECK: nvvm.fence.proxy {kind = #nvvm.proxy_kind<async.shared>, space = #nvvm.shared_space<cta>}
+// CHECK: nvvm.barrier id = %c1_i32{{.*}} number_of_threads = %c128_i32
+// CHECK: nvvm.barrier id = %c2_i32{{.*}} number_of_threads = %c128_i32
+// CHECK-COUNT-4: wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16
+// CHECK-NOT: nvvm.wgmma.wait.group.sync.aligned
+// CHECK: cvt.rn.f16x2.e4m3x2
+// CHECK: nvvm.barrier id = %c1_i32{{.*}} number_of_threads = %c128_i32
 // CHECK: wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16
+// CHECK: nvvm.wgmma.wait.group.sync.aligned 0
 // CHECK: wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16
+// CHECK: scf.yield
+// CHECK: %[[INV:.*]] = arith.mulf %{{.*}}, %[[KVS]] : f32
+// CHECK: arith.mulf %{{.*}}, %[[INV]] : f32
 // CHECK-LABEL: gpu.func @mla_combine(
 module attributes {mla.target = #mla.target<chip = sm90>} {
   func.func @e4m3(%q: tensor<?x1x128x576xbf16>, %cache: tensor<?x64x576xi8>, %bt: tensor<?x?xi32>, %lens: tensor<?xi32>)
@@ -32,11 +60,18 @@ module attributes {mla.target = #mla.target<chip = sm90>} {
 // -----
 
 // fp8_e4m3_token: the two f32 scales after the L+R codes, read from the
-// staged row; eleven parameters.
+// staged row, multiply the codes in f32 before one rounding to bf16; 584-byte
+// rows share 16-byte chunks with the next row, so tokens past the piece are
+// selected to zero. Eleven parameters.
 // CHECK-LABEL: gpu.func @mla_decode_partial(
 // CHECK-SAME: %{{.*}}: i32, %{{.*}}: f32) kernel
-// CHECK: cvt.rn.f16x2.e4m3x2
+// CHECK: %[[ZERO:.*]] = llvm.mlir.zero : vector<4xi32>
 // CHECK: llvm.load {{.*}} : !llvm.ptr<3> -> f32
+// CHECK: cvt.rn.f16x2.e4m3x2
+// CHECK: arith.mulf
+// CHECK: arith.truncf {{.*}} : vector<2xf32> to vector<2xbf16>
+// CHECK: arith.select %{{.*}}, %{{.*}}, %[[ZERO]] : vector<4xi32>
+// CHECK: nvvm.barrier id = %c1_i32{{.*}} number_of_threads = %c128_i32
 // CHECK: wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16
 module attributes {mla.target = #mla.target<chip = sm90>} {
   func.func @token(%q: tensor<?x1x16x576xbf16>, %cache: tensor<?x64x584xi8>, %bt: tensor<?x?xi32>, %lens: tensor<?xi32>)
@@ -52,11 +87,14 @@ module attributes {mla.target = #mla.target<chip = sm90>} {
 // -----
 
 // fp8_ds_mla: the mma.sync kernel (64 rows, 2 x 4 warps, 32-token blocks,
-// three raw stages); the RoPE part is copied as bf16.
+// three raw stages): the four warps of a token slice dequantise it and meet
+// at their named barrier; the RoPE part is copied as bf16.
 // CHECK-LABEL: gpu.func @mla_decode_partial(
 // CHECK-SAME: known_block_size = array<i32: 256, 1, 1>
 // CHECK: cvt.rn.f16x2.e4m3x2
 // CHECK: llvm.load {{.*}} : !llvm.ptr<3> -> vector<4xi32>
+// CHECK: nvvm.barrier id = %c1_i32{{.*}} number_of_threads = %c128_i32
+// CHECK: nvvm.barrier id = %c2_i32{{.*}} number_of_threads = %c128_i32
 // CHECK: nvvm.mma.sync
 // CHECK-NOT: wgmma
 // CHECK-LABEL: gpu.func @mla_combine(
