@@ -477,9 +477,10 @@ prepare(const CudaDriver &driver, const GpuDecoder &decoder, const Problem &p,
 std::string tileText(const DecodeTiling &t) {
   return std::to_string(t.rowsPerCta) + "x" + std::to_string(t.warpsN) + "x" +
          std::to_string(t.kvBlock) + "x" + std::to_string(t.stages) +
-         (t.pipelined ? "p"
-          : t.wgmma   ? "w"
-                      : "");
+         (t.seesaw      ? "s"
+          : t.pipelined ? "p"
+          : t.wgmma     ? "w"
+                        : "");
 }
 
 llvm::Error timeShape(const CudaDriver &driver, const KernelCache &cache,
