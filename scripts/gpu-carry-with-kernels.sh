@@ -14,7 +14,7 @@ specs=$(mktemp)
 trap 'rm -f "$specs"' EXIT
 # The sm_90a decode variants the GPU tests and mla-bench --tile force
 # (test/python/conftest.py SM90_DECODE_TILES), besides the default tiling.
-tiles="64x2x64x2w 64x2x64x2p"
+tiles="64x2x64x2w 64x2x64x2p 64x2x64x2s"
 for extra in "" --check; do
   "$BUILD/bin/mla-bench" --list-specs --chip=sm_90a $extra |
     grep -E "^(decode|cache_write|absorb_q|up_proj_out) " >> "$specs"
@@ -25,7 +25,10 @@ for extra in "" --check; do
 done
 "$BUILD/bin/mla-prefill-bench" --list-specs --chip=sm_90a >> "$specs"
 # The f16 decode of test_gpu_decode.py::test_float16 (the deepseek set is bf16).
-echo "decode chip=sm_90a N=16 Sq=1 L=512 R=64 page=64 dtype=f16 causal=0 tile=64x2x64x2w" >> "$specs"
+# The seesaw build's f16 path too (it packs P as f16 itself).
+for tile in 64x2x64x2w 64x2x64x2s; do
+  echo "decode chip=sm_90a N=16 Sq=1 L=512 R=64 page=64 dtype=f16 causal=0 tile=$tile" >> "$specs"
+done
 # mla.dcp's combine (test_gpu_dcp.py, scripts/bench-dcp.py): float32 merges of the ranks' latent outputs.
 for n in 16 128; do echo "merge_states chip=sm_90a N=$n H=512 dtype=f32" >> "$specs"; done
 # Each variant at the deepseek decode shapes test_gpu_decode.py and
