@@ -88,7 +88,7 @@ static cl::opt<std::string>
                        "heuristic, balanced or batch-invariant"));
 static cl::opt<std::string> tileOpt("tile", cl::cat(benchCategory),
                                     cl::init(""),
-                                    cl::desc("Tiling RxWxKxS[w|p] (default: "
+                                    cl::desc("Tiling RxWxKxS[w|p|s] (default: "
                                              "chooseDecodeTiling)"));
 static cl::opt<bool> noFlush("no-flush", cl::cat(benchCategory),
                              cl::desc("Keep L2 warm between iterations"));

@@ -26,19 +26,19 @@
 //   P0 over slot 0's RoPE box, m0 to     .
 //   the scratch; arrive "P0 ready" ----> wait "P0 ready"; read m0;
 //   O_L += P0 V0_L (in flight)           O_R rescaled to m0; O_R += P0 V0_R
-//   .                                    wait S1 only; m1 = max(m0, rowmax
-//   .                                    S1), P1, l1 rescaled to m1;
-//   .                                    P1 over slot 1's RoPE box, m1 to
-//   wait "P1 ready"; read m1 <---------- the scratch; arrive "P1 ready";
-//   wait P V; free slot 0 (half);        wait P V; free slot 0 (half);
+//   .                                    (in flight); wait for S1 only;
+//   .                                    m1 = max(m0, rowmax S1), P1, l1
+//   .                                    rescaled to m1; P1 over slot 1's
+//   .                                    RoPE box, m1 to the scratch;
+//   wait "P1 ready"; read m1 <---------- arrive "P1 ready";
+//   wait P V, free slot 0 (its half);    wait P V, free slot 0 (its half);
 //   O_L, l0 rescaled to m1;              O_R rescaled to m1;
-//   O_L += P1 V1_L (in flight)           O_R += P1 V1_R (in flight)
+//   O_L += P1 V1_L, wait, free slot 1    O_R += P1 V1_R, wait, free slot 1
 //
 // A slot is refilled once both warpgroups' P V of its block are done (its
-// empty barrier counts all 256 consumer threads). Warpgroup 1 waits for its
-// P1 V1_R at the end of the iteration: its next S1 needs slot 1 refilled.
-// Warpgroup 0's P1 V1_L runs on while it issues the next S0, and is waited
-// (wait_group 1) before S0 is, so slot 1 is refilled while S0 runs.
+// empty barrier counts all 256 consumer threads). Both wait for their
+// P1 V1 before the next iteration: the next S1 needs slot 1 refilled, and
+// ptxas serialises wgmmas whose accumulators cross the loop's back edge.
 //
 // P needs no tile of its own (there is no room for two next to Q and two
 // slots): P of a block is stored over the first box past the latent

@@ -184,16 +184,3 @@ module attributes {mla.target = #mla.target<chip = sm90>} {
   }
 }
 
-// -----
-
-// The seesaw build stores P over the RoPE box: a cache without one is refused.
-module attributes {mla.target = #mla.target<chip = sm90>} {
-  func.func @seesawNoRope(%q: tensor<2x1x128x512xbf16>, %c: tensor<8x64x512xbf16>, %bt: tensor<2x4xi32>, %l: tensor<2xi32>)
-      -> (tensor<2x1x128x512xbf16>, tensor<2x128x1xf32>) {
-    // expected-error @+1 {{the seesaw decode needs R >= 64}}
-    %o, %s = mla.decode %q, %c[%bt, %l] layout #mla.cache_layout<format = bf16, page_size = 64> scale 0.0721687824
-        {mla.gpu_tiling = #mla.gpu_tiling<rows_per_cta = 64, warps_n = 2, kv_block = 64, stages = 2, wgmma = true, pipelined = true, seesaw = true>}
-        : (tensor<2x1x128x512xbf16>, tensor<8x64x512xbf16>, tensor<2x4xi32>, tensor<2xi32>) -> (tensor<2x1x128x512xbf16>, tensor<2x128x1xf32>)
-    return %o, %s : tensor<2x1x128x512xbf16>, tensor<2x128x1xf32>
-  }
-}
