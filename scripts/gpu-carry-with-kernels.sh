@@ -14,7 +14,7 @@ specs=$(mktemp)
 trap 'rm -f "$specs"' EXIT
 # The sm_90a decode variants the GPU tests and mla-bench --tile force
 # (test/python/conftest.py SM90_DECODE_TILES), besides the default tiling.
-tiles="64x2x64x2w 64x2x64x2p"
+tiles="64x2x64x2w 64x2x64x2p 64x2x64x2s"
 for extra in "" --check; do
   "$BUILD/bin/mla-bench" --list-specs --chip=sm_90a $extra |
     grep -E "^(decode|cache_write|absorb_q|up_proj_out) " >> "$specs"

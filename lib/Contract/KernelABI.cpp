@@ -106,7 +106,9 @@ int64_t decodeSharedBytes(Chip chip, const DecodeShape &shape,
                            : 0;
     return alignTo(tiling.rowsPerCta * row, 1024) +
            alignTo(kvTiles * tiling.kvBlock * row, 1024) +
-           alignTo(tiling.rowsPerCta * tiling.kvBlock * 2, 1024) +
+           (tiling.seesaw
+                ? 0
+                : alignTo(tiling.rowsPerCta * tiling.kvBlock * 2, 1024)) +
            alignTo(tiling.rowsPerCta * tiling.warpsN * 4, 128) + raw + barriers;
   }
   // Shared rows are padded to whole 128-byte swizzle groups.
@@ -137,6 +139,9 @@ std::string checkDecodeTiling(Chip chip, const DecodeShape &shape,
       shape.latentDim % kDsMlaTile != 0)
     return "fp8_ds_mla needs L % " + std::to_string(kDsMlaTile) +
            " == 0, got L = " + std::to_string(shape.latentDim);
+  if (tiling.seesaw && shape.fp8())
+    return "the seesaw decode (tile suffix s) reads bf16/f16 caches; fp8 "
+           "caches use the wgmma or mma.sync builds";
   if (tiling.pipelined && shape.fp8())
     return "the pipelined decode (tile suffix p) reads bf16/f16 caches; fp8 "
            "caches use the wgmma or mma.sync builds";
@@ -151,6 +156,9 @@ std::string checkDecodeTiling(Chip chip, const DecodeShape &shape,
   // The varlen row mapping is built into the wgmma and mma.sync kernels
   // only: the pipelined producer's TMA boxes and the fp8 launch's kv_scale
   // parameter are not composed with query_start_loc.
+  if (shape.varlen && tiling.seesaw)
+    return "varlen decode (query_start_loc) is not built for the seesaw "
+           "decode (tile suffix s); use the wgmma or mma.sync builds";
   if (shape.varlen && tiling.pipelined)
     return "varlen decode (query_start_loc) is not built for the pipelined "
            "decode (tile suffix p); use the wgmma or mma.sync builds";
@@ -187,6 +195,15 @@ std::string checkDecodeTiling(Chip chip, const DecodeShape &shape,
            "multiple of 64 and L a multiple of 128 up to 512";
   if (tiling.pipelined && !tiling.wgmma)
     return "the pipelined decode is built on wgmma (tile suffix p, not w)";
+  if (tiling.seesaw && !tiling.pipelined)
+    return "the seesaw decode is a schedule of the pipelined build (tile "
+           "suffix s sets both)";
+  // P of a block lives in the block's first box past the latent columns,
+  // which P V never reads; the two warpgroups alternate over two slots.
+  if (tiling.seesaw && (shape.ropeDim < 64 || tiling.stages != 2))
+    return "the seesaw decode needs R >= 64 (P is stored over a 64-column "
+           "RoPE box) and stages = 2, got R = " +
+           str(shape.ropeDim) + ", stages = " + str(tiling.stages);
   if (tiling.stages < 2)
     return "stages = " + str(tiling.stages) +
            " must be at least 2 (cp.async double buffering)";

@@ -88,11 +88,13 @@ bool parseScale(const std::string &text, float &scale) {
   return errno == 0 && end == text.c_str() + text.size();
 }
 
-/// `RxWxKxS[w|p]`: rows_per_cta x warps_n x kv_block x stages; a trailing
-/// `w` selects the wgmma kernel, `p` its warp-specialised TMA build.
+/// `RxWxKxS[w|p|s]`: rows_per_cta x warps_n x kv_block x stages; a trailing
+/// `w` selects the wgmma kernel, `p` its warp-specialised TMA build, `s`
+/// that build's seesaw schedule.
 bool parseTile(const std::string &tileText, DecodeTiling &tiling) {
   std::string text = tileText;
-  tiling.pipelined = !text.empty() && text.back() == 'p';
+  tiling.seesaw = !text.empty() && text.back() == 's';
+  tiling.pipelined = tiling.seesaw || (!text.empty() && text.back() == 'p');
   tiling.wgmma = tiling.pipelined || (!text.empty() && text.back() == 'w');
   if (tiling.wgmma)
     text.pop_back();
@@ -240,9 +242,10 @@ std::string toString(const DecodeKernelSpec &spec) {
     os << " format=" << cacheFormatName(s.kvFormat);
   os << " tile=" << t.rowsPerCta << 'x' << t.warpsN << 'x' << t.kvBlock << 'x'
      << t.stages
-     << (t.pipelined ? "p"
-         : t.wgmma   ? "w"
-                     : "");
+     << (t.seesaw      ? "s"
+         : t.pipelined ? "p"
+         : t.wgmma     ? "w"
+                       : "");
   // Written only when set, so every uniform spec keeps its text and key.
   if (s.varlen)
     os << " varlen=1";

@@ -18,10 +18,10 @@ def pytest_configure(config):
     )
 
 
-# The sm_90a decode kernels besides the default tiling: the cp.async-fed wgmma kernel and its
-# warp-specialised TMA build. test_gpu_decode.py and test_gpu_graphs.py run every test once per variant
+# The sm_90a decode kernels besides the default tiling: the cp.async-fed wgmma kernel, its
+# warp-specialised TMA build and that build's seesaw schedule. test_gpu_decode.py and test_gpu_graphs.py run every test once per variant
 # (plus once with the default) by setting MLA_DECODE_TILE, which mla.gpu reads when a call names no tile.
-SM90_DECODE_TILES = ("64x2x64x2w", "64x2x64x2p")
+SM90_DECODE_TILES = ("64x2x64x2w", "64x2x64x2p", "64x2x64x2s")
 
 
 @pytest.fixture(params=(None,) + SM90_DECODE_TILES, ids=lambda tile: tile or "default-tile")

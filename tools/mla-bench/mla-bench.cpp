@@ -88,7 +88,7 @@ static cl::opt<std::string>
                        "heuristic, balanced or batch-invariant"));
 static cl::opt<std::string> tileOpt("tile", cl::cat(benchCategory),
                                     cl::init(""),
-                                    cl::desc("Tiling RxWxKxS[w|p] (default: "
+                                    cl::desc("Tiling RxWxKxS[w|p|s] (default: "
                                              "chooseDecodeTiling)"));
 static cl::opt<bool> noFlush("no-flush", cl::cat(benchCategory),
                              cl::desc("Keep L2 warm between iterations"));
@@ -477,9 +477,10 @@ prepare(const CudaDriver &driver, const GpuDecoder &decoder, const Problem &p,
 std::string tileText(const DecodeTiling &t) {
   return std::to_string(t.rowsPerCta) + "x" + std::to_string(t.warpsN) + "x" +
          std::to_string(t.kvBlock) + "x" + std::to_string(t.stages) +
-         (t.pipelined ? "p"
-          : t.wgmma   ? "w"
-                      : "");
+         (t.seesaw      ? "s"
+          : t.pipelined ? "p"
+          : t.wgmma     ? "w"
+                        : "");
 }
 
 llvm::Error timeShape(const CudaDriver &driver, const KernelCache &cache,

@@ -277,6 +277,10 @@ TEST(KernelSpecTest, KeyChangesWithEveryField) {
   vary([](DecodeKernelSpec &s) { s.tiling.stages = 3; });
   vary([](DecodeKernelSpec &s) { s.tiling.wgmma = false; });
   vary([](DecodeKernelSpec &s) { s.tiling.pipelined = true; });
+  vary([](DecodeKernelSpec &s) {
+    s.tiling.pipelined = true;
+    s.tiling.seesaw = true;
+  });
 
   std::set<std::string> keys = {cacheKeyFor(base)};
   for (const DecodeKernelSpec &spec : variants)
@@ -356,6 +360,54 @@ TEST(KernelSpecTest, PipelinedTileRoundTrips) {
                 .find("built on wgmma"),
             std::string::npos);
   spec.tiling.wgmma = true;
+  EXPECT_NE(checkDecodeTiling(Chip::SM100a, spec.shape, spec.tiling)
+                .find("sm_100a uses tcgen05"),
+            std::string::npos);
+}
+
+TEST(KernelSpecTest, SeesawTileRoundTrips) {
+  // Suffix s: the seesaw schedule of the warp-specialised TMA build (same
+  // 384 threads and parameters), with no P tile of its own.
+  std::string text = "decode chip=sm_90a N=128 Sq=2 L=512 R=64 page=64 "
+                     "dtype=bf16 causal=1 tile=64x2x64x2s";
+  DecodeKernelSpec spec = parseOrDie(text);
+  EXPECT_TRUE(spec.tiling.wgmma);
+  EXPECT_TRUE(spec.tiling.pipelined);
+  EXPECT_TRUE(spec.tiling.seesaw);
+  EXPECT_EQ(toString(spec), text);
+  EXPECT_EQ(decodeThreadsPerCta(spec.tiling), 384);
+  DecodeKernelSpec pipelined = spec;
+  pipelined.tiling.seesaw = false;
+  // Q 72 KB, two 72 KB slots, the 512-byte row scratch, 21 mbarriers: the
+  // pipelined build less its 8 KB P tile.
+  EXPECT_EQ(decodeSharedBytes(spec.chip, spec.shape, spec.tiling),
+            3 * 73728 + 512 + 256);
+  EXPECT_EQ(
+      decodeSharedBytes(spec.chip, spec.shape, spec.tiling) + 8192,
+      decodeSharedBytes(pipelined.chip, pipelined.shape, pipelined.tiling));
+  const std::string shape = "decode chip=sm_90a N=16 Sq=1 L=512 R=64 page=64 "
+                            "dtype=bf16 causal=0";
+  EXPECT_NE(parseError(shape + " tile=64x2x64x3s")
+                .find("the seesaw decode needs R >= 64 (P is stored over a "
+                      "64-column RoPE box) and stages = 2, got R = 64, "
+                      "stages = 3"),
+            std::string::npos);
+  EXPECT_NE(parseError(shape + " format=fp8_e4m3 tile=64x2x64x2s")
+                .find("the seesaw decode (tile suffix s) reads bf16/f16 "
+                      "caches"),
+            std::string::npos);
+  EXPECT_NE(parseError("decode chip=sm_90a N=16 Sq=2 L=512 R=64 page=64 "
+                       "dtype=bf16 causal=1 varlen=1 tile=64x2x64x2s")
+                .find("varlen decode (query_start_loc) is not built for the "
+                      "seesaw decode (tile suffix s)"),
+            std::string::npos);
+  // The flag is a schedule of the pipelined build only.
+  DecodeKernelSpec alone = spec;
+  alone.tiling.pipelined = false;
+  EXPECT_NE(checkDecodeTiling(alone.chip, alone.shape, alone.tiling)
+                .find("the seesaw decode is a schedule of the pipelined "
+                      "build"),
+            std::string::npos);
   EXPECT_NE(checkDecodeTiling(Chip::SM100a, spec.shape, spec.tiling)
                 .find("sm_100a uses tcgen05"),
             std::string::npos);

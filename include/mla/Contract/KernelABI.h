@@ -103,6 +103,13 @@ struct DecodeTiling {
   /// one block's softmax with the previous block's P V. The kernel takes
   /// kDecodePipelinedNumParams parameters (two CUtensorMaps appended).
   bool pipelined = false;
+  /// With `pipelined`: FlashMLA's seesaw schedule (DecodeSM90Seesaw.cpp):
+  /// each consumer warpgroup scores whole alternate 64-token blocks (n = 64
+  /// wgmmas, Q read once per block), one warpgroup's softmax running while
+  /// the other's wgmmas do; P goes to the RoPE box of its block's slot, so
+  /// the build has no P tile and exactly two slots. Same parameters as the
+  /// pipelined build.
+  bool seesaw = false;
 };
 
 /// The tiling the planning passes use for `chip` and `shape`.

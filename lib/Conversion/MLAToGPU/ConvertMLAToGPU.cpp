@@ -138,7 +138,8 @@ FailureOr<abi::DecodeTiling> getDecodeTiling(Operation *op, abi::Chip chip,
                               "for GPU targets) first";
   abi::DecodeTiling tiling{attr.getRowsPerCta(), attr.getWarpsN(),
                            attr.getKvBlock(),    attr.getStages(),
-                           attr.getWgmma(),      attr.getPipelined()};
+                           attr.getWgmma(),      attr.getPipelined(),
+                           attr.getSeesaw()};
   std::string why = abi::checkDecodeTiling(chip, shape, tiling);
   if (!why.empty())
     return op->emitError() << "unusable " << attr << ": " << why;

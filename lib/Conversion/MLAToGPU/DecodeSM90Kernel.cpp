@@ -31,7 +31,8 @@ DecodeSM90Layout DecodeSM90Layout::get(const abi::DecodeShape &shape,
     lay.kv = SmemTile::box128B(kvOff, Bk);
     lay.p = SmemTile::box128B(pOff, M);
     lay.ring = {tiling.stages, Bk * rowData};
-    lay.redOff = pOff + llvm::alignTo(M * Bk * 2, 1024);
+    // The seesaw build keeps P in the KV slots (DecodeSM90Seesaw.cpp).
+    lay.redOff = pOff + (tiling.seesaw ? 0 : llvm::alignTo(M * Bk * 2, 1024));
     if (shape.fp8()) {
       lay.rawOff = lay.redOff + redBytes;
       lay.ring = {tiling.stages, rawSlot};

@@ -155,3 +155,32 @@ module attributes {mla.target = #mla.target<chip = sm90>} {
     return %o, %s : tensor<2x1x128x512xbf16>, tensor<2x128x1xf32>
   }
 }
+
+// -----
+
+// The seesaw schedule of the TMA build is selectable by its tiling, and kept.
+// CHECK-LABEL: func.func @seesaw
+// CHECK: mla.gpu_tiling = #mla.gpu_tiling<rows_per_cta = 64, warps_n = 2, kv_block = 64, stages = 2, wgmma = true, pipelined = true, seesaw = true>
+module attributes {mla.target = #mla.target<chip = sm90>} {
+  func.func @seesaw(%q: tensor<2x2x16x576xbf16>, %c: tensor<8x64x576xbf16>, %bt: tensor<2x4xi32>, %l: tensor<2xi32>)
+      -> (tensor<2x2x16x512xbf16>, tensor<2x16x2xf32>) {
+    %o, %s = mla.decode %q, %c[%bt, %l] layout #mla.cache_layout<format = bf16, page_size = 64> scale 0.0721687824 causal
+        {mla.gpu_tiling = #mla.gpu_tiling<rows_per_cta = 64, warps_n = 2, kv_block = 64, stages = 2, wgmma = true, pipelined = true, seesaw = true>}
+        : (tensor<2x2x16x576xbf16>, tensor<8x64x576xbf16>, tensor<2x4xi32>, tensor<2xi32>) -> (tensor<2x2x16x512xbf16>, tensor<2x16x2xf32>)
+    return %o, %s : tensor<2x2x16x512xbf16>, tensor<2x16x2xf32>
+  }
+}
+
+// -----
+
+module attributes {mla.target = #mla.target<chip = sm90>} {
+  func.func @seesawNotPipelined(%q: tensor<2x1x128x576xbf16>, %c: tensor<8x64x576xbf16>, %bt: tensor<2x4xi32>, %l: tensor<2xi32>)
+      -> (tensor<2x1x128x512xbf16>, tensor<2x128x1xf32>) {
+    %o, %s = mla.decode %q, %c[%bt, %l] layout #mla.cache_layout<format = bf16, page_size = 64> scale 0.0721687824
+        // expected-error @+1 {{seesaw needs pipelined}}
+        {mla.gpu_tiling = #mla.gpu_tiling<rows_per_cta = 64, warps_n = 2, kv_block = 64, stages = 2, wgmma = true, seesaw = true>}
+        : (tensor<2x1x128x576xbf16>, tensor<8x64x576xbf16>, tensor<2x4xi32>, tensor<2xi32>) -> (tensor<2x1x128x512xbf16>, tensor<2x128x1xf32>)
+    return %o, %s : tensor<2x1x128x512xbf16>, tensor<2x128x1xf32>
+  }
+}
+

@@ -128,7 +128,7 @@ LogicalResult TargetAttr::verify(function_ref<InFlightDiagnostic()> emitError,
 LogicalResult
 GpuTilingAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                       int64_t rowsPerCta, int64_t warpsN, int64_t kvBlock,
-                      int64_t stages, bool wgmma, bool pipelined) {
+                      int64_t stages, bool wgmma, bool pipelined, bool seesaw) {
   if (rowsPerCta <= 0 || rowsPerCta % 16 != 0 || rowsPerCta > 128)
     return emitError() << "rows_per_cta " << rowsPerCta
                        << " must be a positive multiple of 16, at most 128";
@@ -142,5 +142,7 @@ GpuTilingAttr::verify(function_ref<InFlightDiagnostic()> emitError,
     return emitError() << "stages " << stages << " must be in [1, 8]";
   if (pipelined && !wgmma)
     return emitError() << "pipelined needs wgmma";
+  if (seesaw && !pipelined)
+    return emitError() << "seesaw needs pipelined";
   return success();
 }

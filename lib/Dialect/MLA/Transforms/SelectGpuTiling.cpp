@@ -93,7 +93,8 @@ struct SelectGpuTilingPass
       if (auto given = op->getAttrOfType<GpuTilingAttr>(name)) {
         gpu::DecodeTiling tiling{given.getRowsPerCta(), given.getWarpsN(),
                                  given.getKvBlock(),    given.getStages(),
-                                 given.getWgmma(),      given.getPipelined()};
+                                 given.getWgmma(),      given.getPipelined(),
+                                 given.getSeesaw()};
         std::string why = gpu::checkDecodeTiling(chip, *shape, tiling);
         if (!why.empty()) {
           op->emitError() << "the given " << given << " cannot run this "
@@ -112,7 +113,7 @@ struct SelectGpuTilingPass
       op->setAttr(name, GpuTilingAttr::get(&getContext(), tiling.rowsPerCta,
                                            tiling.warpsN, tiling.kvBlock,
                                            tiling.stages, tiling.wgmma,
-                                           tiling.pipelined));
+                                           tiling.pipelined, tiling.seesaw));
       return WalkResult::advance();
     });
     if (result.wasInterrupted())

@@ -151,6 +151,9 @@ def MLA_GpuTilingAttr : MLA_Attr<"GpuTiling", "gpu_tiling"> {
     `wgmma`) is its warp-specialised build: a producer warpgroup loads Q and
     the KV blocks by TMA into an mbarrier ring and the two consumer
     warpgroups overlap a block's softmax with the previous block's P V.
+    `seesaw = true` (with `pipelined`) is that build's seesaw schedule: each
+    consumer warpgroup scores whole alternate blocks and owns half of the
+    output columns.
 
     Example: `#mla.gpu_tiling<rows_per_cta = 64, warps_n = 2, kv_block = 32, stages = 2>`
   }];
@@ -159,7 +162,9 @@ def MLA_GpuTilingAttr : MLA_Attr<"GpuTiling", "gpu_tiling"> {
                         DefaultValuedParameter<"bool", "false",
                           "warpgroup MMAs (sm_90a wgmma) instead of mma.sync">:$wgmma,
                         DefaultValuedParameter<"bool", "false",
-                          "the warp-specialised TMA build of the wgmma kernel">:$pipelined);
+                          "the warp-specialised TMA build of the wgmma kernel">:$pipelined,
+                        DefaultValuedParameter<"bool", "false",
+                          "the seesaw schedule of the pipelined build">:$seesaw);
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;
 }

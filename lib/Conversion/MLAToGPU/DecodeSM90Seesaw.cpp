@@ -1,0 +1,397 @@
+//===- DecodeSM90Seesaw.cpp - the seesaw sm_90a decode --------------------===//
+//
+// mla_decode_partial for sm_90a with `tiling.seesaw` (tile suffix s): the
+// warp-specialised TMA frame of DecodeSM90WarpSpecialised.h (a producer
+// warpgroup, two slots of 64 tokens) with FlashMLA's seesaw schedule.
+//
+// Why: the pipelined build splits each block's tokens between the two
+// consumer warpgroups, so its QK^T is m64n32k16: per k-step 3 KB of shared
+// memory (Q 2 KB + K 1 KB) for 64K FLOPs, and both warpgroups read all of
+// Q every block. That made it shared-memory-bandwidth bound (~296 KB per
+// 64-token block). Here a warpgroup scores a WHOLE block (m64n64k16: 4 KB
+// per 128K FLOPs): ~224 KB per 64 tokens, and one warpgroup's softmax runs
+// while the other's wgmmas do.
+//
+// Warpgroup 0 scores the even blocks (slot 0) and owns O_L = O[:, 0:L/2];
+// warpgroup 1 the odd blocks (slot 1) and O_R = O[:, L/2:L]. Both keep the
+// running row max m (the same in both) and each its own partial row sum,
+// relative to m. Iteration i, b0 = 2i, b1 = 2i + 1 (the block count is
+// padded to even: a padding block is loaded by nobody and fully masked, so
+// no wgmma sits behind a branch):
+//
+//   WG0                                  WG1
+//   S0 = Q K(b0)^T, wait                 S1 = Q K(b1)^T (in flight)
+//   m0 = max(m, rowmax S0), P0,          .
+//   l0, O_L rescaled to m0;              .
+//   P0 over slot 0's RoPE box, m0 to     .
+//   the scratch; arrive "P0 ready" ----> wait "P0 ready"; read m0;
+//   O_L += P0 V0_L (in flight)           O_R rescaled to m0; O_R += P0 V0_R
+//   .                                    (in flight); wait for S1 only;
+//   .                                    m1 = max(m0, rowmax S1), P1, l1
+//   .                                    rescaled to m1; P1 over slot 1's
+//   .                                    RoPE box, m1 to the scratch;
+//   wait "P1 ready"; read m1 <---------- arrive "P1 ready";
+//   wait P V, free slot 0 (its half);    wait P V, free slot 0 (its half);
+//   O_L, l0 rescaled to m1;              O_R rescaled to m1;
+//   O_L += P1 V1_L, wait, free slot 1    O_R += P1 V1_R, wait, free slot 1
+//
+// A slot is refilled once both warpgroups' P V of its block are done (its
+// empty barrier counts all 256 consumer threads). Both wait for their
+// P1 V1 before the next iteration: the next S1 needs slot 1 refilled, and
+// ptxas serialises wgmmas whose accumulators cross the loop's back edge.
+//
+// P needs no tile of its own (there is no room for two next to Q and two
+// slots): P of a block is stored over the first box past the latent
+// columns of its slot once that block's QK^T, the only reader of those
+// columns, has finished; P V reads only the latent columns. Each
+// warpgroup zeroes its own V columns of the tokens outside [lo, kvEnd) of
+// a block before its P V reads them, after the block's QK^T has finished,
+// so p = 0 never meets a NaN of an unused slot or page.
+//
+// The end adds the two partial row sums through shared memory and writes
+// the partial output and LSE as DecodeSM90Kernel::writeOutput does.
+//
+//===----------------------------------------------------------------------===//
+
+#include "DecodeSM90WarpSpecialised.h"
+
+#include "mla/GPUCodegen/OnlineSoftmax.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+
+using namespace mlir;
+using namespace mla::gpu_codegen;
+using namespace mla::gpu_codegen::sm90;
+namespace abi = mla::gpu;
+namespace sm = mla::gpu_codegen::softmax;
+
+namespace {
+
+/// Named barriers past the consumers' (kConsumerBarrier): "P0 ready"
+/// (warpgroup 0 arrives, 1 waits), "P1 ready" (the reverse), then one per
+/// warpgroup over its own 128 threads.
+constexpr int64_t kP0Ready = 2, kP1Ready = 3, kOwnBarrier = 4;
+constexpr int64_t kWarpgroupThreads = 128;
+
+/// A consumer thread's running state: its O half (ntO * 4), the row maxima
+/// and the partial row sums of its two rows.
+struct Running {
+  SmallVector<Value> o;
+  Value m[2], l[2];
+
+  SmallVector<Value> flatten() const {
+    SmallVector<Value> v(o);
+    v.append({m[0], m[1], l[0], l[1]});
+    return v;
+  }
+  static Running unflatten(ValueRange v) {
+    Running r;
+    size_t n = v.size() - 4;
+    r.o.assign(v.begin(), v.begin() + n);
+    r.m[0] = v[n], r.m[1] = v[n + 1], r.l[0] = v[n + 2], r.l[1] = v[n + 3];
+    return r;
+  }
+};
+
+class SeesawDecode {
+public:
+  SeesawDecode(DecodeSM90Kernel &k)
+      : k(k), d(k.d), ws(k), sMma(d, k.Bk, k.bf16), oMma(d, k.Lw, k.bf16) {}
+
+  void emit(StringRef name) {
+    ws.emit(name, /*blockMultiple=*/2, [&](Value blocks) { consume(blocks); });
+  }
+
+private:
+  void consume(Value blocks);
+  /// Warpgroup 0's and 1's halves of iteration `i` (blocks 2i and 2i + 1 in
+  /// slots 0 and 1).
+  Running iterationWG0(Value i, Running run);
+  Running iterationWG1(Value i, Running run);
+  /// Issues S = Q K^T of all 64 tokens of block `n` in slot `slot` (no
+  /// commit).
+  WgmmaAccum issueScores(Value n, int slot);
+  /// Masks and scales `s` (block `n`) in place; returns the rows' maxima
+  /// over the quad in `rowMax`.
+  void maskScores(WgmmaAccum &s, Value n, Value rowMax[2]);
+  /// p = 2^(s - mUse) packed in pairs; adds the p to `l`.
+  SmallVector<Value> probabilities(const WgmmaAccum &s, Value mUse[2],
+                                   Value l[2]);
+  /// Stores P over slot `slot`'s RoPE box and the rows' maxima `m` to
+  /// scratch array `slot`, fenced for the async proxy.
+  void storePAndMax(int slot, ArrayRef<Value> packed, Value m[2]);
+  /// The maxima warpgroup `parity` stored.
+  void loadMax(int parity, Value m[2]);
+  /// Zeroes warpgroup `wg`'s V columns of the tokens of block `n` outside
+  /// the piece; `publish`: also fence and sync the warpgroup (else a later
+  /// storePAndMax and sync do).
+  void zeroOwnV(int wg, Value n, bool publish);
+  /// Issues warpgroup `wg`'s O half += P V of block `n` in slot `n % 2` (no
+  /// commit), after waiting for its V boxes when the block is the other
+  /// warpgroup's.
+  WgmmaAccum issuePV(int wg, ArrayRef<Value> o, Value n, int slot,
+                     bool waitBoxes);
+  /// The byte offset of slot `slot`'s P: its first box past L.
+  Value pOffset(int slot);
+  /// Runs `body` with copies of the thread's coordinates and of the slot
+  /// offsets that the compiler may not hoist out of the loop: hoisted, the
+  /// addresses derived from them (the K and V descriptors of a warpgroup's
+  /// fixed slot, the P stores) would stay live next to O and S and spill.
+  Running withLocalCoordinates(function_ref<Running()> body);
+  /// o *= factor[row half].
+  void scale(SmallVector<Value> &o, Value factor[2]);
+  /// 2^(mOld - mNew), with mNew = -inf read as 0 (no -inf - -inf).
+  Value rescaleFactor(Value mOld, Value mNew);
+  void finish(const Running &run);
+
+  DecodeSM90Kernel &k;
+  DeviceBuilder &d;
+  WarpSpecialisedDecode ws;
+  WarpgroupMma sMma, oMma;
+  /// The thread's index in its warpgroup.
+  Value wtid;
+  /// Byte offsets of the two slots from lay.kv.base.
+  Value slotOff[2];
+};
+
+} // namespace
+
+Value SeesawDecode::pOffset(int slot) {
+  int64_t ropeBox = k.L / 64;
+  return d.add(slotOff[slot],
+               d.c32(k.lay.kv.base + ropeBox * k.Bk * k.lay.kv.rowBytes));
+}
+
+Running SeesawDecode::withLocalCoordinates(function_ref<Running()> body) {
+  Value tq = k.tq, rows[2] = {k.rowLocal[0], k.rowLocal[1]}, thread = wtid;
+  k.tq = opaqueI32(k.b, tq);
+  for (int h = 0; h < 2; ++h)
+    k.rowLocal[h] = opaqueI32(k.b, rows[h]);
+  wtid = opaqueI32(k.b, thread);
+  for (int slot = 0; slot < 2; ++slot)
+    slotOff[slot] = opaqueI32(k.b, d.c32(slot * ws.stageBytes));
+  Running r = body();
+  k.tq = tq, k.rowLocal[0] = rows[0], k.rowLocal[1] = rows[1], wtid = thread;
+  return r;
+}
+
+WgmmaAccum SeesawDecode::issueScores(Value n, int slot) {
+  // Q's 36 descriptors are loop-invariant too (72 registers).
+  Value qBase = opaqueI32(k.b, d.c32(k.lay.q.base));
+  return ws.issueScores(sMma, k.Bk, qBase, n, slotOff[slot]);
+}
+
+void SeesawDecode::maskScores(WgmmaAccum &s, Value n, Value rowMax[2]) {
+  rowMax[0] = rowMax[1] = d.negInf();
+  Value tokBase = d.add(k.blockStart(n), d.mul(k.tq, d.c32(2)));
+  for (size_t i = 0; i < s.regs.size(); ++i) {
+    int h = (i % 4) / 2;
+    Value pos = d.add(tokBase, d.c32(8 * (i / 4) + i % 2));
+    Value valid = d.andi(d.sge(pos, k.lo), d.slt(pos, k.rowLimit[h]));
+    s.regs[i] = sm::scaleAndMask(d, s.regs[i], valid, k.scaleLog2);
+    rowMax[h] = sm::max(d, rowMax[h], s.regs[i]);
+  }
+  // A warpgroup owns whole rows of its block: the quad has them all.
+  for (int h = 0; h < 2; ++h)
+    rowMax[h] = sm::quadMax(d, rowMax[h]);
+}
+
+SmallVector<Value> SeesawDecode::probabilities(const WgmmaAccum &s,
+                                               Value mUse[2], Value l[2]) {
+  SmallVector<Value> packed;
+  for (size_t i = 0; i < s.regs.size(); i += 2) {
+    int h = (i % 4) / 2;
+    Value p0 = sm::probability(d, s.regs[i], mUse[h]);
+    Value p1 = sm::probability(d, s.regs[i + 1], mUse[h]);
+    l[h] = d.fadd(l[h], d.fadd(p0, p1));
+    packed.push_back(d.pack2(p0, p1, k.halfType));
+  }
+  return packed;
+}
+
+void SeesawDecode::storePAndMax(int slot, ArrayRef<Value> packed, Value m[2]) {
+  const SmemTile p = SmemTile::box128B(0, k.M);
+  Value base = pOffset(slot);
+  for (size_t i = 0; i < packed.size(); ++i) {
+    int h = i % 2;
+    Value col = d.add(d.c32(8 * (i / 2)), d.mul(k.tq, d.c32(2)));
+    Value off = p.elementOffset(d, k.rowLocal[h], col, 2);
+    d.store(packed[i], k.sm(0, d.add(base, off)), 4);
+  }
+  for (int h = 0; h < 2; ++h)
+    d.store(m[h], k.redSlot(h, d.c32(slot)), 4);
+  // P (and any zeroed V) is read by wgmma, through the async proxy.
+  fenceProxyAsyncShared(d);
+}
+
+void SeesawDecode::loadMax(int parity, Value m[2]) {
+  for (int h = 0; h < 2; ++h)
+    m[h] = d.load(d.f32, k.redSlot(h, d.c32(parity)), 4);
+}
+
+void SeesawDecode::zeroOwnV(int wg, Value n, bool publish) {
+  int64_t chunks = k.Lw / 8;
+  ws.zeroInvalidV(n, wg * chunks, chunks, wtid, kWarpgroupThreads, [&] {
+    if (!publish)
+      return;
+    fenceProxyAsyncShared(d);
+    ws.namedSync(kOwnBarrier + wg, kWarpgroupThreads);
+  });
+}
+
+WgmmaAccum SeesawDecode::issuePV(int wg, ArrayRef<Value> o, Value n, int slot,
+                                 bool waitBoxes) {
+  int64_t boxes = k.Lw / 64;
+  // The other warpgroup saw the block land; this one acquires the TMA
+  // writes itself (the phase cannot move on before this warpgroup frees
+  // the slot).
+  if (waitBoxes)
+    for (int64_t c = wg * boxes; c < (wg + 1) * boxes; ++c)
+      ws.full(d.c32(slot), c).waitParity(ws.phase(n));
+  // The waits and the descriptor arithmetic wrote registers.
+  oMma.fence();
+  return ws.issuePV(oMma, o, pOffset(slot), slotOff[slot], d.c32(wg * boxes));
+}
+
+void SeesawDecode::scale(SmallVector<Value> &o, Value factor[2]) {
+  for (size_t i = 0; i < o.size(); ++i)
+    o[i] = d.fmul(o[i], factor[(i % 4) / 2]);
+}
+
+Value SeesawDecode::rescaleFactor(Value mOld, Value mNew) {
+  Value mUse = d.select(d.feq(mNew, d.negInf()), d.f(0.0f), mNew);
+  return d.exp2(d.fsub(mOld, mUse));
+}
+
+Running SeesawDecode::iterationWG0(Value i, Running r) {
+  Value n0 = d.mul(i, d.c32(2)), n1 = d.add(n0, d.c32(1));
+  WgmmaAccum s = issueScores(n0, 0);
+  sMma.commitAndWait();
+
+  Value rowMax[2], m0[2], alpha[2], mUse[2];
+  maskScores(s, n0, rowMax);
+  for (int h = 0; h < 2; ++h) {
+    sm::Rescale re = sm::rescale(d, r.m[h], r.l[h], rowMax[h]);
+    m0[h] = re.mNew, mUse[h] = re.mUse, alpha[h] = re.alpha, r.l[h] = re.l;
+  }
+  SmallVector<Value> packed = probabilities(s, mUse, r.l);
+  scale(r.o, alpha);
+  zeroOwnV(0, n0, /*publish=*/false);
+  storePAndMax(0, packed, m0);
+  ws.namedSync(kOwnBarrier, kWarpgroupThreads);
+  ws.namedArrive(kP0Ready, kConsumerThreads);
+  r.o = issuePV(0, r.o, n0, 0, /*waitBoxes=*/false).regs;
+  oMma.commit();
+
+  ws.namedSync(kP1Ready, kConsumerThreads);
+  Value m1[2], beta[2];
+  loadMax(1, m1);
+  oMma.wait(0);
+  ws.empty(d.c32(0)).arrive();
+  for (int h = 0; h < 2; ++h) {
+    beta[h] = rescaleFactor(m0[h], m1[h]);
+    r.l[h] = d.fmul(r.l[h], beta[h]);
+    r.m[h] = m1[h];
+  }
+  scale(r.o, beta);
+  zeroOwnV(0, n1, /*publish=*/true);
+  r.o = issuePV(0, r.o, n1, 1, /*waitBoxes=*/true).regs;
+  oMma.commitAndWait();
+  ws.empty(d.c32(1)).arrive();
+  return r;
+}
+
+Running SeesawDecode::iterationWG1(Value i, Running r) {
+  Value n0 = d.mul(i, d.c32(2)), n1 = d.add(n0, d.c32(1));
+  WgmmaAccum s = issueScores(n1, 1);
+  sMma.commit();
+  // The previous P1 V1_R was waited before the loop's back edge, which ptxas
+  // does not see through: without this wait_group it stalls for S1 before O
+  // is rescaled (C7517). No group but S1 is pending here.
+  oMma.wait(1);
+
+  ws.namedSync(kP0Ready, kConsumerThreads);
+  Value m0[2], alpha[2];
+  loadMax(0, m0);
+  for (int h = 0; h < 2; ++h)
+    alpha[h] = rescaleFactor(r.m[h], m0[h]);
+  scale(r.o, alpha);
+  zeroOwnV(1, n0, /*publish=*/true);
+  r.o = issuePV(1, r.o, n0, 0, /*waitBoxes=*/true).regs;
+  oMma.commit();
+
+  // S1 is done; P0 V0_R runs on.
+  sMma.wait(1);
+  Value rowMax[2], m1[2], mUse[2];
+  maskScores(s, n1, rowMax);
+  for (int h = 0; h < 2; ++h) {
+    sm::Rescale re =
+        sm::rescale(d, r.m[h], r.l[h], sm::max(d, m0[h], rowMax[h]));
+    m1[h] = re.mNew, mUse[h] = re.mUse, r.l[h] = re.l;
+  }
+  SmallVector<Value> packed = probabilities(s, mUse, r.l);
+  zeroOwnV(1, n1, /*publish=*/false);
+  storePAndMax(1, packed, m1);
+  ws.namedSync(kOwnBarrier + 1, kWarpgroupThreads);
+  ws.namedArrive(kP1Ready, kConsumerThreads);
+
+  oMma.wait(0);
+  ws.empty(d.c32(0)).arrive();
+  Value beta[2];
+  for (int h = 0; h < 2; ++h) {
+    beta[h] = rescaleFactor(m0[h], m1[h]);
+    r.m[h] = m1[h];
+  }
+  scale(r.o, beta);
+  r.o = issuePV(1, r.o, n1, 1, /*waitBoxes=*/false).regs;
+  // Slot 1 must be free before the next S1 can wait for its refill.
+  oMma.commitAndWait();
+  ws.empty(d.c32(1)).arrive();
+  return r;
+}
+
+void SeesawDecode::finish(const Running &run) {
+  // Every read of the max scratch is before this barrier.
+  ws.namedSync(kConsumerBarrier, kConsumerThreads);
+  for (int h = 0; h < 2; ++h)
+    d.store(sm::quadSum(d, run.l[h]), k.redSlot(h, k.wj), 4);
+  ws.namedSync(kConsumerBarrier, kConsumerThreads);
+  Value lRow[2];
+  for (int h = 0; h < 2; ++h)
+    lRow[h] = d.fadd(d.load(d.f32, k.redSlot(h, d.c32(0)), 4),
+                     d.load(d.f32, k.redSlot(h, d.c32(1)), 4));
+  k.writeOutput(run.flatten(), lRow);
+}
+
+void SeesawDecode::consume(Value blocks) {
+  ws.beginConsumer();
+  wtid = d.remu(ws.ctid, d.c32(kWarpgroupThreads));
+  SmallVector<Value> init = k.initialState();
+  Value iterations = d.divu(blocks, d.c32(2));
+  SmallVector<Type> types(init.size(), d.f32);
+  auto ifOp = scf::IfOp::create(k.b, types, d.eq(k.wj, d.c32(0)),
+                                /*withElseRegion=*/true);
+  auto role = [&](Block *block, bool first) {
+    OpBuilder::InsertionGuard guard(k.b);
+    k.b.setInsertionPointToStart(block);
+    SmallVector<Value> carried = d.forLoop(
+        d.c32(0), iterations, d.c32(1), init, [&](Value i, ValueRange c) {
+          Running r = Running::unflatten(c);
+          return withLocalCoordinates([&] {
+                   return first ? iterationWG0(i, r) : iterationWG1(i, r);
+                 })
+              .flatten();
+        });
+    scf::YieldOp::create(k.b, carried);
+  };
+  role(ifOp.thenBlock(), true);
+  role(ifOp.elseBlock(), false);
+  finish(Running::unflatten(ifOp.getResults()));
+}
+
+void mla::gpu_codegen::sm90::emitDecodeSM90Seesaw(
+    OpBuilder &builder, Location loc, StringRef name,
+    const abi::DecodeShape &shape, const abi::DecodeTiling &tiling) {
+  ImplicitLocOpBuilder b(loc, builder);
+  DecodeSM90Kernel k(b, shape, tiling);
+  SeesawDecode(k).emit(name);
+}

@@ -1,0 +1,112 @@
+//===- DecodeSM90WarpSpecialised.h - the TMA-fed sm_90a decode --*- C++ -*-===//
+//
+// What the two warp-specialised sm_90a decode schedules share (tile suffix
+// p, DecodeSM90Pipelined.cpp, and s, DecodeSM90Seesaw.cpp): an llvm.func
+// kernel of 384 threads taking q and the cache as two more by-value TMA
+// maps, and
+//
+//  * warpgroup 0 (the producer), shrunk to 24 registers: one thread loads
+//    the Q tile once and then the request's KV blocks, each as (L+R)/64
+//    boxes of 64 tokens x 64 columns through a 2-D tensor map of the cache
+//    ([pages * page, L+R]), into a ring of `stages` slots. Each box
+//    completes its own "full" mbarrier, so QK^T's k-steps on a box start as
+//    soon as it lands; one "empty" mbarrier per slot counts the 256
+//    consumer threads' releases. The physical row of a block is
+//    block_table[b][start / page] * page + start % page: a block never
+//    straddles a page. Blocks past the piece (an empty piece's placeholder,
+//    or the padding to a multiple of blocks the schedule needs) load
+//    nothing, so the consumers' wgmmas never sit behind a branch (ptxas
+//    C7520);
+//  * warpgroups 1 and 2 (the consumers), grown to 240 registers, with the
+//    wgmma steps of S = Q K^T and O += P V on the Box128B tiles of the ring
+//    and the zeroing of V for tokens outside the piece: the rows a TMA box
+//    brings in past seq_len may hold anything (NaN in unused slots), and
+//    p = 0 must never meet a NaN; their scores are masked by select.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MLA_LIB_CONVERSION_MLATOGPU_DECODESM90WARPSPECIALISED_H
+#define MLA_LIB_CONVERSION_MLATOGPU_DECODESM90WARPSPECIALISED_H
+
+#include "DecodeSM90Kernel.h"
+
+#include "mla/GPUCodegen/MBarrier.h"
+#include "mla/GPUCodegen/Wgmma.h"
+
+namespace mla::gpu_codegen::sm90 {
+
+/// The 256 threads of the two consumer warpgroups.
+inline constexpr int64_t kConsumerThreads = 256;
+/// Named barrier of the two consumer warpgroups (0 is __syncthreads).
+inline constexpr int64_t kConsumerBarrier = 1;
+
+/// `v` through an asm `mov` the compiler may not hoist or fold: values
+/// derived from it are computed where it is.
+mlir::Value opaqueI32(mlir::ImplicitLocOpBuilder &b, mlir::Value v);
+
+class WarpSpecialisedDecode {
+public:
+  explicit WarpSpecialisedDecode(DecodeSM90Kernel &k);
+
+  /// Emits the kernel: the piece, the barriers, then the producer and
+  /// `consume` in the two roles. Both get the block count: numBlocks, at
+  /// least one, rounded up to a multiple of `blockMultiple`.
+  void emit(llvm::StringRef name, int64_t blockMultiple,
+            llvm::function_ref<void(mlir::Value blocks)> consume);
+
+  /// Barrier 0 is "Q full"; then a "full" barrier per ring slot and box,
+  /// then an "empty" barrier per slot.
+  MBarrier barrier(mlir::Value index);
+  MBarrier full(mlir::Value slot, int64_t box);
+  MBarrier empty(mlir::Value slot);
+  mlir::Value slot(mlir::Value n);
+  /// The parity of block `n`'s use of its slot.
+  mlir::Value phase(mlir::Value n);
+  /// Byte offset of block `n`'s slot from lay.kv.base.
+  mlir::Value slotBytes(mlir::Value n);
+
+  /// The consumers' coordinates (ctid, warp grid of two warpgroups, row
+  /// limits); waits for the Q tile.
+  void beginConsumer();
+  /// bar.sync / bar.arrive on named barrier `id` of `threads` threads.
+  void namedSync(int64_t id, int64_t threads);
+  void namedArrive(int64_t id, int64_t threads);
+
+  /// Issues S = Q K^T (no commit) of `tokens` tokens of block `n` from byte
+  /// `kBase` (from lay.kv.base: its slot plus the first token row), each
+  /// box's k-steps once that box has landed; the Q tile is at byte `qBase`.
+  WgmmaAccum issueScores(WarpgroupMma &mma, int64_t tokens, mlir::Value qBase,
+                         mlir::Value n, mlir::Value kBase);
+  /// Issues O += P V (no commit): P a one-box Box128B tile of 64 rows at
+  /// byte `pOff`, V the columns from 64-column box `vBox` of the slot at
+  /// `slotOff` (bytes from lay.kv.base).
+  WgmmaAccum issuePV(WarpgroupMma &mma, llvm::ArrayRef<mlir::Value> o,
+                     mlir::Value pOff, mlir::Value slotOff, mlir::Value vBox);
+  /// Zeroes 16-byte chunks [firstChunk, firstChunk + chunks) of the tokens
+  /// of block `n` outside [lo, kvEnd), `threads` threads from `thread` (i32)
+  /// sharing the work; emits nothing at run time for a block wholly inside.
+  /// `then` runs after the zeroing, in the same (uniform) branch.
+  void zeroInvalidV(mlir::Value n, int64_t firstChunk, int64_t chunks,
+                    mlir::Value thread, int64_t threads,
+                    llvm::function_ref<void()> then = {});
+
+  DecodeSM90Kernel &k;
+  DeviceBuilder &d;
+  const int64_t stageBytes, numBoxes, barrierOff;
+  mlir::Value qMap, kvMap, ctid;
+
+private:
+  void declare(llvm::StringRef name);
+  void produce(mlir::Value blocks);
+  /// Loads the block at cache row `row` into ring slot `slot`, each box
+  /// signalling its own full barrier.
+  void loadBlock(mlir::Value slot, mlir::Value row);
+};
+
+/// The seesaw schedule on this frame (tiling.seesaw, DecodeSM90Seesaw.cpp).
+void emitDecodeSM90Seesaw(mlir::OpBuilder &builder, mlir::Location loc,
+                          llvm::StringRef name, const gpu::DecodeShape &shape,
+                          const gpu::DecodeTiling &tiling);
+
+} // namespace mla::gpu_codegen::sm90
+
+#endif // MLA_LIB_CONVERSION_MLATOGPU_DECODESM90WARPSPECIALISED_H

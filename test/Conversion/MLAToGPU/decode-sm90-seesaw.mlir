@@ -1,0 +1,164 @@
+// The seesaw sm_90a decode (tile suffix s, pinned by its tiling): the
+// pipelined build's frame (an llvm.func of 384 threads taking q and the cache
+// as two more by-value TMA maps; a producer warpgroup at 24 registers loading
+// Q and nine boxes per block, an unloaded block only arriving on its full
+// barriers) with FlashMLA's schedule in the consumers (240 registers).
+// Warpgroup 0 (then) and warpgroup 1 (else) loop over block pairs:
+//  * WG0 scores block 2i whole (36 k-steps of m64n64k16, each box's four
+//    after its full barrier and a wgmma.fence) and waits; softmax; V
+//    zeroing of the tokens outside the piece (its half); P and the max to
+//    shared memory, fenced to the async proxy; its own named barrier 4 (128
+//    threads); "P0 ready" (barrier 2, arrive); O_L += P0 V0_L (4 k-steps of
+//    m64n256k16); waits on "P1 ready" (barrier 3); waits for P V and frees
+//    slot 0; rescales; V zeroing (then fence and barrier 4); waits for its
+//    V boxes of slot 1; O_L += P1 V1_L; waits and frees slot 1.
+//  * WG1 issues the score of block 2i + 1, retires nothing but S1 stays in
+//    flight (wait_group 1), waits on "P0 ready" (barrier 2), rescales O_R,
+//    zeroes (fence, barrier 5), waits for its V boxes of slot 0, issues
+//    O_R += P0 V0_R, waits for S1 alone (wait_group 1), softmax, P1 and the
+//    max, barrier 5, "P1 ready" (barrier 3, arrive), waits for P V, frees
+//    slot 0, O_R += P1 V1_R, waits and frees slot 1.
+// The end adds the row sums over named barrier 1 (256 threads).
+// RUN: mla-opt %s --mla-select-gpu-tiling --convert-mla-to-gpu | FileCheck %s
+// RUN: mla-opt %s --mla-to-nvvm="chip=sm_90a format=isa" -o %t.mlir
+// RUN: %python %mla_src_root/scripts/extract-gpu-payload.py %t.mlir %t.ptx
+// RUN: FileCheck %s --check-prefix=PTX < %t.ptx
+// RUN: %if ptxas %{ /usr/local/cuda/bin/ptxas -arch=sm_90a -v %t.ptx -o %t.cubin 2>&1 | FileCheck %s --check-prefix=PTXAS %}
+// The causal s_q = 2 and f16 builds pass ptxas as cleanly.
+// RUN: sed -e 's/x1x128x/x2x128x/g; s/x128x1xf32/x128x2xf32/g; s/scale 0.0721687824/scale 0.0721687824 causal/' %s | mla-opt --mla-to-nvvm="chip=sm_90a format=isa" -o %t.causal.mlir
+// RUN: %python %mla_src_root/scripts/extract-gpu-payload.py %t.causal.mlir %t.causal.ptx
+// RUN: %if ptxas %{ /usr/local/cuda/bin/ptxas -arch=sm_90a -v %t.causal.ptx -o %t.causal.cubin 2>&1 | FileCheck %s --check-prefix=PTXAS %}
+// RUN: sed -e 's/bf16/f16/g' %s | mla-opt --mla-to-nvvm="chip=sm_90a format=isa" -o %t.f16.mlir
+// RUN: %python %mla_src_root/scripts/extract-gpu-payload.py %t.f16.mlir %t.f16.ptx
+// RUN: FileCheck %s --check-prefix=F16 < %t.f16.ptx
+// RUN: %if ptxas %{ /usr/local/cuda/bin/ptxas -arch=sm_90a -v %t.f16.ptx -o %t.f16.cubin 2>&1 | FileCheck %s --check-prefix=PTXAS %}
+
+// CHECK-LABEL: llvm.func @mla_decode_partial(
+// CHECK-SAME:    %arg10: f32, %arg11: !llvm.ptr {llvm.align = 64 : i64, llvm.byval = !llvm.array<16 x i64>, nvvm.grid_constant}, %arg12: !llvm.ptr {llvm.align = 64 : i64, llvm.byval = !llvm.array<16 x i64>, nvvm.grid_constant})
+// CHECK-SAME:    nvvm.kernel, nvvm.maxntid = array<i32: 384, 1, 1>, nvvm.minctasm = 1 : i32
+// CHECK:         nvvm.mbarrier.init %{{.*}}, %c1_i32
+// CHECK-COUNT-9: nvvm.mbarrier.init %{{.*}}, %c1_i32
+// CHECK:         nvvm.mbarrier.init %{{.*}}, %c256_i32
+// CHECK-COUNT-9: nvvm.mbarrier.init %{{.*}}, %c1_i32
+// CHECK:         nvvm.mbarrier.init %{{.*}}, %c256_i32
+// CHECK:         nvvm.barrier0
+// CHECK:         nvvm.setmaxregister  decrease 24
+// CHECK:         nvvm.mbarrier.arrive.expect_tx %{{.*}}, %c73728_i32
+// CHECK-COUNT-9: nvvm.cp.async.bulk.tensor.shared.cluster.global %{{.*}}, %arg11,
+// CHECK:         scf.for
+// CHECK:           nvvm.mbarrier.try_wait.parity
+// CHECK:           scf.if
+// CHECK-COUNT-9:     nvvm.cp.async.bulk.tensor.shared.cluster.global %{{.*}}, %arg12,
+// CHECK:           } else {
+// CHECK-COUNT-9:     nvvm.mbarrier.arrive %
+// CHECK:         nvvm.setmaxregister  increase 240
+// CHECK:         nvvm.mbarrier.try_wait.parity
+// CHECK:         scf.if %{{.*}} -> (f32,
+// CHECK:           scf.for
+// CHECK:             "mov.b32 $0, $1;"
+// CHECK:             nvvm.mbarrier.try_wait.parity
+// CHECK-NEXT:        nvvm.wgmma.fence.aligned
+// CHECK-COUNT-4:     wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16
+// CHECK:             nvvm.mbarrier.try_wait.parity
+// CHECK-NEXT:        nvvm.wgmma.fence.aligned
+// CHECK-COUNT-32:    wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16
+// CHECK:             nvvm.wgmma.commit.group.sync.aligned
+// CHECK-NEXT:        nvvm.wgmma.wait.group.sync.aligned 0
+// CHECK:             ex2.approx.ftz.f32
+// CHECK:             nvvm.fence.proxy {kind = #nvvm.proxy_kind<async.shared>, space = #nvvm.shared_space<cta>}
+// CHECK:             nvvm.barrier id = %{{.*}} number_of_threads = %c128_i32
+// CHECK:             nvvm.barrier.arrive id = %c2_i32{{.*}} number_of_threads = %c256_i32
+// CHECK-NEXT:        nvvm.wgmma.fence.aligned
+// CHECK-COUNT-4:     wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 {{.*}} p, 1, 1, 0, 1;
+// CHECK:             nvvm.wgmma.commit.group.sync.aligned
+// CHECK:             nvvm.barrier id = %c3_i32{{.*}} number_of_threads = %c256_i32
+// CHECK:             nvvm.wgmma.wait.group.sync.aligned 0
+// CHECK:             nvvm.mbarrier.arrive
+// CHECK:             nvvm.fence.proxy
+// CHECK:             nvvm.barrier id = %c4_i32{{.*}} number_of_threads = %c128_i32
+// CHECK-COUNT-4:     nvvm.mbarrier.try_wait.parity
+// CHECK-NEXT:        nvvm.wgmma.fence.aligned
+// CHECK-COUNT-4:     wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 {{.*}} p, 1, 1, 0, 1;
+// CHECK:             nvvm.wgmma.commit.group.sync.aligned
+// CHECK-NEXT:        nvvm.wgmma.wait.group.sync.aligned 0
+// CHECK:             nvvm.mbarrier.arrive
+// CHECK:             scf.yield
+// CHECK:           scf.yield
+// CHECK:         } else {
+// CHECK:           scf.for
+// CHECK-COUNT-36:    wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16
+// CHECK:             nvvm.wgmma.commit.group.sync.aligned
+// CHECK-NEXT:        nvvm.wgmma.wait.group.sync.aligned 1
+// CHECK:             nvvm.barrier id = %c2_i32{{.*}} number_of_threads = %c256_i32
+// CHECK:             nvvm.fence.proxy
+// CHECK:             nvvm.barrier id = %c5_i32{{.*}} number_of_threads = %c128_i32
+// CHECK-COUNT-4:     nvvm.mbarrier.try_wait.parity
+// CHECK-NEXT:        nvvm.wgmma.fence.aligned
+// CHECK-COUNT-4:     wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 {{.*}} p, 1, 1, 0, 1;
+// CHECK:             nvvm.wgmma.commit.group.sync.aligned
+// CHECK-NEXT:        nvvm.wgmma.wait.group.sync.aligned 1
+// CHECK:             ex2.approx.ftz.f32
+// CHECK:             nvvm.fence.proxy
+// CHECK:             nvvm.barrier id = %c5_i32{{.*}} number_of_threads = %c128_i32
+// CHECK:             nvvm.barrier.arrive id = %c3_i32{{.*}} number_of_threads = %c256_i32
+// CHECK-NEXT:        nvvm.wgmma.wait.group.sync.aligned 0
+// CHECK:             nvvm.mbarrier.arrive
+// CHECK:             nvvm.wgmma.fence.aligned
+// CHECK-COUNT-4:     wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 {{.*}} p, 1, 1, 0, 1;
+// CHECK:             nvvm.wgmma.commit.group.sync.aligned
+// CHECK-NEXT:        nvvm.wgmma.wait.group.sync.aligned 0
+// CHECK:             nvvm.mbarrier.arrive
+// CHECK:             scf.yield
+// CHECK:           scf.yield
+// CHECK:         nvvm.barrier id = %{{.*}} number_of_threads = %c256_i32
+// CHECK:         nvvm.barrier id = %{{.*}} number_of_threads = %c256_i32
+// CHECK-NOT:     nvvm.cp.async.shared.global
+// CHECK-NOT:     m64n32k16
+// CHECK-LABEL: gpu.func @mla_decode_plan(
+// CHECK-LABEL: gpu.func @mla_combine(
+
+// PTX-LABEL: .entry mla_decode_partial(
+// PTX:         .param .align 64 .b8 mla_decode_partial_param_11[128]
+// PTX:         .param .align 64 .b8 mla_decode_partial_param_12[128]
+// PTX:         .maxntid 384, 1, 1
+// PTX:         setmaxnreg.dec.sync.aligned.u32 24
+// PTX:         cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes
+// PTX:         setmaxnreg.inc.sync.aligned.u32 240
+// PTX-DAG:     wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16
+// PTX-DAG:     wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16
+// PTX-DAG:     bar.sync 2, 256;
+// PTX-DAG:     bar.sync 3, 256;
+// PTX-DAG:     bar.sync 4, 128;
+// PTX-DAG:     bar.sync 5, 128;
+// PTX-DAG:     bar.arrive
+// PTX-DAG:     wgmma.wait_group.sync.aligned 1;
+// PTX:         bar.sync 1, 256;
+// PTX-NOT:     m64n32k16
+// PTX-LABEL: .entry mla_decode_plan(
+
+// F16: .entry mla_decode_partial(
+// F16: wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16
+// F16: wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16
+
+// ptxas: no spill, and no C75xx notice (wgmma serialised, a warpgroup.wait
+// or warpgroup.arrive injected) in any of the three kernels.
+// PTXAS-NOT:   {{C75[0-9][0-9]|warning}}
+// PTXAS:       0 bytes spill stores, 0 bytes spill loads
+// PTXAS-NOT:   {{C75[0-9][0-9]|warning}}
+// PTXAS:       0 bytes spill stores, 0 bytes spill loads
+// PTXAS-NOT:   {{C75[0-9][0-9]|warning}}
+// PTXAS:       0 bytes spill stores, 0 bytes spill loads
+// PTXAS-NOT:   {{C75[0-9][0-9]|warning}}
+
+module attributes {mla.target = #mla.target<chip = sm90>} {
+  func.func @decode(%q: tensor<?x1x128x576xbf16>, %cache: tensor<?x64x576xbf16>,
+                    %bt: tensor<?x?xi32>, %lens: tensor<?xi32>)
+      -> (tensor<?x1x128x512xbf16>, tensor<?x128x1xf32>) {
+    %o, %l = mla.decode %q, %cache[%bt, %lens]
+        layout #mla.cache_layout<format = bf16, page_size = 64> scale 0.0721687824
+        {mla.gpu_tiling = #mla.gpu_tiling<rows_per_cta = 64, warps_n = 2, kv_block = 64, stages = 2, wgmma = true, pipelined = true, seesaw = true>}
+        : (tensor<?x1x128x576xbf16>, tensor<?x64x576xbf16>, tensor<?x?xi32>, tensor<?xi32>)
+        -> (tensor<?x1x128x512xbf16>, tensor<?x128x1xf32>)
+    return %o, %l : tensor<?x1x128x512xbf16>, tensor<?x128x1xf32>
+  }
+}
