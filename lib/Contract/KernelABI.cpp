@@ -39,6 +39,18 @@ std::string checkDecodeTilingSM100(const DecodeShape &shape,
 DecodeTiling chooseDecodeTiling(Chip chip, const DecodeShape &shape) {
   if (chip == Chip::SM100a)
     return chooseDecodeTilingSM100(shape);
+  // The seesaw build wherever it runs (bf16/f16 caches, uniform s_q): on the
+  // H200, same call, 1.15-1.26x the wgmma kernel at N=128 and 1.10x at N=16
+  // (docs/benchmarks.md).
+  DecodeTiling seesawTiling{64,
+                            2,
+                            64,
+                            2,
+                            /*wgmma=*/true,
+                            /*pipelined=*/true,
+                            /*seesaw=*/true};
+  if (checkDecodeTiling(chip, shape, seesawTiling).empty())
+    return seesawTiling;
   // Warpgroup MMAs on 128B-swizzled tiles when the shape allows them: on
   // the H200 2.1-2.3x the mma.sync kernel at N=128 and +5% at N=16, where
   // the 64-row tile idles MMA rows but the kernel is bound by HBM anyway

@@ -34,8 +34,8 @@ def spec_text(heads=128, sq=1, causal=False, dtype="bf16", tile=None):
 
 def test_spec_text_is_canonical(lib):
     # The softmax scale is a launch argument: no spec, and no cache key, names it.
-    assert spec_text() == "decode chip=sm_90a N=128 Sq=1 L=512 R=64 page=64 dtype=bf16 causal=0 tile=64x2x64x2w"
-    assert spec_text(16, 2, True).endswith("causal=1 tile=64x2x64x2w")
+    assert spec_text() == "decode chip=sm_90a N=128 Sq=1 L=512 R=64 page=64 dtype=bf16 causal=0 tile=64x2x64x2s"
+    assert spec_text(16, 2, True).endswith("causal=1 tile=64x2x64x2s")
     bits = struct.unpack("<I", struct.pack("<f", SCALE))[0]
     assert gpu.kernel_spec(spec_text() + f" scale=0x{bits:08x}") == spec_text()
     assert spec_text(16, tile="64x2x32x2").endswith("tile=64x2x32x2")

@@ -214,7 +214,9 @@ def test_single_token_rows_are_exact(kv_format, tile):
     rows = flat[slots][:, None, :]  # [batch, 1, row bytes]: one page of one row each
     expected = ref.dequant_cache_ref(rows, kv_format, L, R, kv_scale)[:, 0, :L]
     q = torch.from_numpy(rng.standard_normal((batch, 1, 16, D)).astype(np.float32)).to(torch.bfloat16)
-    out, _ = mla.decode(q.cuda(), torch.from_numpy(cache.kv_cache).cuda(),
+    from mla import gpu  # the tile override is the GPU entry point's
+
+    out, _ = gpu.decode(q.cuda(), torch.from_numpy(cache.kv_cache).cuda(),
                         torch.from_numpy(cache.block_table).cuda(),
                         torch.ones(batch, dtype=torch.int32, device="cuda"), head_dim_v=L, softmax_scale=SCALE,
                         kv_format=kv_format, kv_scale=kv_scale, tile=tile)

@@ -20,7 +20,7 @@ namespace {
 
 const char *const kDeepSeek =
     "decode chip=sm_90a N=128 Sq=1 L=512 R=64 page=64 dtype=bf16 causal=0 "
-    "tile=64x2x64x2w";
+    "tile=64x2x64x2s";
 
 DecodeKernelSpec parseOrDie(const std::string &text) {
   DecodeKernelSpec spec;
@@ -46,10 +46,15 @@ TEST(KernelSpecTest, VarlenIsWrittenOnlyWhenSetAndSm90Only) {
   DecodeKernelSpec spec;
   spec.shape.queryRows = 8;
   spec.shape.causal = true;
-  spec.tiling = chooseDecodeTiling(spec.chip, spec.shape);
-  std::string uniform = toString(spec);
-  EXPECT_EQ(uniform.find("varlen"), std::string::npos);
   spec.shape.varlen = true;
+  // The varlen default (not the seesaw build, which is uniform only) also
+  // runs the uniform shape.
+  spec.tiling = chooseDecodeTiling(spec.chip, spec.shape);
+  EXPECT_FALSE(spec.tiling.seesaw);
+  DecodeKernelSpec uniformSpec = spec;
+  uniformSpec.shape.varlen = false;
+  std::string uniform = toString(uniformSpec);
+  EXPECT_EQ(uniform.find("varlen"), std::string::npos);
   std::string text = toString(spec);
   EXPECT_EQ(text, uniform + " varlen=1");
   DecodeKernelSpec back = parseOrDie(text);
@@ -196,7 +201,7 @@ TEST(KernelSpecTest, Fp8CachesAddTheirFormatAndKeepBf16Keys) {
 
 TEST(KernelSpecTest, KeysInAnyOrderAndOptionalTile) {
   DecodeKernelSpec spec = parseOrDie(
-      "decode tile=64x2x64x2w scale=0x3d93cd3a causal=0 dtype=bf16 page=64 "
+      "decode tile=64x2x64x2s scale=0x3d93cd3a causal=0 dtype=bf16 page=64 "
       "R=64 L=512 Sq=1 N=128 chip=sm90");
   EXPECT_EQ(toString(spec), kDeepSeek);
   // Without a tile the spec gets chooseDecodeTiling's.
@@ -256,7 +261,10 @@ TEST(KernelSpecTest, KeyIsStable) {
 }
 
 TEST(KernelSpecTest, KeyChangesWithEveryField) {
-  const DecodeKernelSpec base = parseOrDie(kDeepSeek);
+  // The wgmma tile, so that the pipelined and seesaw flags are changes.
+  const DecodeKernelSpec base = parseOrDie(
+      "decode chip=sm_90a N=128 Sq=1 L=512 R=64 page=64 dtype=bf16 causal=0 "
+      "tile=64x2x64x2w");
   std::vector<DecodeKernelSpec> variants;
   auto vary = [&](auto change) {
     DecodeKernelSpec spec = base;

@@ -6,7 +6,8 @@
 // S), page), 1), in i64; lane 0 ORs the failure into the status word. And the
 // runtime softmax scale: the partial kernel multiplies its f32 parameter by
 // log2(e) instead of baking a constant. (The sm_100a image carries the same
-// planner: decode-sm100.mlir.)
+// planner: decode-sm100.mlir.) The wgmma tile is pinned: its partial
+// kernel is a gpu.func, the warp-specialised builds' an llvm.func.
 // RUN: mla-opt %s --mla-select-gpu-tiling --convert-mla-to-gpu | FileCheck %s
 // RUN: mla-opt %s --mla-to-nvvm="chip=sm_90a format=isa" | FileCheck %s --check-prefix=PTX
 
@@ -74,6 +75,7 @@ module attributes {mla.target = #mla.target<chip = sm90>} {
       -> (tensor<?x2x16x512xbf16>, tensor<?x16x2xf32>) {
     %o, %l = mla.decode %q, %cache[%bt, %lens]
         layout #mla.cache_layout<format = bf16, page_size = 64> scale 0.0721687824 causal
+        {mla.gpu_tiling = #mla.gpu_tiling<rows_per_cta = 64, warps_n = 2, kv_block = 64, stages = 2, wgmma = true>}
         : (tensor<?x2x16x576xbf16>, tensor<?x64x576xbf16>, tensor<?x?xi32>, tensor<?xi32>)
         -> (tensor<?x2x16x512xbf16>, tensor<?x16x2xf32>)
     return %o, %l : tensor<?x2x16x512xbf16>, tensor<?x16x2xf32>

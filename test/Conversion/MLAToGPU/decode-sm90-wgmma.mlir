@@ -1,4 +1,4 @@
-// The default sm_90a decode at DeepSeek-V3 sizes: the wgmma kernel. Q and KV
+// The wgmma sm_90a decode (tile suffix w) at DeepSeek-V3 sizes. Q and KV
 // tiles are 64-column boxes of 128-byte swizzled rows; QK^T is
 // wgmma m64n32k16 per warpgroup (its 32 of the 64 tokens), PV is
 // wgmma m64n256k16 (its 256 of the 512 output columns) with V the
@@ -41,6 +41,7 @@ module attributes {mla.target = #mla.target<chip = sm90>} {
       -> (tensor<?x1x128x512xbf16>, tensor<?x128x1xf32>) {
     %o, %l = mla.decode %q, %cache[%bt, %lens]
         layout #mla.cache_layout<format = bf16, page_size = 64> scale 0.0721687824
+        {mla.gpu_tiling = #mla.gpu_tiling<rows_per_cta = 64, warps_n = 2, kv_block = 64, stages = 2, wgmma = true>}
         : (tensor<?x1x128x576xbf16>, tensor<?x64x576xbf16>, tensor<?x?xi32>, tensor<?xi32>)
         -> (tensor<?x1x128x512xbf16>, tensor<?x128x1xf32>)
     return %o, %l : tensor<?x1x128x512xbf16>, tensor<?x128x1xf32>

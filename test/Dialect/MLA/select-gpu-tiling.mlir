@@ -2,10 +2,11 @@
 // the shape, keeps a given tiling and leaves CPU modules alone.
 // RUN: mla-opt %s --split-input-file --mla-select-gpu-tiling --verify-diagnostics | FileCheck %s
 
-// DeepSeek-V3 on sm_90a: the wgmma kernel (64 rows, 2 warpgroups, 64-token
-// blocks) for every head count.
+// DeepSeek-V3 on sm_90a: the seesaw build of the warp-specialised wgmma
+// kernel (64 rows, 2 consumer warpgroups, 64-token blocks) for every head
+// count.
 // CHECK-LABEL: func.func @heads128
-// CHECK: mla.decode_partial {{.*}}mla.gpu_tiling = #mla.gpu_tiling<rows_per_cta = 64, warps_n = 2, kv_block = 64, stages = 2, wgmma = true>
+// CHECK: mla.decode_partial {{.*}}mla.gpu_tiling = #mla.gpu_tiling<rows_per_cta = 64, warps_n = 2, kv_block = 64, stages = 2, wgmma = true, pipelined = true, seesaw = true>
 module attributes {mla.target = #mla.target<chip = sm90>} {
   func.func @heads128(%q: tensor<?x1x128x576xbf16>, %c: tensor<?x64x576xbf16>, %bt: tensor<?x?xi32>, %l: tensor<?xi32>, %b: tensor<?x?xi32>)
       -> (tensor<?x?x1x128x512xf32>, tensor<?x?x128x1xf32>) {
@@ -18,7 +19,7 @@ module attributes {mla.target = #mla.target<chip = sm90>} {
 // -----
 
 // CHECK-LABEL: func.func @heads16
-// CHECK: mla.decode {{.*}}mla.gpu_tiling = #mla.gpu_tiling<rows_per_cta = 64, warps_n = 2, kv_block = 64, stages = 2, wgmma = true>
+// CHECK: mla.decode {{.*}}mla.gpu_tiling = #mla.gpu_tiling<rows_per_cta = 64, warps_n = 2, kv_block = 64, stages = 2, wgmma = true, pipelined = true, seesaw = true>
 module attributes {mla.target = #mla.target<chip = sm90>} {
   func.func @heads16(%q: tensor<2x1x16x576xbf16>, %c: tensor<8x64x576xbf16>, %bt: tensor<2x4xi32>, %l: tensor<2xi32>)
       -> (tensor<2x1x16x512xbf16>, tensor<2x16x1xf32>) {
@@ -31,7 +32,7 @@ module attributes {mla.target = #mla.target<chip = sm90>} {
 // -----
 
 // CHECK-LABEL: func.func @mtp
-// CHECK: mla.decode {{.*}}mla.gpu_tiling = #mla.gpu_tiling<rows_per_cta = 64, warps_n = 2, kv_block = 64, stages = 2, wgmma = true>
+// CHECK: mla.decode {{.*}}mla.gpu_tiling = #mla.gpu_tiling<rows_per_cta = 64, warps_n = 2, kv_block = 64, stages = 2, wgmma = true, pipelined = true, seesaw = true>
 module attributes {mla.target = #mla.target<chip = sm90>} {
   func.func @mtp(%q: tensor<2x2x16x576xbf16>, %c: tensor<8x64x576xbf16>, %bt: tensor<2x4xi32>, %l: tensor<2xi32>)
       -> (tensor<2x2x16x512xbf16>, tensor<2x16x2xf32>) {
