@@ -111,11 +111,14 @@ int64_t decodeSharedBytes(Chip chip, const DecodeShape &shape,
     // 128-byte swizzle atom).
     int64_t row = shape.rowDim() * elemBytes(shape.elem);
     // The pipelined build adds its mbarriers: Q full, then per stage one
-    // full barrier per 64-column box and one empty barrier.
+    // full barrier per 64-column box and an empty barrier per release group
+    // (the seesaw build frees V_L, V_R and the P box apart).
     int64_t boxes = shape.rowDim() / 64;
-    int64_t barriers = tiling.pipelined
-                           ? alignTo((1 + tiling.stages * (boxes + 1)) * 8, 128)
-                           : 0;
+    int64_t releaseGroups = tiling.seesaw ? 3 : 1;
+    int64_t barriers =
+        tiling.pipelined
+            ? alignTo((1 + tiling.stages * (boxes + releaseGroups)) * 8, 128)
+            : 0;
     return alignTo(tiling.rowsPerCta * row, 1024) +
            alignTo(kvTiles * tiling.kvBlock * row, 1024) +
            (tiling.seesaw

@@ -182,7 +182,7 @@ void PipelinedDecode::consume(Value blocks) {
                   SmallVector<Value> packed =
                       softmaxBlock(sNext, next, r, alpha);
                   oMma.wait(0);
-                  ws.empty(ws.slot(n)).arrive();
+                  ws.empty(ws.slot(n), 0).arrive();
                   // Both warpgroups' P V have read P_n.
                   consumerSync();
                   for (size_t i = 0; i < o.regs.size(); ++i)

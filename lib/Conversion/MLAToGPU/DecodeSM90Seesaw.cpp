@@ -35,10 +35,15 @@
 //   O_L, l0 rescaled to m1;              O_R rescaled to m1;
 //   O_L += P1 V1_L, wait, free slot 1    O_R += P1 V1_R, wait, free slot 1
 //
-// A slot is refilled once both warpgroups' P V of its block are done (its
-// empty barrier counts all 256 consumer threads). Both wait for their
-// P1 V1 before the next iteration: the next S1 needs slot 1 refilled, and
-// ptxas serialises wgmmas whose accumulators cross the loop's back edge.
+// A slot is released in three groups, each with its own empty barrier:
+// the V_L boxes (latent columns 0..L/2) once warpgroup 0's P V of the
+// block is done (128 arrivals), the V_R boxes once warpgroup 1's is (128),
+// and the RoPE box, which holds P, once both are (256). The producer
+// refills them in that order, box by box, so the next S = Q K^T of a slot
+// starts on its V_L boxes while warpgroup 1 still multiplies by the V_R
+// boxes of the block before. Both wait for their P1 V1 before the next
+// iteration: ptxas serialises wgmmas whose accumulators cross the loop's
+// back edge.
 //
 // P needs no tile of its own (there is no room for two next to Q and two
 // slots): P of a block is stored over the first box past the latent
@@ -72,6 +77,17 @@ namespace {
 constexpr int64_t kP0Ready = 2, kP1Ready = 3, kOwnBarrier = 4;
 constexpr int64_t kWarpgroupThreads = 128;
 
+/// The release groups of a slot: warpgroup `wg`'s V boxes are group `wg`,
+/// the RoPE box (P) is group kPGroup.
+constexpr int64_t kPGroup = 2;
+
+SmallVector<ReleaseGroup> releaseGroups(const DecodeSM90Kernel &k) {
+  int64_t vBoxes = k.Lw / 64, latentBoxes = k.L / 64;
+  return {{0, vBoxes, kWarpgroupThreads},
+          {vBoxes, vBoxes, kWarpgroupThreads},
+          {latentBoxes, k.D / 64 - latentBoxes, kConsumerThreads}};
+}
+
 /// A consumer thread's running state: its O half (ntO * 4), the row maxima
 /// and the partial row sums of its two rows.
 struct Running {
@@ -95,7 +111,8 @@ struct Running {
 class SeesawDecode {
 public:
   SeesawDecode(DecodeSM90Kernel &k)
-      : k(k), d(k.d), ws(k), sMma(d, k.Bk, k.bf16), oMma(d, k.Lw, k.bf16) {}
+      : k(k), d(k.d), ws(k, releaseGroups(k)), sMma(d, k.Bk, k.bf16),
+        oMma(d, k.Lw, k.bf16) {}
 
   void emit(StringRef name) {
     ws.emit(name, /*blockMultiple=*/2, [&](Value blocks) { consume(blocks); });
@@ -130,6 +147,9 @@ private:
   /// warpgroup's.
   WgmmaAccum issuePV(int wg, ArrayRef<Value> o, Value n, int slot,
                      bool waitBoxes);
+  /// Warpgroup `wg`'s P V of slot `slot` is done: frees its V boxes and its
+  /// share of the P box.
+  void release(int wg, int slot);
   /// The byte offset of slot `slot`'s P: its first box past L.
   Value pOffset(int slot);
   /// Runs `body` with copies of the thread's coordinates and of the slot
@@ -243,13 +263,18 @@ WgmmaAccum SeesawDecode::issuePV(int wg, ArrayRef<Value> o, Value n, int slot,
   int64_t boxes = k.Lw / 64;
   // The other warpgroup saw the block land; this one acquires the TMA
   // writes itself (the phase cannot move on before this warpgroup frees
-  // the slot).
+  // these boxes).
   if (waitBoxes)
     for (int64_t c = wg * boxes; c < (wg + 1) * boxes; ++c)
       ws.full(d.c32(slot), c).waitParity(ws.phase(n));
   // The waits and the descriptor arithmetic wrote registers.
   oMma.fence();
   return ws.issuePV(oMma, o, pOffset(slot), slotOff[slot], d.c32(wg * boxes));
+}
+
+void SeesawDecode::release(int wg, int slot) {
+  ws.empty(d.c32(slot), wg).arrive();
+  ws.empty(d.c32(slot), kPGroup).arrive();
 }
 
 void SeesawDecode::scale(SmallVector<Value> &o, Value factor[2]) {
@@ -286,7 +311,7 @@ Running SeesawDecode::iterationWG0(Value i, Running r) {
   Value m1[2], beta[2];
   loadMax(1, m1);
   oMma.wait(0);
-  ws.empty(d.c32(0)).arrive();
+  release(0, 0);
   for (int h = 0; h < 2; ++h) {
     beta[h] = rescaleFactor(m0[h], m1[h]);
     r.l[h] = d.fmul(r.l[h], beta[h]);
@@ -296,7 +321,7 @@ Running SeesawDecode::iterationWG0(Value i, Running r) {
   zeroOwnV(0, n1, /*publish=*/true);
   r.o = issuePV(0, r.o, n1, 1, /*waitBoxes=*/true).regs;
   oMma.commitAndWait();
-  ws.empty(d.c32(1)).arrive();
+  release(0, 1);
   return r;
 }
 
@@ -335,7 +360,7 @@ Running SeesawDecode::iterationWG1(Value i, Running r) {
   ws.namedArrive(kP1Ready, kConsumerThreads);
 
   oMma.wait(0);
-  ws.empty(d.c32(0)).arrive();
+  release(1, 0);
   Value beta[2];
   for (int h = 0; h < 2; ++h) {
     beta[h] = rescaleFactor(m0[h], m1[h]);
@@ -343,9 +368,8 @@ Running SeesawDecode::iterationWG1(Value i, Running r) {
   }
   scale(r.o, beta);
   r.o = issuePV(1, r.o, n1, 1, /*waitBoxes=*/false).regs;
-  // Slot 1 must be free before the next S1 can wait for its refill.
   oMma.commitAndWait();
-  ws.empty(d.c32(1)).arrive();
+  release(1, 1);
   return r;
 }
 

@@ -29,8 +29,13 @@ Value mla::gpu_codegen::sm90::opaqueI32(ImplicitLocOpBuilder &b, Value v) {
 }
 
 WarpSpecialisedDecode::WarpSpecialisedDecode(DecodeSM90Kernel &k)
+    : WarpSpecialisedDecode(k, {{0, k.D / kBoxColumns, kConsumerThreads}}) {}
+
+WarpSpecialisedDecode::WarpSpecialisedDecode(DecodeSM90Kernel &k,
+                                             SmallVector<ReleaseGroup> groups)
     : k(k), d(k.d), stageBytes(k.Bk * k.D * 2), numBoxes(k.D / kBoxColumns),
-      barrierOff(k.lay.redOff + llvm::alignTo(k.M * k.wn * 4, 128)) {}
+      barrierOff(k.lay.redOff + llvm::alignTo(k.M * k.wn * 4, 128)),
+      groups(std::move(groups)) {}
 
 MBarrier WarpSpecialisedDecode::barrier(Value index) {
   return MBarrier(d, k.sm(barrierOff, d.mul(index, d.c32(8))));
@@ -40,8 +45,8 @@ MBarrier WarpSpecialisedDecode::full(Value slot, int64_t box) {
   return barrier(d.add(d.mul(slot, d.c32(numBoxes)), d.c32(1 + box)));
 }
 
-MBarrier WarpSpecialisedDecode::empty(Value slot) {
-  return barrier(d.add(slot, d.c32(1 + k.St * numBoxes)));
+MBarrier WarpSpecialisedDecode::empty(Value slot, int64_t group) {
+  return barrier(d.add(slot, d.c32(1 + k.St * (numBoxes + group))));
 }
 
 Value WarpSpecialisedDecode::slot(Value n) { return d.remu(n, d.c32(k.St)); }
@@ -74,10 +79,18 @@ void WarpSpecialisedDecode::declare(StringRef name) {
   qMap = entry->getArgument(11), kvMap = entry->getArgument(12);
 }
 
-void WarpSpecialisedDecode::loadBlock(Value slot, Value row) {
+void WarpSpecialisedDecode::awaitRelease(Value n, int64_t box) {
+  for (size_t g = 1; g < groups.size(); ++g)
+    if (groups[g].firstBox == box)
+      empty(slot(n), g).waitParity(d.bitXor(phase(n), d.c32(1)));
+}
+
+void WarpSpecialisedDecode::loadBlock(Value n, Value row) {
+  Value slot = this->slot(n);
   TmaDescriptor desc(d, kvMap);
   Value slotOff = d.mul(slot, d.c32(stageBytes));
   for (int64_t c = 0; c < numBoxes; ++c) {
+    awaitRelease(n, c);
     MBarrier bar = full(slot, c);
     bar.arriveExpectTx(d.c32(k.Bk * kBoxBytes));
     Value box = k.sm(k.lay.kv.base + c * k.Bk * kBoxBytes, slotOff);
@@ -99,7 +112,7 @@ void WarpSpecialisedDecode::produce(Value blocks) {
     d.forLoop(d.c32(0), blocks, d.c32(1), {}, [&](Value n, ValueRange) {
       // A fresh barrier's previous phase (parity 1) counts as complete, so
       // the first round does not wait.
-      empty(slot(n)).waitParity(d.bitXor(phase(n), d.c32(1)));
+      empty(slot(n), 0).waitParity(d.bitXor(phase(n), d.c32(1)));
       auto ifOp = scf::IfOp::create(k.b, d.slt(n, k.numBlocks),
                                     /*withElseRegion=*/true);
       {
@@ -113,11 +126,13 @@ void WarpSpecialisedDecode::produce(Value blocks) {
             4);
         Value row =
             d.add(d.mul(phys, d.c32(k.page)), d.remu(start, d.c32(k.page)));
-        loadBlock(slot(n), row);
+        loadBlock(n, row);
         // A block past the piece loads nothing.
         k.b.setInsertionPointToStart(ifOp.elseBlock());
-        for (int64_t c = 0; c < numBoxes; ++c)
+        for (int64_t c = 0; c < numBoxes; ++c) {
+          awaitRelease(n, c);
           full(slot(n), c).arrive();
+        }
       }
       return SmallVector<Value>{};
     });
@@ -230,7 +245,8 @@ void WarpSpecialisedDecode::emit(StringRef name, int64_t blockMultiple,
     for (int64_t st = 0; st < k.St; ++st) {
       for (int64_t c = 0; c < numBoxes; ++c)
         full(d.c32(st), c).init(1);
-      empty(d.c32(st)).init(kConsumerThreads);
+      for (auto [g, group] : llvm::enumerate(groups))
+        empty(d.c32(st), g).init(group.arrivals);
     }
   });
   d.barrier();

@@ -10,9 +10,12 @@
 //    boxes of 64 tokens x 64 columns through a 2-D tensor map of the cache
 //    ([pages * page, L+R]), into a ring of `stages` slots. Each box
 //    completes its own "full" mbarrier, so QK^T's k-steps on a box start as
-//    soon as it lands; one "empty" mbarrier per slot counts the 256
-//    consumer threads' releases. The physical row of a block is
-//    block_table[b][start / page] * page + start % page: a block never
+//    soon as it lands. A slot's boxes are freed in release groups, each
+//    with its own "empty" mbarrier counting the consumer threads that read
+//    them (by default one group, the whole slot, of all 256 threads); the
+//    producer refills a group as soon as it is freed, in box order, so the
+//    next QK^T starts on the first boxes that land. The physical row of a block
+//    is block_table[b][start / page] * page + start % page: a block never
 //    straddles a page. Blocks past the piece (an empty piece's placeholder,
 //    or the padding to a multiple of blocks the schedule needs) load
 //    nothing, so the consumers' wgmmas never sit behind a branch (ptxas
@@ -43,9 +46,19 @@ inline constexpr int64_t kConsumerBarrier = 1;
 /// derived from it are computed where it is.
 mlir::Value opaqueI32(mlir::ImplicitLocOpBuilder &b, mlir::Value v);
 
+/// Boxes [firstBox, firstBox + boxes) of a ring slot, refilled together
+/// once `arrivals` consumer threads have released them.
+struct ReleaseGroup {
+  int64_t firstBox, boxes, arrivals;
+};
+
 class WarpSpecialisedDecode {
 public:
+  /// Slots released whole by all consumer threads.
   explicit WarpSpecialisedDecode(DecodeSM90Kernel &k);
+  /// Slots released in `groups`, which cover the boxes in order.
+  WarpSpecialisedDecode(DecodeSM90Kernel &k,
+                        llvm::SmallVector<ReleaseGroup> groups);
 
   /// Emits the kernel: the piece, the barriers, then the producer and
   /// `consume` in the two roles. Both get the block count: numBlocks, at
@@ -54,10 +67,10 @@ public:
             llvm::function_ref<void(mlir::Value blocks)> consume);
 
   /// Barrier 0 is "Q full"; then a "full" barrier per ring slot and box,
-  /// then an "empty" barrier per slot.
+  /// then an "empty" barrier per release group and slot.
   MBarrier barrier(mlir::Value index);
   MBarrier full(mlir::Value slot, int64_t box);
-  MBarrier empty(mlir::Value slot);
+  MBarrier empty(mlir::Value slot, int64_t group);
   mlir::Value slot(mlir::Value n);
   /// The parity of block `n`'s use of its slot.
   mlir::Value phase(mlir::Value n);
@@ -97,9 +110,15 @@ public:
 private:
   void declare(llvm::StringRef name);
   void produce(mlir::Value blocks);
-  /// Loads the block at cache row `row` into ring slot `slot`, each box
-  /// signalling its own full barrier.
-  void loadBlock(mlir::Value slot, mlir::Value row);
+  /// Waits until the previous use of block `n`'s slot has released the
+  /// group starting at `box`, if `box` starts a group past the first (the
+  /// first group's wait precedes the branch over loaded blocks).
+  void awaitRelease(mlir::Value n, int64_t box);
+  /// Loads block `n`, at cache row `row`, into its ring slot, each box
+  /// signalling its own full barrier once its group has been released.
+  void loadBlock(mlir::Value n, mlir::Value row);
+
+  const llvm::SmallVector<ReleaseGroup> groups;
 };
 
 /// The seesaw schedule on this frame (tiling.seesaw, DecodeSM90Seesaw.cpp).

@@ -2,7 +2,11 @@
 // pipelined build's frame (an llvm.func of 384 threads taking q and the cache
 // as two more by-value TMA maps; a producer warpgroup at 24 registers loading
 // Q and nine boxes per block, an unloaded block only arriving on its full
-// barriers) with FlashMLA's schedule in the consumers (240 registers).
+// barriers) with FlashMLA's schedule in the consumers (240 registers). A
+// slot is freed in three groups with their own empty barriers: V_L (boxes
+// 0-3, warpgroup 0's 128 threads), V_R (boxes 4-7, warpgroup 1's) and the
+// P box (8, all 256); the producer waits for each group just before loading
+// (or, for an unloaded block, arriving on) its first box.
 // Warpgroup 0 (then) and warpgroup 1 (else) loop over block pairs:
 //  * WG0 scores block 2i whole (36 k-steps of m64n64k16, each box's four
 //    after its full barrier and a wgmma.fence) and waits; softmax; V
@@ -10,14 +14,16 @@
 //    shared memory, fenced to the async proxy; its own named barrier 4 (128
 //    threads); "P0 ready" (barrier 2, arrive); O_L += P0 V0_L (4 k-steps of
 //    m64n256k16); waits on "P1 ready" (barrier 3); waits for P V and frees
-//    slot 0; rescales; V zeroing (then fence and barrier 4); waits for its
-//    V boxes of slot 1; O_L += P1 V1_L; waits and frees slot 1.
+//    slot 0's V_L and its share of P; rescales; V zeroing (then fence and
+//    barrier 4); waits for its V boxes of slot 1; O_L += P1 V1_L; waits and
+//    frees slot 1's V_L and its share of P.
 //  * WG1 issues the score of block 2i + 1, retires nothing but S1 stays in
 //    flight (wait_group 1), waits on "P0 ready" (barrier 2), rescales O_R,
 //    zeroes (fence, barrier 5), waits for its V boxes of slot 0, issues
 //    O_R += P0 V0_R, waits for S1 alone (wait_group 1), softmax, P1 and the
 //    max, barrier 5, "P1 ready" (barrier 3, arrive), waits for P V, frees
-//    slot 0, O_R += P1 V1_R, waits and frees slot 1.
+//    slot 0's V_R and its share of P, O_R += P1 V1_R, waits and frees slot
+//    1's V_R and its share of P.
 // The end adds the row sums over named barrier 1 (256 threads).
 // RUN: mla-opt %s --mla-select-gpu-tiling --convert-mla-to-gpu | FileCheck %s
 // RUN: mla-opt %s --mla-to-nvvm="chip=sm_90a format=isa" -o %t.mlir
@@ -38,9 +44,16 @@
 // CHECK-SAME:    nvvm.kernel, nvvm.maxntid = array<i32: 384, 1, 1>, nvvm.minctasm = 1 : i32
 // CHECK:         nvvm.mbarrier.init %{{.*}}, %c1_i32
 // CHECK-COUNT-9: nvvm.mbarrier.init %{{.*}}, %c1_i32
+// CHECK-NEXT:    nvvm.fence.mbarrier.init
+// CHECK:         nvvm.mbarrier.init %{{.*}}, %c128_i32
+// CHECK:         nvvm.mbarrier.init %{{.*}}, %c128_i32
 // CHECK:         nvvm.mbarrier.init %{{.*}}, %c256_i32
 // CHECK-COUNT-9: nvvm.mbarrier.init %{{.*}}, %c1_i32
+// CHECK-NEXT:    nvvm.fence.mbarrier.init
+// CHECK:         nvvm.mbarrier.init %{{.*}}, %c128_i32
+// CHECK:         nvvm.mbarrier.init %{{.*}}, %c128_i32
 // CHECK:         nvvm.mbarrier.init %{{.*}}, %c256_i32
+// CHECK-NOT:     nvvm.mbarrier.init
 // CHECK:         nvvm.barrier0
 // CHECK:         nvvm.setmaxregister  decrease 24
 // CHECK:         nvvm.mbarrier.arrive.expect_tx %{{.*}}, %c73728_i32
@@ -48,9 +61,25 @@
 // CHECK:         scf.for
 // CHECK:           nvvm.mbarrier.try_wait.parity
 // CHECK:           scf.if
-// CHECK-COUNT-9:     nvvm.cp.async.bulk.tensor.shared.cluster.global %{{.*}}, %arg12,
+// CHECK-COUNT-4:     nvvm.cp.async.bulk.tensor.shared.cluster.global %{{.*}}, %arg12,
+// CHECK-NOT:         nvvm.cp.async.bulk.tensor
+// CHECK:             nvvm.mbarrier.try_wait.parity
+// CHECK-COUNT-4:     nvvm.cp.async.bulk.tensor.shared.cluster.global %{{.*}}, %arg12,
+// CHECK-NOT:         nvvm.cp.async.bulk.tensor
+// CHECK:             nvvm.mbarrier.try_wait.parity
+// CHECK-NOT:         nvvm.mbarrier.try_wait.parity
+// CHECK:             nvvm.cp.async.bulk.tensor.shared.cluster.global %{{.*}}, %arg12,
+// CHECK-NOT:         nvvm.cp.async.bulk.tensor
 // CHECK:           } else {
-// CHECK-COUNT-9:     nvvm.mbarrier.arrive %
+// CHECK-COUNT-4:     nvvm.mbarrier.arrive %
+// CHECK-NOT:         nvvm.mbarrier.arrive %
+// CHECK:             nvvm.mbarrier.try_wait.parity
+// CHECK-COUNT-4:     nvvm.mbarrier.arrive %
+// CHECK-NOT:         nvvm.mbarrier.arrive %
+// CHECK:             nvvm.mbarrier.try_wait.parity
+// CHECK-NOT:         nvvm.mbarrier.try_wait.parity
+// CHECK:             nvvm.mbarrier.arrive %
+// CHECK-NOT:         nvvm.mbarrier.arrive %
 // CHECK:         nvvm.setmaxregister  increase 240
 // CHECK:         nvvm.mbarrier.try_wait.parity
 // CHECK:         scf.if %{{.*}} -> (f32,
@@ -73,7 +102,8 @@
 // CHECK:             nvvm.wgmma.commit.group.sync.aligned
 // CHECK:             nvvm.barrier id = %c3_i32{{.*}} number_of_threads = %c256_i32
 // CHECK:             nvvm.wgmma.wait.group.sync.aligned 0
-// CHECK:             nvvm.mbarrier.arrive
+// CHECK-COUNT-2:     nvvm.mbarrier.arrive %
+// CHECK-NOT:         nvvm.mbarrier.arrive %
 // CHECK:             nvvm.fence.proxy
 // CHECK:             nvvm.barrier id = %c4_i32{{.*}} number_of_threads = %c128_i32
 // CHECK-COUNT-4:     nvvm.mbarrier.try_wait.parity
@@ -81,7 +111,8 @@
 // CHECK-COUNT-4:     wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 {{.*}} p, 1, 1, 0, 1;
 // CHECK:             nvvm.wgmma.commit.group.sync.aligned
 // CHECK-NEXT:        nvvm.wgmma.wait.group.sync.aligned 0
-// CHECK:             nvvm.mbarrier.arrive
+// CHECK-COUNT-2:     nvvm.mbarrier.arrive %
+// CHECK-NOT:         nvvm.mbarrier.arrive %
 // CHECK:             scf.yield
 // CHECK:           scf.yield
 // CHECK:         } else {
@@ -102,12 +133,14 @@
 // CHECK:             nvvm.barrier id = %c5_i32{{.*}} number_of_threads = %c128_i32
 // CHECK:             nvvm.barrier.arrive id = %c3_i32{{.*}} number_of_threads = %c256_i32
 // CHECK-NEXT:        nvvm.wgmma.wait.group.sync.aligned 0
-// CHECK:             nvvm.mbarrier.arrive
+// CHECK-COUNT-2:     nvvm.mbarrier.arrive %
+// CHECK-NOT:         nvvm.mbarrier.arrive %
 // CHECK:             nvvm.wgmma.fence.aligned
 // CHECK-COUNT-4:     wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 {{.*}} p, 1, 1, 0, 1;
 // CHECK:             nvvm.wgmma.commit.group.sync.aligned
 // CHECK-NEXT:        nvvm.wgmma.wait.group.sync.aligned 0
-// CHECK:             nvvm.mbarrier.arrive
+// CHECK-COUNT-2:     nvvm.mbarrier.arrive %
+// CHECK-NOT:         nvvm.mbarrier.arrive %
 // CHECK:             scf.yield
 // CHECK:           scf.yield
 // CHECK:         nvvm.barrier id = %{{.*}} number_of_threads = %c256_i32
