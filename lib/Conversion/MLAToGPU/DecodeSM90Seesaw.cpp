@@ -51,7 +51,10 @@
 // columns, has finished; P V reads only the latent columns. Each
 // warpgroup zeroes its own V columns of the tokens outside [lo, kvEnd) of
 // a block before its P V reads them, after the block's QK^T has finished,
-// so p = 0 never meets a NaN of an unused slot or page.
+// so p = 0 never meets a NaN of an unused slot or page. Both the zeroing and
+// the score mask run only on a block at an edge of [lo, the CTA's first
+// row's limit) (a CTA-uniform branch): the other blocks' scores are only
+// scaled.
 //
 // The end adds the two partial row sums through shared memory and writes
 // the partial output and LSE as DecodeSM90Kernel::writeOutput does.
@@ -171,6 +174,9 @@ private:
   Value wtid;
   /// Byte offsets of the two slots from lay.kv.base.
   Value slotOff[2];
+  /// Every row of the CTA sees every position in [lo, unmaskedEnd): the
+  /// first row's limit (the smallest under the causal mask).
+  Value unmaskedEnd;
 };
 
 } // namespace
@@ -201,14 +207,35 @@ WgmmaAccum SeesawDecode::issueScores(Value n, int slot) {
 }
 
 void SeesawDecode::maskScores(WgmmaAccum &s, Value n, Value rowMax[2]) {
+  // Only a block reaching outside [lo, unmaskedEnd) needs the per-token
+  // mask; the condition is uniform over the CTA (no wgmma in either branch).
+  Value start = k.blockStart(n);
+  Value edge =
+      d.ori(d.slt(start, k.lo), d.slt(unmaskedEnd, d.add(start, d.c32(k.Bk))));
+  SmallVector<Type> types(s.regs.size(), d.f32);
+  auto ifOp = scf::IfOp::create(k.b, types, edge, /*withElseRegion=*/true);
+  {
+    OpBuilder::InsertionGuard guard(k.b);
+    k.b.setInsertionPointToStart(ifOp.thenBlock());
+    Value tokBase = d.add(start, d.mul(k.tq, d.c32(2)));
+    SmallVector<Value> masked;
+    for (size_t i = 0; i < s.regs.size(); ++i) {
+      Value pos = d.add(tokBase, d.c32(8 * (i / 4) + i % 2));
+      Value valid =
+          d.andi(d.sge(pos, k.lo), d.slt(pos, k.rowLimit[(i % 4) / 2]));
+      masked.push_back(sm::scaleAndMask(d, s.regs[i], valid, k.scaleLog2));
+    }
+    scf::YieldOp::create(k.b, masked);
+    k.b.setInsertionPointToStart(ifOp.elseBlock());
+    SmallVector<Value> scaled;
+    for (Value v : s.regs)
+      scaled.push_back(d.fmul(v, k.scaleLog2));
+    scf::YieldOp::create(k.b, scaled);
+  }
   rowMax[0] = rowMax[1] = d.negInf();
-  Value tokBase = d.add(k.blockStart(n), d.mul(k.tq, d.c32(2)));
-  for (size_t i = 0; i < s.regs.size(); ++i) {
-    int h = (i % 4) / 2;
-    Value pos = d.add(tokBase, d.c32(8 * (i / 4) + i % 2));
-    Value valid = d.andi(d.sge(pos, k.lo), d.slt(pos, k.rowLimit[h]));
-    s.regs[i] = sm::scaleAndMask(d, s.regs[i], valid, k.scaleLog2);
-    rowMax[h] = sm::max(d, rowMax[h], s.regs[i]);
+  for (auto [i, v] : llvm::enumerate(ifOp.getResults())) {
+    s.regs[i] = v;
+    rowMax[(i % 4) / 2] = sm::max(d, rowMax[(i % 4) / 2], v);
   }
   // A warpgroup owns whole rows of its block: the quad has them all.
   for (int h = 0; h < 2; ++h)
@@ -389,6 +416,12 @@ void SeesawDecode::finish(const Running &run) {
 void SeesawDecode::consume(Value blocks) {
   ws.beginConsumer();
   wtid = d.remu(ws.ctid, d.c32(kWarpgroupThreads));
+  unmaskedEnd = k.kvEnd;
+  if (k.shape.causal) {
+    Value iq = d.divu(k.r0, d.c32(k.N));
+    unmaskedEnd =
+        d.minsi(k.kvEnd, d.add(d.sub(k.seq, k.qRows), d.add(iq, d.c32(1))));
+  }
   SmallVector<Value> init = k.initialState();
   Value iterations = d.divu(blocks, d.c32(2));
   SmallVector<Type> types(init.size(), d.f32);

@@ -9,7 +9,9 @@
 // (or, for an unloaded block, arriving on) its first box.
 // Warpgroup 0 (then) and warpgroup 1 (else) loop over block pairs:
 //  * WG0 scores block 2i whole (36 k-steps of m64n64k16, each box's four
-//    after its full barrier and a wgmma.fence) and waits; softmax; V
+//    after its full barrier and a wgmma.fence) and waits; the scores are
+//    masked only in a block at the piece's (or causal limit's) edge, else
+//    just scaled (scf.if yielding them); softmax; V
 //    zeroing of the tokens outside the piece (its half); P and the max to
 //    shared memory, fenced to the async proxy; its own named barrier 4 (128
 //    threads); "P0 ready" (barrier 2, arrive); O_L += P0 V0_L (4 k-steps of
@@ -93,6 +95,13 @@
 // CHECK-COUNT-32:    wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16
 // CHECK:             nvvm.wgmma.commit.group.sync.aligned
 // CHECK-NEXT:        nvvm.wgmma.wait.group.sync.aligned 0
+// CHECK:             scf.if %{{.*}} -> (f32,
+// CHECK-COUNT-32:      arith.select %{{.*}}, %{{.*}}, %cst
+// CHECK:               scf.yield
+// CHECK-NEXT:        } else {
+// CHECK-NOT:           arith.select
+// CHECK-COUNT-32:      arith.mulf
+// CHECK-NEXT:          scf.yield
 // CHECK:             ex2.approx.ftz.f32
 // CHECK:             nvvm.fence.proxy {kind = #nvvm.proxy_kind<async.shared>, space = #nvvm.shared_space<cta>}
 // CHECK:             nvvm.barrier id = %{{.*}} number_of_threads = %c128_i32
@@ -128,6 +137,13 @@
 // CHECK-COUNT-4:     wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 {{.*}} p, 1, 1, 0, 1;
 // CHECK:             nvvm.wgmma.commit.group.sync.aligned
 // CHECK-NEXT:        nvvm.wgmma.wait.group.sync.aligned 1
+// CHECK:             scf.if %{{.*}} -> (f32,
+// CHECK-COUNT-32:      arith.select %{{.*}}, %{{.*}}, %cst
+// CHECK:               scf.yield
+// CHECK-NEXT:        } else {
+// CHECK-NOT:           arith.select
+// CHECK-COUNT-32:      arith.mulf
+// CHECK-NEXT:          scf.yield
 // CHECK:             ex2.approx.ftz.f32
 // CHECK:             nvvm.fence.proxy
 // CHECK:             nvvm.barrier id = %c5_i32{{.*}} number_of_threads = %c128_i32
