@@ -68,22 +68,33 @@ int64_t SmemTile::kSliceOffset(int64_t kk) const {
 }
 
 WgmmaDescriptors::WgmmaDescriptors(DeviceBuilder &d, Value sharedBuffer)
-    : d(d), sharedBase(LLVM::PtrToIntOp::create(d.b, d.i64, sharedBuffer)) {}
+    : d(d),
+      sharedLo(arith::TruncIOp::create(
+          d.b, d.i32, LLVM::PtrToIntOp::create(d.b, d.i64, sharedBuffer))) {}
 
-Value WgmmaDescriptors::make(Value byteOffset, int64_t lbo, int64_t sbo) {
+Value WgmmaDescriptors::make(Value base, int64_t byteOffset, int64_t lbo,
+                             int64_t sbo) {
+  assert(byteOffset % 16 == 0 && "wgmma operands start at 16-byte multiples");
   ImplicitLocOpBuilder &b = d.b;
-  Value addr = d.add(sharedBase, arith::ExtUIOp::create(b, d.i64, byteOffset));
-  Value start = arith::ShRUIOp::create(
-      b, arith::AndIOp::create(b, addr, d.c64(0x3FFFF)), d.c64(4));
-  int64_t bits = ((lbo >> 4) << 16) | ((sbo >> 4) << 32) | (int64_t(1) << 62);
-  return arith::OrIOp::create(b, start, d.c64(bits)).getResult();
+  // The run-time part: (address >> 4) & 0x3FFF with the LBO field above it.
+  Value start = arith::AndIOp::create(
+      b, arith::ShRUIOp::create(b, d.add(sharedLo, base), d.c32(4)),
+      d.c32(0x3FFF));
+  Value lo = arith::OrIOp::create(b, start, d.c32((lbo >> 4) << 16));
+  if (byteOffset != 0)
+    lo = d.add(lo, d.c32(byteOffset >> 4));
+  int64_t hi = (sbo >> 4) | (int64_t(1) << 30);
+  return arith::OrIOp::create(b, arith::ExtUIOp::create(b, d.i64, lo),
+                              d.c64(hi << 32))
+      .getResult();
 }
 
-Value WgmmaDescriptors::kMajor(Value byteOffset) {
-  return make(byteOffset, 16, 1024);
+Value WgmmaDescriptors::kMajor(Value base, int64_t byteOffset) {
+  return make(base, byteOffset, 16, 1024);
 }
 
-Value WgmmaDescriptors::mnMajor(const SmemTile &tile, Value byteOffset) {
+Value WgmmaDescriptors::mnMajor(const SmemTile &tile, Value base,
+                                int64_t byteOffset) {
   assert(tile.swizzle == SmemSwizzle::Box128B && "wgmma reads Box128B tiles");
-  return make(byteOffset, tile.rows * 128, 1024);
+  return make(base, byteOffset, tile.rows * 128, 1024);
 }

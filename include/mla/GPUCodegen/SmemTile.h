@@ -63,23 +63,32 @@ struct SmemTile {
 /// wgmma shared-memory matrix descriptors of Box128B tiles (PTX ISA "matrix
 /// descriptor"): start address >> 4 (bits 0-13), leading-dimension byte
 /// offset >> 4 (16-29), stride byte offset >> 4 (32-45), swizzle mode 1 =
-/// 128B (62-63). The address is the shared buffer's `sharedBase` (i64, its
-/// generic-to-shared pointer value) plus `byteOffset` (i32).
+/// 128B (62-63). The address is the shared buffer's base plus `base` (i32,
+/// run time) plus `byteOffset` (compile time, a multiple of 16).
+///
+/// Only the low word depends on the address, and it is computed in 32 bits:
+/// the part from `base` is the same for every k-step of a tile (the
+/// compiler computes it once), so each step costs one add of
+/// byteOffset >> 4. A shared address is below 256 KB, so the start field
+/// never carries into the bits above it.
 class WgmmaDescriptors {
 public:
   WgmmaDescriptors(DeviceBuilder &d, mlir::Value sharedBuffer);
 
   /// K-major operand (A, or B = K^T): 8-row core-matrix groups are 1024 bytes
-  /// apart; consecutive k-steps advance `byteOffset` by 32 inside an atom.
-  mlir::Value kMajor(mlir::Value byteOffset);
+  /// apart; consecutive k-steps advance the address by 32 inside an atom.
+  mlir::Value kMajor(mlir::Value base, int64_t byteOffset = 0);
   /// MN-major operand read as the transpose of a Box128B tile of
   /// `tile.rows` rows: boxes of 64 columns are `rows * 128` bytes apart.
-  mlir::Value mnMajor(const SmemTile &tile, mlir::Value byteOffset);
+  mlir::Value mnMajor(const SmemTile &tile, mlir::Value base,
+                      int64_t byteOffset = 0);
 
 private:
-  mlir::Value make(mlir::Value byteOffset, int64_t lbo, int64_t sbo);
+  mlir::Value make(mlir::Value base, int64_t byteOffset, int64_t lbo,
+                   int64_t sbo);
   DeviceBuilder &d;
-  mlir::Value sharedBase;
+  /// The low 32 bits of the shared buffer's shared-window address.
+  mlir::Value sharedLo;
 };
 
 } // namespace mla::gpu_codegen

@@ -173,10 +173,9 @@ WgmmaAccum WarpSpecialisedDecode::issueScores(WarpgroupMma &mma, int64_t tokens,
       full(slot(n), kk / 4).waitParity(phase(n));
       mma.fence();
     }
-    Value aOff = d.add(qBase, d.c32(q.kSliceOffset(kk)));
-    Value bOff = d.add(kBase, d.c32(kv.base + kv.kSliceOffset(kk)));
-    acc = mma.step(acc, descs.kMajor(aOff), descs.kMajor(bOff), kk > 0,
-                   /*transB=*/false);
+    Value aDesc = descs.kMajor(qBase, q.kSliceOffset(kk));
+    Value bDesc = descs.kMajor(kBase, kv.base + kv.kSliceOffset(kk));
+    acc = mma.step(acc, aDesc, bDesc, kk > 0, /*transB=*/false);
   }
   return acc;
 }
@@ -191,9 +190,9 @@ WgmmaAccum WarpSpecialisedDecode::issuePV(WarpgroupMma &mma, ArrayRef<Value> o,
   WgmmaAccum acc{SmallVector<Value>(o.begin(), o.end())};
   // A k-step is 16 tokens.
   for (int64_t kk = 0; kk < k.Bk / 16; ++kk) {
-    Value aOff = d.add(pOff, d.c32(p.kSliceOffset(kk)));
-    Value bOff = d.add(vBase, d.c32(kv.base + kk * 16 * kv.rowBytes));
-    acc = mma.step(acc, descs.kMajor(aOff), descs.mnMajor(kv, bOff),
+    Value aDesc = descs.kMajor(pOff, p.kSliceOffset(kk));
+    Value bDesc = descs.mnMajor(kv, vBase, kv.base + kk * 16 * kv.rowBytes);
+    acc = mma.step(acc, aDesc, bDesc,
                    /*accumulate=*/true, /*transB=*/true);
   }
   return acc;

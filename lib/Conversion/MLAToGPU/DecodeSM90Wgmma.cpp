@@ -63,10 +63,9 @@ SmallVector<MmaAccum> WgmmaDecode::scores(Value kIdx, Value stage) {
       k.dequantSlice(kIdx, 8 * box, 8 * box + 8);
       k.sliceBarrier(/*asyncProxy=*/true);
     }
-    Value aOff = d.c32(q.base + q.kSliceOffset(kk));
-    Value bOff = d.add(kHalf, d.c32(kv.base + kv.kSliceOffset(kk)));
-    acc = mma.step(acc, descs.kMajor(aOff), descs.kMajor(bOff), kk > 0,
-                   /*transB=*/false);
+    Value aDesc = descs.kMajor(d.c32(0), q.base + q.kSliceOffset(kk));
+    Value bDesc = descs.kMajor(kHalf, kv.base + kv.kSliceOffset(kk));
+    acc = mma.step(acc, aDesc, bDesc, kk > 0, /*transB=*/false);
   }
   mma.commitAndWait();
   SmallVector<MmaAccum> s;
@@ -83,11 +82,11 @@ void WgmmaDecode::accumulateOutput(MutableArrayRef<Value> o, Value stage) {
   // Column half j: boxes Lw/64 * j.. of the KV tile; a k-step is 16 tokens.
   Value vBase = d.add(stage, d.mul(k.wj, d.c32((k.Lw / 64) * kv.rows * 128)));
   for (int64_t kk = 0; kk < k.Bk / 16; ++kk) {
-    Value aOff = d.c32(p.base + p.kSliceOffset(kk));
-    Value bOff = d.add(vBase, d.c32(kv.base + kk * 16 * kv.rowBytes));
-    WgmmaAccum acc = mma.step({SmallVector<Value>(o.begin(), o.end())},
-                              descs.kMajor(aOff), descs.mnMajor(kv, bOff),
-                              /*accumulate=*/true, /*transB=*/true);
+    Value aDesc = descs.kMajor(d.c32(0), p.base + p.kSliceOffset(kk));
+    Value bDesc = descs.mnMajor(kv, vBase, kv.base + kk * 16 * kv.rowBytes);
+    WgmmaAccum acc =
+        mma.step({SmallVector<Value>(o.begin(), o.end())}, aDesc, bDesc,
+                 /*accumulate=*/true, /*transB=*/true);
     llvm::copy(acc.regs, o.begin());
   }
   mma.commitAndWait();

@@ -301,10 +301,9 @@ WgmmaAccum MhaSM90Kernel::issueScores(WarpgroupMma &mma, Value stage) {
   Value qRows = d.mul(wg, d.c32(64 * kBoxBytes));
   Value kSlot = d.mul(stage, d.c32(lay.kStageBytes));
   for (int64_t kk = 0; kk < s.qkDim / 16; ++kk) {
-    Value a = d.add(qRows, d.c32(qTile.base + qTile.kSliceOffset(kk)));
-    Value bk = d.add(kSlot, d.c32(kTile.base + kTile.kSliceOffset(kk)));
-    acc = mma.step(acc, descs.kMajor(a), descs.kMajor(bk), kk > 0,
-                   /*transB=*/false);
+    Value a = descs.kMajor(qRows, qTile.base + qTile.kSliceOffset(kk));
+    Value bk = descs.kMajor(kSlot, kTile.base + kTile.kSliceOffset(kk));
+    acc = mma.step(acc, a, bk, kk > 0, /*transB=*/false);
   }
   return acc;
 }
@@ -312,12 +311,12 @@ WgmmaAccum MhaSM90Kernel::issueScores(WarpgroupMma &mma, Value stage) {
 WgmmaAccum MhaSM90Kernel::issuePV(WarpgroupMma &mma, const WgmmaAccum &o,
                                   ArrayRef<Value> p, Value stage) {
   WgmmaDescriptors descs(d, smem);
-  Value vSlot = d.add(d.mul(stage, d.c32(lay.vStageBytes)), d.c32(vTile.base));
+  Value vSlot = d.mul(stage, d.c32(lay.vStageBytes));
   WgmmaAccum acc = o;
   for (int64_t kk = 0; kk < kN / 16; ++kk) {
     // Keys 16kk.. are rows 16kk.. of every box: V read MN-major.
-    Value bv = d.add(vSlot, d.c32(kk * 16 * kBoxBytes));
-    acc = mma.stepRegA(acc, p.slice(4 * kk, 4), descs.mnMajor(vTile, bv),
+    Value bv = descs.mnMajor(vTile, vSlot, vTile.base + kk * 16 * kBoxBytes);
+    acc = mma.stepRegA(acc, p.slice(4 * kk, 4), bv,
                        /*accumulate=*/true, /*transB=*/true);
   }
   return acc;

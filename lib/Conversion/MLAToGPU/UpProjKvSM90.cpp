@@ -126,9 +126,9 @@ WgmmaAccum UpProjKvSM90Kernel::issueSlice(WarpgroupMma &mma,
   Value bSlot = d.mul(stage, d.c32(lay.bStageBytes));
   WgmmaAccum next = acc;
   for (int64_t kk = 0; kk < kK / 16; ++kk) {
-    Value a = d.add(aSlot, d.c32(aTile.base + aTile.kSliceOffset(kk)));
-    Value w = d.add(bSlot, d.c32(bTile.base + bTile.kSliceOffset(kk)));
-    next = mma.step(next, descs.kMajor(a), descs.kMajor(w),
+    Value a = descs.kMajor(aSlot, aTile.base + aTile.kSliceOffset(kk));
+    Value w = descs.kMajor(bSlot, bTile.base + bTile.kSliceOffset(kk));
+    next = mma.step(next, a, w,
                     /*accumulate=*/!(first && kk == 0), /*transB=*/false);
   }
   return next;
