@@ -54,12 +54,25 @@ Value softmax::quadSum(DeviceBuilder &d, Value v) {
 
 softmax::Rescale softmax::rescale(DeviceBuilder &d, Value mOld, Value lOld,
                                   Value blockMax) {
+  return rescaleTo(d, mOld, lOld, softmax::max(d, mOld, blockMax));
+}
+
+softmax::Rescale softmax::rescaleTo(DeviceBuilder &d, Value mOld, Value lOld,
+                                    Value mNew) {
   Rescale r;
-  r.mNew = softmax::max(d, mOld, blockMax);
+  r.mNew = mNew;
   r.mUse = d.select(d.feq(r.mNew, d.negInf()), d.f(0.0f), r.mNew);
   r.alpha = d.exp2(d.fsub(mOld, r.mUse));
   r.l = d.fmul(lOld, r.alpha);
   return r;
+}
+
+Value softmax::lazyMax(DeviceBuilder &d, Value mOld, Value blockMax,
+                       float slack) {
+  // UGT: true when either side is NaN, which then reaches m through max.
+  Value moves =
+      d.fcmp(arith::CmpFPredicate::UGT, blockMax, d.fadd(mOld, d.f(slack)));
+  return d.select(moves, softmax::max(d, mOld, blockMax), mOld);
 }
 
 Value softmax::probability(DeviceBuilder &d, Value s, Value mUse) {

@@ -59,6 +59,18 @@ struct Rescale {
 };
 Rescale rescale(DeviceBuilder &d, mlir::Value mOld, mlir::Value lOld,
                 mlir::Value blockMax);
+/// The same state for a chosen new max `mNew` (at least mOld, or NaN).
+Rescale rescaleTo(DeviceBuilder &d, mlir::Value mOld, mlir::Value lOld,
+                  mlir::Value mNew);
+/// Conditional rescaling (FlashAttention-4): the running max moves only when
+/// the block's max exceeds it by more than `slack` (base 2), or either is
+/// NaN, and then to max(mOld, blockMax). While it stays, alpha is exactly 1
+/// and the output needs no rescaling; p = 2^(s - m) stays below 2^slack, and
+/// the end's division by l and the LSE (m + log2 l) are unchanged.
+mlir::Value lazyMax(DeviceBuilder &d, mlir::Value mOld, mlir::Value blockMax,
+                    float slack);
+/// The slack the decode kernels use: p <= 256, far inside bf16/f16 range.
+constexpr float kLazySlack = 8.0f;
 
 /// p = 2^(s - mUse).
 mlir::Value probability(DeviceBuilder &d, mlir::Value s, mlir::Value mUse);

@@ -56,6 +56,11 @@
 // row's limit) (a CTA-uniform branch): the other blocks' scores are only
 // scaled.
 //
+// The running max moves only when a block's max exceeds it by more than
+// softmax::kLazySlack (conditional rescaling, as in FlashAttention-4): after
+// the first blocks of a row the max rarely moves, and the four rescalings
+// of an O half per iteration (128 multiplies each) are skipped at run time.
+//
 // The end adds the two partial row sums through shared memory and writes
 // the partial output and LSE as DecodeSM90Kernel::writeOutput does.
 //
@@ -160,8 +165,11 @@ private:
   /// addresses derived from them (the K and V descriptors of a warpgroup's
   /// fixed slot, the P stores) would stay live next to O and S and spill.
   Running withLocalCoordinates(function_ref<Running()> body);
-  /// o *= factor[row half].
-  void scale(SmallVector<Value> &o, Value factor[2]);
+  /// o *= factor[row half], skipped at run time unless one of the thread's
+  /// two rows' max moved from `mOld` to `mNew` (conditional rescaling: the
+  /// running max moves only by more than softmax::kLazySlack).
+  void scale(SmallVector<Value> &o, Value factor[2], Value mOld[2],
+             Value mNew[2]);
   /// 2^(mOld - mNew), with mNew = -inf read as 0 (no -inf - -inf).
   Value rescaleFactor(Value mOld, Value mNew);
   void finish(const Running &run);
@@ -304,9 +312,24 @@ void SeesawDecode::release(int wg, int slot) {
   ws.empty(d.c32(slot), kPGroup).arrive();
 }
 
-void SeesawDecode::scale(SmallVector<Value> &o, Value factor[2]) {
-  for (size_t i = 0; i < o.size(); ++i)
-    o[i] = d.fmul(o[i], factor[(i % 4) / 2]);
+void SeesawDecode::scale(SmallVector<Value> &o, Value factor[2], Value mOld[2],
+                         Value mNew[2]) {
+  // UNE: a NaN max counts as moved (and makes the row NaN).
+  Value moved = d.ori(d.fcmp(arith::CmpFPredicate::UNE, mOld[0], mNew[0]),
+                      d.fcmp(arith::CmpFPredicate::UNE, mOld[1], mNew[1]));
+  SmallVector<Type> types(o.size(), d.f32);
+  auto ifOp = scf::IfOp::create(k.b, types, moved, /*withElseRegion=*/true);
+  {
+    OpBuilder::InsertionGuard guard(k.b);
+    k.b.setInsertionPointToStart(ifOp.thenBlock());
+    SmallVector<Value> scaled;
+    for (size_t i = 0; i < o.size(); ++i)
+      scaled.push_back(d.fmul(o[i], factor[(i % 4) / 2]));
+    scf::YieldOp::create(k.b, scaled);
+    k.b.setInsertionPointToStart(ifOp.elseBlock());
+    scf::YieldOp::create(k.b, o);
+  }
+  o.assign(ifOp.getResults().begin(), ifOp.getResults().end());
 }
 
 Value SeesawDecode::rescaleFactor(Value mOld, Value mNew) {
@@ -322,11 +345,12 @@ Running SeesawDecode::iterationWG0(Value i, Running r) {
   Value rowMax[2], m0[2], alpha[2], mUse[2];
   maskScores(s, n0, rowMax);
   for (int h = 0; h < 2; ++h) {
-    sm::Rescale re = sm::rescale(d, r.m[h], r.l[h], rowMax[h]);
+    sm::Rescale re = sm::rescaleTo(
+        d, r.m[h], r.l[h], sm::lazyMax(d, r.m[h], rowMax[h], sm::kLazySlack));
     m0[h] = re.mNew, mUse[h] = re.mUse, alpha[h] = re.alpha, r.l[h] = re.l;
   }
   SmallVector<Value> packed = probabilities(s, mUse, r.l);
-  scale(r.o, alpha);
+  scale(r.o, alpha, r.m, m0);
   zeroOwnV(0, n0, /*publish=*/false);
   storePAndMax(0, packed, m0);
   ws.namedSync(kOwnBarrier, kWarpgroupThreads);
@@ -344,7 +368,7 @@ Running SeesawDecode::iterationWG0(Value i, Running r) {
     r.l[h] = d.fmul(r.l[h], beta[h]);
     r.m[h] = m1[h];
   }
-  scale(r.o, beta);
+  scale(r.o, beta, m0, m1);
   zeroOwnV(0, n1, /*publish=*/true);
   r.o = issuePV(0, r.o, n1, 1, /*waitBoxes=*/true).regs;
   oMma.commitAndWait();
@@ -366,7 +390,7 @@ Running SeesawDecode::iterationWG1(Value i, Running r) {
   loadMax(0, m0);
   for (int h = 0; h < 2; ++h)
     alpha[h] = rescaleFactor(r.m[h], m0[h]);
-  scale(r.o, alpha);
+  scale(r.o, alpha, r.m, m0);
   zeroOwnV(1, n0, /*publish=*/true);
   r.o = issuePV(1, r.o, n0, 0, /*waitBoxes=*/true).regs;
   oMma.commit();
@@ -376,8 +400,9 @@ Running SeesawDecode::iterationWG1(Value i, Running r) {
   Value rowMax[2], m1[2], mUse[2];
   maskScores(s, n1, rowMax);
   for (int h = 0; h < 2; ++h) {
-    sm::Rescale re =
-        sm::rescale(d, r.m[h], r.l[h], sm::max(d, m0[h], rowMax[h]));
+    // m1 follows m0 as warpgroup 0 will see it; l goes from m to m1 at once.
+    sm::Rescale re = sm::rescaleTo(
+        d, r.m[h], r.l[h], sm::lazyMax(d, m0[h], rowMax[h], sm::kLazySlack));
     m1[h] = re.mNew, mUse[h] = re.mUse, r.l[h] = re.l;
   }
   SmallVector<Value> packed = probabilities(s, mUse, r.l);
@@ -389,11 +414,11 @@ Running SeesawDecode::iterationWG1(Value i, Running r) {
   oMma.wait(0);
   release(1, 0);
   Value beta[2];
-  for (int h = 0; h < 2; ++h) {
+  for (int h = 0; h < 2; ++h)
     beta[h] = rescaleFactor(m0[h], m1[h]);
+  scale(r.o, beta, m0, m1);
+  for (int h = 0; h < 2; ++h)
     r.m[h] = m1[h];
-  }
-  scale(r.o, beta);
   r.o = issuePV(1, r.o, n1, 1, /*waitBoxes=*/false).regs;
   oMma.commitAndWait();
   release(1, 1);

@@ -26,11 +26,16 @@
 //    max, barrier 5, "P1 ready" (barrier 3, arrive), waits for P V, frees
 //    slot 0's V_R and its share of P, O_R += P1 V1_R, waits and frees slot
 //    1's V_R and its share of P.
+// Every rescaling of an O half (128 multiplies) sits in an scf.if taken only
+// when one of the thread's rows' max moved: the running max moves only by
+// more than 8 (base 2; arith.cmpf ugt), FlashAttention-4's conditional
+// rescaling.
 // The end adds the row sums over named barrier 1 (256 threads).
 // RUN: mla-opt %s --mla-select-gpu-tiling --convert-mla-to-gpu | FileCheck %s
 // RUN: mla-opt %s --mla-to-nvvm="chip=sm_90a format=isa" -o %t.mlir
 // RUN: %python %mla_src_root/scripts/extract-gpu-payload.py %t.mlir %t.ptx
 // RUN: FileCheck %s --check-prefix=PTX < %t.ptx
+// RUN: FileCheck %s --check-prefix=DESC < %t.ptx
 // RUN: %if ptxas %{ /usr/local/cuda/bin/ptxas -arch=sm_90a -v %t.ptx -o %t.cubin 2>&1 | FileCheck %s --check-prefix=PTXAS %}
 // The causal s_q = 2 and f16 builds pass ptxas as cleanly.
 // RUN: sed -e 's/x1x128x/x2x128x/g; s/x128x1xf32/x128x2xf32/g; s/scale 0.0721687824/scale 0.0721687824 causal/' %s | mla-opt --mla-to-nvvm="chip=sm_90a format=isa" -o %t.causal.mlir
@@ -102,7 +107,13 @@
 // CHECK-NOT:           arith.select
 // CHECK-COUNT-32:      arith.mulf
 // CHECK-NEXT:          scf.yield
+// CHECK:             arith.cmpf ugt
 // CHECK:             ex2.approx.ftz.f32
+// CHECK:             arith.cmpf une
+// CHECK:             scf.if %{{.*}} -> (f32,
+// CHECK-COUNT-128:     arith.mulf
+// CHECK:             } else {
+// CHECK-NEXT:          scf.yield
 // CHECK:             nvvm.fence.proxy {kind = #nvvm.proxy_kind<async.shared>, space = #nvvm.shared_space<cta>}
 // CHECK:             nvvm.barrier id = %{{.*}} number_of_threads = %c128_i32
 // CHECK:             nvvm.barrier.arrive id = %c2_i32{{.*}} number_of_threads = %c256_i32
@@ -113,6 +124,11 @@
 // CHECK:             nvvm.wgmma.wait.group.sync.aligned 0
 // CHECK-COUNT-2:     nvvm.mbarrier.arrive %
 // CHECK-NOT:         nvvm.mbarrier.arrive %
+// CHECK:             arith.cmpf une
+// CHECK:             scf.if %{{.*}} -> (f32,
+// CHECK-COUNT-128:     arith.mulf
+// CHECK:             } else {
+// CHECK-NEXT:          scf.yield
 // CHECK:             nvvm.fence.proxy
 // CHECK:             nvvm.barrier id = %c4_i32{{.*}} number_of_threads = %c128_i32
 // CHECK-COUNT-4:     nvvm.mbarrier.try_wait.parity
@@ -130,6 +146,11 @@
 // CHECK:             nvvm.wgmma.commit.group.sync.aligned
 // CHECK-NEXT:        nvvm.wgmma.wait.group.sync.aligned 1
 // CHECK:             nvvm.barrier id = %c2_i32{{.*}} number_of_threads = %c256_i32
+// CHECK:             arith.cmpf une
+// CHECK:             scf.if %{{.*}} -> (f32,
+// CHECK-COUNT-128:     arith.mulf
+// CHECK:             } else {
+// CHECK-NEXT:          scf.yield
 // CHECK:             nvvm.fence.proxy
 // CHECK:             nvvm.barrier id = %c5_i32{{.*}} number_of_threads = %c128_i32
 // CHECK-COUNT-4:     nvvm.mbarrier.try_wait.parity
@@ -151,6 +172,11 @@
 // CHECK-NEXT:        nvvm.wgmma.wait.group.sync.aligned 0
 // CHECK-COUNT-2:     nvvm.mbarrier.arrive %
 // CHECK-NOT:         nvvm.mbarrier.arrive %
+// CHECK:             arith.cmpf une
+// CHECK:             scf.if %{{.*}} -> (f32,
+// CHECK-COUNT-128:     arith.mulf
+// CHECK:             } else {
+// CHECK-NEXT:          scf.yield
 // CHECK:             nvvm.wgmma.fence.aligned
 // CHECK-COUNT-4:     wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 {{.*}} p, 1, 1, 0, 1;
 // CHECK:             nvvm.wgmma.commit.group.sync.aligned
@@ -184,6 +210,23 @@
 // PTX:         bar.sync 1, 256;
 // PTX-NOT:     m64n32k16
 // PTX-LABEL: .entry mla_decode_plan(
+
+// A k-step's descriptors are its tile's start word plus a constant
+// (WgmmaDescriptors): an add, the widening and the constant high word; the
+// shift and mask of the address happen once per tile.
+// DESC-LABEL: .entry mla_decode_partial(
+// DESC:        wgmma.mma_async.sync.aligned.m64n64k16
+// DESC-NOT:    shr.
+// DESC:        add.s32 {{%r[0-9]+}}, {{%r[0-9]+}}, {{[0-9]+}};
+// DESC-NEXT:   cvt.u64.u32
+// DESC-NEXT:   or.b64 {{%rd[0-9]+}}, {{%rd[0-9]+}}, 4611686293305294848;
+// DESC-NEXT:   add.s32 {{%r[0-9]+}}, {{%r[0-9]+}}, {{[0-9]+}};
+// DESC-NEXT:   cvt.u64.u32
+// DESC-NEXT:   or.b64 {{%rd[0-9]+}}, {{%rd[0-9]+}}, 4611686293305294848;
+// DESC-NOT:    shr.
+// DESC:        wgmma.mma_async.sync.aligned.m64n64k16
+// DESC-NOT:    shr.
+// DESC:        wgmma.mma_async.sync.aligned.m64n64k16
 
 // F16: .entry mla_decode_partial(
 // F16: wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16
