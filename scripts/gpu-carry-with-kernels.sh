@@ -10,6 +10,10 @@ set -euo pipefail
 OUT=${1:-gpu-carry}
 BUILD=${BUILD:-build}
 bash "$(dirname "$0")/build-gpu-carry.sh" "$OUT"
+# The compiler and the spec listers must be this build's too: a stale mla-aot
+# stamps its kernels with an older codegen fingerprint than the carried
+# runtime looks up, and every lookup there misses.
+ninja -C "$BUILD" mla-aot mla-bench mla-prefill-bench
 specs=$(mktemp)
 trap 'rm -f "$specs"' EXIT
 # The sm_90a decode variants the GPU tests and mla-bench --tile force

@@ -686,6 +686,9 @@ struct mlaGpuDecodePlan {
   int64_t batch = 0, maxPages = 0, numPages = 0;
   /// A varlen step's token count T.
   int64_t numTokens = 0;
+  /// A pipelined kernel's TMA maps of the last run's q and cache (a plan is
+  /// used by one thread at a time).
+  mutable DecodeTmaMaps tmaMaps;
 };
 
 namespace {
@@ -869,7 +872,7 @@ llvm::Error runPlan(const mlaGpuDecodePlan *plan, const DecodeArgs &given,
     return error;
   if (llvm::Error error = usePlanContext(*plan))
     return error;
-  return plan->decoder->run(stream, args);
+  return plan->decoder->run(stream, args, &plan->tmaMaps);
 }
 
 llvm::Error checkPlanStatus(mlaGpuDecodePlan *plan, CUstream stream) {

@@ -380,8 +380,10 @@ llvm::Error GpuDecoder::plan(CUstream stream,
 }
 
 llvm::Error GpuDecoder::encodePipelinedMaps(const DecodeArgs &args,
-                                            CUtensorMap &qMap,
-                                            CUtensorMap &cacheMap) const {
+                                            DecodeTmaMaps &maps) const {
+  if (maps.encodedFor(args))
+    return llvm::Error::success();
+  maps.q = 0; // stale until both maps are encoded
   const DecodeShape &s = spec.shape;
   // TMA row coordinates are int32.
   if (args.numPages > kInt32Max / s.pageSize)
@@ -403,12 +405,15 @@ llvm::Error GpuDecoder::encodePipelinedMaps(const DecodeArgs &args,
                         1, s.rowDim(), spec.tiling.kvBlock);
   if (!cache)
     return cache.takeError();
-  qMap = *q;
-  cacheMap = *cache;
+  maps.qMap = *q;
+  maps.cacheMap = *cache;
+  maps.q = args.q, maps.cache = args.cache;
+  maps.batch = args.batch, maps.numPages = args.numPages;
   return llvm::Error::success();
 }
 
-llvm::Error GpuDecoder::run(CUstream stream, const DecodeArgs &args) const {
+llvm::Error GpuDecoder::run(CUstream stream, const DecodeArgs &args,
+                            DecodeTmaMaps *maps) const {
   if (llvm::Error error = checkDecodeArgs(spec, args))
     return error;
   DecodeWorkspaceLayout layout = decodeWorkspaceLayout(
@@ -433,9 +438,10 @@ llvm::Error GpuDecoder::run(CUstream stream, const DecodeArgs &args) const {
   // The pipelined kernel also takes q and the cache as TMA maps, encoded
   // from host data only (pointers and sizes), so a plan/run decode and a
   // captured graph need no sync.
-  CUtensorMap qMap, cacheMap;
+  DecodeTmaMaps local;
+  DecodeTmaMaps &tma = maps ? *maps : local;
   if (spec.tiling.pipelined) {
-    if (llvm::Error error = encodePipelinedMaps(args, qMap, cacheMap))
+    if (llvm::Error error = encodePipelinedMaps(args, tma))
       return error;
   }
   // The eleven shared parameters, then the groups this kernel declares in
@@ -449,7 +455,7 @@ llvm::Error GpuDecoder::run(CUstream stream, const DecodeArgs &args) const {
   if (varlen)
     partialParams.append({&queryStartLoc, &numTokens});
   if (spec.tiling.pipelined)
-    partialParams.append({&qMap, &cacheMap});
+    partialParams.append({&tma.qMap, &tma.cacheMap});
   assert(partialParams.size() == size_t(decodePartialNumParams(spec.shape) +
                                         (spec.tiling.pipelined ? 2 : 0)) &&
          "launch parameters differ from KernelABI.h");

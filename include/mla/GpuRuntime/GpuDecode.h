@@ -140,6 +140,21 @@ struct DecodeArgs {
   int64_t numTokens = 0;
 };
 
+/// The TMA maps of q and the cache that a pipelined spec's kernel takes, and
+/// the arguments they were encoded from. A device plan keeps one across its
+/// runs, so that runs over the same buffers (an engine's layers and steps)
+/// encode nothing on the host.
+struct DecodeTmaMaps {
+  CUdeviceptr q = 0, cache = 0;
+  int64_t batch = 0, numPages = 0;
+  CUtensorMap qMap = {}, cacheMap = {};
+
+  bool encodedFor(const DecodeArgs &args) const {
+    return q && q == args.q && cache == args.cache && batch == args.batch &&
+           numPages == args.numPages;
+  }
+};
+
 /// Validates the sizes of a decode: batch and split counts within the
 /// grid's extents, a block table of at least one column whose capacity fits
 /// in int32, and at least one cache page.
@@ -231,12 +246,16 @@ public:
   /// Validates `args` (checkDecodeArgs), then enqueues mla_decode_partial and
   /// mla_combine on `stream`. Allocates nothing and copies nothing, so it may
   /// be captured in a CUDA graph. Nothing is launched when validation fails.
-  llvm::Error run(CUstream stream, const DecodeArgs &args) const;
+  /// `maps`: a pipelined spec's TMA maps kept between runs, re-encoded only
+  /// when `args` differ from what they were encoded for; null encodes them
+  /// for this run alone.
+  llvm::Error run(CUstream stream, const DecodeArgs &args,
+                  DecodeTmaMaps *maps = nullptr) const;
 
 private:
   /// The TMA maps of q and the cache that a pipelined spec's kernel takes.
-  llvm::Error encodePipelinedMaps(const DecodeArgs &args, CUtensorMap &qMap,
-                                  CUtensorMap &cacheMap) const;
+  llvm::Error encodePipelinedMaps(const DecodeArgs &args,
+                                  DecodeTmaMaps &maps) const;
   GpuDecoder(const DecodeKernelSpec &spec, CudaKernel partial,
              CudaKernel combine, CudaKernel planner)
       : spec(spec), partial(std::move(partial)), combine(std::move(combine)),
