@@ -53,8 +53,9 @@
 // a block before its P V reads them, after the block's QK^T has finished,
 // so p = 0 never meets a NaN of an unused slot or page. Both the zeroing and
 // the score mask run only on a block at an edge of [lo, the CTA's first
-// row's limit) (a CTA-uniform branch): the other blocks' scores are only
-// scaled.
+// row's limit) (a CTA-uniform branch): the other blocks' scores are used
+// as they are. The scale (positive) is applied to the row max and, in the
+// fma before each exponential, to the scores.
 //
 // The running max moves only when a block's max exceeds it by more than
 // softmax::kLazySlack (conditional rescaling, as in FlashAttention-4): after
@@ -135,10 +136,12 @@ private:
   /// Issues S = Q K^T of all 64 tokens of block `n` in slot `slot` (no
   /// commit).
   WgmmaAccum issueScores(Value n, int slot);
-  /// Masks and scales `s` (block `n`) in place; returns the rows' maxima
-  /// over the quad in `rowMax`.
+  /// Masks `s` (block `n`, unscaled) in place; returns the rows' maxima
+  /// over the quad, scaled to base 2, in `rowMax`. The scale is positive
+  /// (the host checks it), so the max of the scaled scores is the scaled
+  /// max: the scaling waits for the exponentials' fma.
   void maskScores(WgmmaAccum &s, Value n, Value rowMax[2]);
-  /// p = 2^(s - mUse) packed in pairs; adds the p to `l`.
+  /// p = 2^(s * scaleLog2 - mUse) packed in pairs; adds the p to `l`.
   SmallVector<Value> probabilities(const WgmmaAccum &s, Value mUse[2],
                                    Value l[2]);
   /// Stores P over slot `slot`'s RoPE box and the rows' maxima `m` to
@@ -231,14 +234,11 @@ void SeesawDecode::maskScores(WgmmaAccum &s, Value n, Value rowMax[2]) {
       Value pos = d.add(tokBase, d.c32(8 * (i / 4) + i % 2));
       Value valid =
           d.andi(d.sge(pos, k.lo), d.slt(pos, k.rowLimit[(i % 4) / 2]));
-      masked.push_back(sm::scaleAndMask(d, s.regs[i], valid, k.scaleLog2));
+      masked.push_back(d.select(valid, s.regs[i], d.negInf()));
     }
     scf::YieldOp::create(k.b, masked);
     k.b.setInsertionPointToStart(ifOp.elseBlock());
-    SmallVector<Value> scaled;
-    for (Value v : s.regs)
-      scaled.push_back(d.fmul(v, k.scaleLog2));
-    scf::YieldOp::create(k.b, scaled);
+    scf::YieldOp::create(k.b, s.regs);
   }
   rowMax[0] = rowMax[1] = d.negInf();
   for (auto [i, v] : llvm::enumerate(ifOp.getResults())) {
@@ -247,7 +247,7 @@ void SeesawDecode::maskScores(WgmmaAccum &s, Value n, Value rowMax[2]) {
   }
   // A warpgroup owns whole rows of its block: the quad has them all.
   for (int h = 0; h < 2; ++h)
-    rowMax[h] = sm::quadMax(d, rowMax[h]);
+    rowMax[h] = d.fmul(sm::quadMax(d, rowMax[h]), k.scaleLog2);
 }
 
 SmallVector<Value> SeesawDecode::probabilities(const WgmmaAccum &s,
@@ -255,8 +255,8 @@ SmallVector<Value> SeesawDecode::probabilities(const WgmmaAccum &s,
   SmallVector<Value> packed;
   for (size_t i = 0; i < s.regs.size(); i += 2) {
     int h = (i % 4) / 2;
-    Value p0 = sm::probability(d, s.regs[i], mUse[h]);
-    Value p1 = sm::probability(d, s.regs[i + 1], mUse[h]);
+    Value p0 = sm::scaledProbability(d, s.regs[i], k.scaleLog2, mUse[h]);
+    Value p1 = sm::scaledProbability(d, s.regs[i + 1], k.scaleLog2, mUse[h]);
     l[h] = d.fadd(l[h], d.fadd(p0, p1));
     packed.push_back(d.pack2(p0, p1, k.halfType));
   }

@@ -11,7 +11,8 @@
 //  * WG0 scores block 2i whole (36 k-steps of m64n64k16, each box's four
 //    after its full barrier and a wgmma.fence) and waits; the scores are
 //    masked only in a block at the piece's (or causal limit's) edge, else
-//    just scaled (scf.if yielding them); softmax; V
+//    used as they are (scf.if yielding them; the scale goes into the row max
+//    and each exponential's fma); softmax; V
 //    zeroing of the tokens outside the piece (its half); P and the max to
 //    shared memory, fenced to the async proxy; its own named barrier 4 (128
 //    threads); "P0 ready" (barrier 2, arrive); O_L += P0 V0_L (4 k-steps of
@@ -104,11 +105,10 @@
 // CHECK-COUNT-32:      arith.select %{{.*}}, %{{.*}}, %cst
 // CHECK:               scf.yield
 // CHECK-NEXT:        } else {
-// CHECK-NOT:           arith.select
-// CHECK-COUNT-32:      arith.mulf
 // CHECK-NEXT:          scf.yield
 // CHECK:             arith.cmpf ugt
-// CHECK:             ex2.approx.ftz.f32
+// CHECK:             llvm.intr.fma(%{{[0-9]+}}#0, %{{.*}})
+// CHECK-NEXT:        ex2.approx.ftz.f32
 // CHECK:             arith.cmpf une
 // CHECK:             scf.if %{{.*}} -> (f32,
 // CHECK-COUNT-128:     arith.mulf
@@ -162,8 +162,6 @@
 // CHECK-COUNT-32:      arith.select %{{.*}}, %{{.*}}, %cst
 // CHECK:               scf.yield
 // CHECK-NEXT:        } else {
-// CHECK-NOT:           arith.select
-// CHECK-COUNT-32:      arith.mulf
 // CHECK-NEXT:          scf.yield
 // CHECK:             ex2.approx.ftz.f32
 // CHECK:             nvvm.fence.proxy
