@@ -2,6 +2,8 @@
 
 #include "mla/GPUCodegen/OnlineSoftmax.h"
 
+#include "mlir/Dialect/SCF/IR/SCF.h"
+
 using namespace mlir;
 using namespace mla::gpu_codegen;
 
@@ -73,6 +75,28 @@ Value softmax::lazyMax(DeviceBuilder &d, Value mOld, Value blockMax,
   Value moves =
       d.fcmp(arith::CmpFPredicate::UGT, blockMax, d.fadd(mOld, d.f(slack)));
   return d.select(moves, softmax::max(d, mOld, blockMax), mOld);
+}
+
+Value softmax::maxMoved(DeviceBuilder &d, Value mOld[2], Value mNew[2]) {
+  return d.ori(d.fcmp(arith::CmpFPredicate::UNE, mOld[0], mNew[0]),
+               d.fcmp(arith::CmpFPredicate::UNE, mOld[1], mNew[1]));
+}
+
+void softmax::rescaleIf(DeviceBuilder &d, MutableArrayRef<Value> acc,
+                        Value factor[2], Value moved) {
+  SmallVector<Type> types(acc.size(), d.f32);
+  auto ifOp = scf::IfOp::create(d.b, types, moved, /*withElseRegion=*/true);
+  {
+    OpBuilder::InsertionGuard guard(d.b);
+    d.b.setInsertionPointToStart(ifOp.thenBlock());
+    SmallVector<Value> scaled;
+    for (size_t i = 0; i < acc.size(); ++i)
+      scaled.push_back(d.fmul(acc[i], factor[(i % 4) / 2]));
+    scf::YieldOp::create(d.b, scaled);
+    d.b.setInsertionPointToStart(ifOp.elseBlock());
+    scf::YieldOp::create(d.b, SmallVector<Value>(acc.begin(), acc.end()));
+  }
+  llvm::copy(ifOp.getResults(), acc.begin());
 }
 
 Value softmax::probability(DeviceBuilder &d, Value s, Value mUse) {

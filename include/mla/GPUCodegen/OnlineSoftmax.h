@@ -69,8 +69,17 @@ Rescale rescaleTo(DeviceBuilder &d, mlir::Value mOld, mlir::Value lOld,
 /// the end's division by l and the LSE (m + log2 l) are unchanged.
 mlir::Value lazyMax(DeviceBuilder &d, mlir::Value mOld, mlir::Value blockMax,
                     float slack);
-/// The slack the decode kernels use: p <= 256, far inside bf16/f16 range.
+/// The slack the kernels use: p <= 256, far inside bf16/f16 range.
 constexpr float kLazySlack = 8.0f;
+/// Whether either of a thread's two rows' running max changed (UNE: a NaN
+/// max counts as changed, and its factor then makes the row NaN).
+mlir::Value maxMoved(DeviceBuilder &d, mlir::Value mOld[2],
+                     mlir::Value mNew[2]);
+/// acc[i] *= factor[(i % 4) / 2] (an mma/wgmma C fragment: register i holds
+/// row half (i % 4) / 2) inside an scf.if taken only when `moved` (i1); the
+/// values pass through otherwise, so a row whose max stayed costs a branch.
+void rescaleIf(DeviceBuilder &d, llvm::MutableArrayRef<mlir::Value> acc,
+               mlir::Value factor[2], mlir::Value moved);
 
 /// p = 2^(s - mUse).
 mlir::Value probability(DeviceBuilder &d, mlir::Value s, mlir::Value mUse);

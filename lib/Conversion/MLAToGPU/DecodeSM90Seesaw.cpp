@@ -62,8 +62,9 @@
 // the first blocks of a row the max rarely moves, and the four rescalings
 // of an O half per iteration (128 multiplies each) are skipped at run time.
 //
-// The end adds the two partial row sums through shared memory and writes
-// the partial output and LSE as DecodeSM90Kernel::writeOutput does.
+// The end adds the two partial row sums through shared memory (the Q tile,
+// with the loop's hand-offs) and writes the partial output and LSE as
+// DecodeSM90Kernel::writeOutput does.
 //
 //===----------------------------------------------------------------------===//
 
@@ -175,6 +176,9 @@ private:
              Value mNew[2]);
   /// 2^(mOld - mNew), with mNew = -inf read as 0 (no -inf - -inf).
   Value rescaleFactor(Value mOld, Value mNew);
+  /// Where warpgroup `wg` leaves the partial row sum of row half `h` at the
+  /// end (in the Q tile, which no wgmma reads by then).
+  Value rowSumSlot(int h, Value wg);
   void finish(const Running &run);
 
   DecodeSM90Kernel &k;
@@ -314,22 +318,7 @@ void SeesawDecode::release(int wg, int slot) {
 
 void SeesawDecode::scale(SmallVector<Value> &o, Value factor[2], Value mOld[2],
                          Value mNew[2]) {
-  // UNE: a NaN max counts as moved (and makes the row NaN).
-  Value moved = d.ori(d.fcmp(arith::CmpFPredicate::UNE, mOld[0], mNew[0]),
-                      d.fcmp(arith::CmpFPredicate::UNE, mOld[1], mNew[1]));
-  SmallVector<Type> types(o.size(), d.f32);
-  auto ifOp = scf::IfOp::create(k.b, types, moved, /*withElseRegion=*/true);
-  {
-    OpBuilder::InsertionGuard guard(k.b);
-    k.b.setInsertionPointToStart(ifOp.thenBlock());
-    SmallVector<Value> scaled;
-    for (size_t i = 0; i < o.size(); ++i)
-      scaled.push_back(d.fmul(o[i], factor[(i % 4) / 2]));
-    scf::YieldOp::create(k.b, scaled);
-    k.b.setInsertionPointToStart(ifOp.elseBlock());
-    scf::YieldOp::create(k.b, o);
-  }
-  o.assign(ifOp.getResults().begin(), ifOp.getResults().end());
+  sm::rescaleIf(d, o, factor, sm::maxMoved(d, mOld, mNew));
 }
 
 Value SeesawDecode::rescaleFactor(Value mOld, Value mNew) {
@@ -425,16 +414,38 @@ Running SeesawDecode::iterationWG1(Value i, Running r) {
   return r;
 }
 
+Value SeesawDecode::rowSumSlot(int h, Value wg) {
+  Value slot = d.add(d.mul(k.rowLocal[h], d.c32(2)), wg);
+  return k.sm(k.lay.q.base, d.mul(slot, d.c32(4)));
+}
+
 void SeesawDecode::finish(const Running &run) {
-  // Every read of the max scratch is before this barrier.
-  ws.namedSync(kConsumerBarrier, kConsumerThreads);
+  // Each warpgroup's partial row sums go over the first 512 bytes of the Q
+  // tile: a warpgroup is past its last hand-off only after the other's last
+  // Q K^T finished (its scores came before that hand-off), and its own
+  // finished before. The exchange is the loop's pair of hand-offs: the
+  // warpgroup's own barrier, then arrive on "P<wg> ready" and wait on the
+  // other's.
   for (int h = 0; h < 2; ++h)
-    d.store(sm::quadSum(d, run.l[h]), k.redSlot(h, k.wj), 4);
-  ws.namedSync(kConsumerBarrier, kConsumerThreads);
+    d.store(sm::quadSum(d, run.l[h]), rowSumSlot(h, k.wj), 4);
+  auto handOff = [&](int wg) {
+    ws.namedSync(kOwnBarrier + wg, kWarpgroupThreads);
+    ws.namedArrive(wg == 0 ? kP0Ready : kP1Ready, kConsumerThreads);
+    ws.namedSync(wg == 0 ? kP1Ready : kP0Ready, kConsumerThreads);
+  };
+  auto ifOp = scf::IfOp::create(k.b, d.eq(k.wj, d.c32(0)),
+                                /*withElseRegion=*/true);
+  {
+    OpBuilder::InsertionGuard guard(k.b);
+    k.b.setInsertionPointToStart(ifOp.thenBlock());
+    handOff(0);
+    k.b.setInsertionPointToStart(ifOp.elseBlock());
+    handOff(1);
+  }
   Value lRow[2];
   for (int h = 0; h < 2; ++h)
-    lRow[h] = d.fadd(d.load(d.f32, k.redSlot(h, d.c32(0)), 4),
-                     d.load(d.f32, k.redSlot(h, d.c32(1)), 4));
+    lRow[h] = d.fadd(d.load(d.f32, rowSumSlot(h, d.c32(0)), 4),
+                     d.load(d.f32, rowSumSlot(h, d.c32(1)), 4));
   k.writeOutput(run.flatten(), lRow);
 }
 

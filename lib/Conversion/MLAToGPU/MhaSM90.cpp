@@ -133,9 +133,14 @@ private:
                      Value stage);
   WgmmaAccum mask(const Work &w, Value block, const WgmmaAccum &scores);
   /// Folds the block's scores into (m, l) and replaces p with the block's
-  /// probabilities; returns each row's factor for o.
-  std::array<Value, 2> softmaxFold(const WgmmaAccum &scores, RowState &state);
-  void rescale(WgmmaAccum &o, std::array<Value, 2> alpha);
+  /// probabilities; returns each row's factor for o and whether either
+  /// row's max moved (it moves only by more than softmax::kLazySlack:
+  /// conditional rescaling, as in FlashAttention-4).
+  struct Fold {
+    Value alpha[2];
+    Value moved;
+  };
+  Fold softmaxFold(const WgmmaAccum &scores, RowState &state);
   void store(const Work &w, const RowState &state);
   Value phase(Value n) { return d.bitAnd(d.divu(n, d.c32(kStages)), d.c32(1)); }
   Value slot(Value n) { return d.remu(n, d.c32(kStages)); }
@@ -355,12 +360,13 @@ WgmmaAccum MhaSM90Kernel::mask(const Work &w, Value block,
   return {SmallVector<Value>(ifOp.getResults())};
 }
 
-std::array<Value, 2> MhaSM90Kernel::softmaxFold(const WgmmaAccum &sc,
-                                                RowState &st) {
+MhaSM90Kernel::Fold MhaSM90Kernel::softmaxFold(const WgmmaAccum &sc,
+                                               RowState &st) {
   float scaleLog2 = s.scale * softmax::kLog2e;
   WgmmaAccum p;
   p.regs.resize(sc.regs.size());
-  std::array<Value, 2> alpha;
+  Fold fold;
+  Value mOld[2] = {st.m[0], st.m[1]};
   Value scale = d.f(scaleLog2);
   for (int64_t h = 0; h < 2; ++h) {
     SmallVector<Value> row;
@@ -370,7 +376,9 @@ std::array<Value, 2> MhaSM90Kernel::softmaxFold(const WgmmaAccum &sc,
     Value rowMax = softmax::quadMax(
         d, softmax::treeReduce(d, row, softmax::Combiner::Max));
     softmax::Rescale r =
-        softmax::rescale(d, st.m[h], st.l[h], d.fmul(rowMax, scale));
+        softmax::rescaleTo(d, st.m[h], st.l[h],
+                           softmax::lazyMax(d, st.m[h], d.fmul(rowMax, scale),
+                                            softmax::kLazySlack));
     SmallVector<Value> probs;
     for (size_t i = 0; i < sc.regs.size(); ++i) {
       if (int64_t((i % 4) >> 1) != h)
@@ -381,17 +389,13 @@ std::array<Value, 2> MhaSM90Kernel::softmaxFold(const WgmmaAccum &sc,
     st.m[h] = r.mNew;
     st.l[h] =
         d.fadd(r.l, softmax::treeReduce(d, probs, softmax::Combiner::Sum));
-    alpha[h] = r.alpha;
+    fold.alpha[h] = r.alpha;
   }
+  fold.moved = softmax::maxMoved(d, mOld, st.m.data());
   st.p.clear();
   for (int64_t kk = 0; kk < kN / 16; ++kk)
     llvm::append_range(st.p, p.aFragments(d, kk, elem));
-  return alpha;
-}
-
-void MhaSM90Kernel::rescale(WgmmaAccum &o, std::array<Value, 2> alpha) {
-  for (size_t i = 0; i < o.regs.size(); ++i)
-    o.regs[i] = d.fmul(o.regs[i], alpha[(i % 4) >> 1]);
+  return fold;
 }
 
 RowState MhaSM90Kernel::firstBlock(const Work &w, const RowState &init) {
@@ -428,10 +432,10 @@ RowState MhaSM90Kernel::nextBlock(const Work &w, Value n,
   turns->passTurn();
   sMma.wait(1);
   kEmpty(slot(n)).arrive();
-  std::array<Value, 2> alpha = softmaxFold(mask(w, n, sc), st);
+  Fold fold = softmaxFold(mask(w, n, sc), st);
   oMma.wait(0);
   vEmpty(slot(prev)).arrive();
-  rescale(st.o, alpha);
+  softmax::rescaleIf(d, st.o.regs, fold.alpha, fold.moved);
   return st;
 }
 

@@ -31,7 +31,9 @@
 // when one of the thread's rows' max moved: the running max moves only by
 // more than 8 (base 2; arith.cmpf ugt), FlashAttention-4's conditional
 // rescaling.
-// The end adds the row sums over named barrier 1 (256 threads).
+// The end adds the row sums in the Q tile with the loop's hand-offs (own
+// barrier, arrive on this warpgroup's "P ready", wait on the other's); named
+// barrier 1 is not used.
 // RUN: mla-opt %s --mla-select-gpu-tiling --convert-mla-to-gpu | FileCheck %s
 // RUN: mla-opt %s --mla-to-nvvm="chip=sm_90a format=isa" -o %t.mlir
 // RUN: %python %mla_src_root/scripts/extract-gpu-payload.py %t.mlir %t.ptx
@@ -183,8 +185,16 @@
 // CHECK-NOT:         nvvm.mbarrier.arrive %
 // CHECK:             scf.yield
 // CHECK:           scf.yield
-// CHECK:         nvvm.barrier id = %{{.*}} number_of_threads = %c256_i32
-// CHECK:         nvvm.barrier id = %{{.*}} number_of_threads = %c256_i32
+// CHECK:         scf.if
+// CHECK:           nvvm.barrier id = %c4_i32{{.*}} number_of_threads = %c128_i32
+// CHECK:           nvvm.barrier.arrive id = %c2_i32{{.*}} number_of_threads = %c256_i32
+// CHECK:           nvvm.barrier id = %c3_i32{{.*}} number_of_threads = %c256_i32
+// CHECK:         } else {
+// CHECK:           nvvm.barrier id = %c5_i32{{.*}} number_of_threads = %c128_i32
+// CHECK:           nvvm.barrier.arrive id = %c3_i32{{.*}} number_of_threads = %c256_i32
+// CHECK:           nvvm.barrier id = %c2_i32{{.*}} number_of_threads = %c256_i32
+// CHECK:         }
+// CHECK-NOT:     nvvm.barrier id = %c1_i32
 // CHECK-NOT:     nvvm.cp.async.shared.global
 // CHECK-NOT:     m64n32k16
 // CHECK-LABEL: gpu.func @mla_decode_plan(
@@ -205,7 +215,7 @@
 // PTX-DAG:     bar.sync 5, 128;
 // PTX-DAG:     bar.arrive
 // PTX-DAG:     wgmma.wait_group.sync.aligned 1;
-// PTX:         bar.sync 1, 256;
+// PTX-NOT:     bar.sync 1, 256;
 // PTX-NOT:     m64n32k16
 // PTX-LABEL: .entry mla_decode_plan(
 

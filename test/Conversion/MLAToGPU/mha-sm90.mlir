@@ -54,6 +54,12 @@
 // CHECK:           nvvm.mbarrier.arrive
 // CHECK:           nvvm.wgmma.wait.group.sync.aligned 0
 // CHECK:           nvvm.mbarrier.arrive
+// Conditional rescaling: o (64 registers) is multiplied only when a row's
+// running max moved, and it moves only by more than 8 (base 2).
+// CHECK:           scf.if %{{.*}} -> (f32
+// CHECK-COUNT-64:    arith.mulf
+// CHECK:           } else {
+// CHECK-NEXT:        scf.yield
 // CHECK:         }
 // CHECK-COUNT-8: wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {{.*}}, {$128, $129, $130, $131}, $132, p, 1, 1, 1;
 // PTX-LABEL: .entry mla_mha(
