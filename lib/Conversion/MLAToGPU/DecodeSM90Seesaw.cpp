@@ -20,7 +20,8 @@
 // no wgmma sits behind a branch):
 //
 //   WG0                                  WG1
-//   S0 = Q K(b0)^T, wait                 S1 = Q K(b1)^T (in flight)
+//   S0 = Q K(b0)^T, wait; arrive ------> wait "S0 done";
+//   "S0 done"                            S1 = Q K(b1)^T (in flight)
 //   m0 = max(m, rowmax S0), P0,          .
 //   l0, O_L rescaled to m0;              .
 //   P0 over slot 0's RoPE box, m0 to     .
@@ -82,9 +83,10 @@ namespace sm = mla::gpu_codegen::softmax;
 namespace {
 
 /// Named barriers past the consumers' (kConsumerBarrier): "P0 ready"
-/// (warpgroup 0 arrives, 1 waits), "P1 ready" (the reverse), then one per
-/// warpgroup over its own 128 threads.
-constexpr int64_t kP0Ready = 2, kP1Ready = 3, kOwnBarrier = 4;
+/// (warpgroup 0 arrives, 1 waits), "P1 ready" (the reverse), one per
+/// warpgroup over its own 128 threads, then "S0 done" (warpgroup 0 arrives
+/// once its scores have landed, 1 waits before issuing its own).
+constexpr int64_t kP0Ready = 2, kP1Ready = 3, kOwnBarrier = 4, kS0Done = 6;
 constexpr int64_t kWarpgroupThreads = 128;
 
 /// The release groups of a slot: warpgroup `wg`'s V boxes are group `wg`,
@@ -330,6 +332,7 @@ Running SeesawDecode::iterationWG0(Value i, Running r) {
   Value n0 = d.mul(i, d.c32(2)), n1 = d.add(n0, d.c32(1));
   WgmmaAccum s = issueScores(n0, 0);
   sMma.commitAndWait();
+  ws.namedArrive(kS0Done, kConsumerThreads);
 
   Value rowMax[2], m0[2], alpha[2], mUse[2];
   maskScores(s, n0, rowMax);
@@ -367,6 +370,9 @@ Running SeesawDecode::iterationWG0(Value i, Running r) {
 
 Running SeesawDecode::iterationWG1(Value i, Running r) {
   Value n0 = d.mul(i, d.c32(2)), n1 = d.add(n0, d.c32(1));
+  // S1 queues behind S0 on the tensor cores: issued together, the two would
+  // share them and finish together, leaving them idle during S0's softmax.
+  ws.namedSync(kS0Done, kConsumerThreads);
   WgmmaAccum s = issueScores(n1, 1);
   sMma.commit();
   // The previous P1 V1_R was waited before the loop's back edge, which ptxas

@@ -20,7 +20,9 @@
 //    slot 0's V_L and its share of P; rescales; V zeroing (then fence and
 //    barrier 4); waits for its V boxes of slot 1; O_L += P1 V1_L; waits and
 //    frees slot 1's V_L and its share of P.
-//  * WG1 issues the score of block 2i + 1, retires nothing but S1 stays in
+//  * WG0 arrives on "S0 done" (barrier 6) once its scores have landed.
+//  * WG1 waits on "S0 done" (barrier 6), so its scores run while WG0's
+//    softmax does, then issues the score of block 2i + 1, retires nothing but S1 stays in
 //    flight (wait_group 1), waits on "P0 ready" (barrier 2), rescales O_R,
 //    zeroes (fence, barrier 5), waits for its V boxes of slot 0, issues
 //    O_R += P0 V0_R, waits for S1 alone (wait_group 1), softmax, P1 and the
@@ -103,6 +105,7 @@
 // CHECK-COUNT-32:    wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16
 // CHECK:             nvvm.wgmma.commit.group.sync.aligned
 // CHECK-NEXT:        nvvm.wgmma.wait.group.sync.aligned 0
+// CHECK:             nvvm.barrier.arrive id = %c6_i32{{.*}} number_of_threads = %c256_i32
 // CHECK:             scf.if %{{.*}} -> (f32,
 // CHECK-COUNT-32:      arith.select %{{.*}}, %{{.*}}, %cst
 // CHECK:               scf.yield
@@ -144,6 +147,7 @@
 // CHECK:           scf.yield
 // CHECK:         } else {
 // CHECK:           scf.for
+// CHECK:             nvvm.barrier id = %c6_i32{{.*}} number_of_threads = %c256_i32
 // CHECK-COUNT-36:    wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16
 // CHECK:             nvvm.wgmma.commit.group.sync.aligned
 // CHECK-NEXT:        nvvm.wgmma.wait.group.sync.aligned 1
@@ -213,6 +217,7 @@
 // PTX-DAG:     bar.sync 3, 256;
 // PTX-DAG:     bar.sync 4, 128;
 // PTX-DAG:     bar.sync 5, 128;
+// PTX-DAG:     bar.sync 6, 256;
 // PTX-DAG:     bar.arrive
 // PTX-DAG:     wgmma.wait_group.sync.aligned 1;
 // PTX-NOT:     bar.sync 1, 256;
