@@ -806,6 +806,24 @@ class VarlenDecodePlan:
         _call("mlaGpuDecodePlanCheck", self._handle, stream)
 
 
+def _create_plan(torch, create, spec, q, names, values, opts, max_batch, max_seq_len):
+    """Makes a device plan with the C function `create` (mlaGpuDecodePlanCreate or its varlen twin) on q's
+    device: one call sizes the workspace, torch allocates it and the status word there, a second call makes
+    the plan over them. Returns (device index, plan handle, workspace, status)."""
+    refs = [ctypes.byref(_describe(torch, n, v, data=False)) for n, v in zip(names, values)]
+    device = q.device.index if q.device.index is not None else torch.cuda.current_device()
+    size = ctypes.c_size_t(0)
+    handle = ctypes.c_void_p()
+    with torch.cuda.device(device):
+        _call(create, spec, device, *refs, ctypes.byref(opts), max_batch, max_seq_len, 0, ctypes.byref(size), 0,
+              ctypes.byref(handle))
+        workspace = torch.empty(size.value, dtype=torch.uint8, device=q.device)
+        status = torch.zeros(1, dtype=torch.int32, device=q.device)
+        _call(create, spec, device, *refs, ctypes.byref(opts), max_batch, max_seq_len, workspace.data_ptr(),
+              ctypes.byref(size), status.data_ptr(), ctypes.byref(handle))
+    return device, handle, workspace, status
+
+
 def _plan_varlen(q, kv_cache, block_table, seq_lens, query_start_loc, head_dim_v, causal, num_splits,
                  split_policy, tile, max_batch, max_seq_len, max_query_len, plan):
     torch = _torch()
@@ -831,17 +849,8 @@ def _plan_varlen(q, kv_cache, block_table, seq_lens, query_start_loc, head_dim_v
     max_seq_len = 0 if max_seq_len is None else _int("max_seq_len", max_seq_len)
     max_query_len = 8 if max_query_len is None else _int("max_query_len", max_query_len)
     spec = _varlen_spec_for(torch, q, kv_cache, opts.headDimV, causal, max_query_len, tile)
-    refs = [ctypes.byref(_describe(torch, n, v, data=False)) for n, v in zip(VarlenDecodePlan._NAMES, values)]
-    device = q.device.index if q.device.index is not None else torch.cuda.current_device()
-    size = ctypes.c_size_t(0)
-    handle = ctypes.c_void_p()
-    with torch.cuda.device(device):
-        _call("mlaGpuDecodeVarlenPlanCreate", spec, device, *refs, ctypes.byref(opts), max_batch, max_seq_len, 0,
-              ctypes.byref(size), 0, ctypes.byref(handle))
-        workspace = torch.empty(size.value, dtype=torch.uint8, device=q.device)
-        status = torch.zeros(1, dtype=torch.int32, device=q.device)
-        _call("mlaGpuDecodeVarlenPlanCreate", spec, device, *refs, ctypes.byref(opts), max_batch, max_seq_len,
-              workspace.data_ptr(), ctypes.byref(size), status.data_ptr(), ctypes.byref(handle))
+    device, handle, workspace, status = _create_plan(torch, "mlaGpuDecodeVarlenPlanCreate", spec, q,
+                                                     VarlenDecodePlan._NAMES, values, opts, max_batch, max_seq_len)
     plan = VarlenDecodePlan(torch, handle, workspace, status, torch.device("cuda", device), opts.headDimV, causal,
                             max_batch, max_query_len)
     plan._update(*values)
@@ -898,20 +907,9 @@ def plan_decode(q, kv_cache, block_table, seq_lens, *, head_dim_v, causal=False,
     max_batch = q.shape[0] if max_batch is None else _int("max_batch", max_batch)
     max_seq_len = 0 if max_seq_len is None else _int("max_seq_len", max_seq_len)
     spec = _decode_spec_for(torch, q, kv_cache, opts.headDimV, causal, tile, kv_format)
-    described = [_describe(torch, n, v, data=False) for n, v in zip(names, values)]
-    refs = [ctypes.byref(t) for t in described]
-    device = q.device.index if q.device.index is not None else torch.cuda.current_device()
-    lib = _library()
-    size = ctypes.c_size_t(0)
-    handle = ctypes.c_void_p()
-    with torch.cuda.device(device):
-        _call("mlaGpuDecodePlanCreate", spec, device, *refs, ctypes.byref(opts), max_batch, max_seq_len, 0,
-              ctypes.byref(size), 0, ctypes.byref(handle))
-        workspace = torch.empty(size.value, dtype=torch.uint8, device=q.device)
-        status = torch.zeros(1, dtype=torch.int32, device=q.device)
-        _call("mlaGpuDecodePlanCreate", spec, device, *refs, ctypes.byref(opts), max_batch, max_seq_len,
-              workspace.data_ptr(), ctypes.byref(size), status.data_ptr(), ctypes.byref(handle))
-    plan = DecodePlan(torch, lib, handle, workspace, status, torch.device("cuda", device), None,
+    device, handle, workspace, status = _create_plan(torch, "mlaGpuDecodePlanCreate", spec, q, names, values,
+                                                     opts, max_batch, max_seq_len)
+    plan = DecodePlan(torch, _library(), handle, workspace, status, torch.device("cuda", device), None,
                       opts.headDimV, causal, max_batch, kv_format)
     plan._update(q, kv_cache, block_table, seq_lens)
     return plan
