@@ -62,6 +62,16 @@ def problem(n, sq, causal, dtype=torch.bfloat16):
             rows = min(PAGE, length - pos)
             cache[table[i, pos // PAGE], :rows] = (torch.rand(rows, D, generator=gen) * 2 - 1).to(dtype)
 
+    out, lse = reference(q, cache, table, lens, sq, causal)
+    dev = "cuda"
+    inputs = dict(q=q.to(dev), kv_cache=cache.to(dev), block_table=table.to(dev),
+                  seq_lens=torch.tensor(lens, dtype=torch.int32, device=dev))
+    return inputs, out, lse
+
+
+def reference(q, cache, table, lens, sq, causal):
+    """out float32 [b, sq, n, L] and lse [b, n, sq] of host tensors q [b, sq, n, D] and the paged cache."""
+    b, n = len(lens), q.shape[2]
     out = torch.zeros(b, sq, n, L)
     lse = torch.full((b, n, sq), float("-inf"))
     dev = "cuda"
@@ -75,6 +85,37 @@ def problem(n, sq, causal, dtype=torch.bfloat16):
             scores = q[i, t].to(dev, torch.float32) @ rows[:visible].T * SCALE  # [n, visible]
             lse[i, :, t] = torch.logsumexp(scores, dim=-1).cpu()
             out[i, t] = (torch.softmax(scores, dim=-1) @ rows[:visible, :L]).cpu()
+    return out, lse
+
+
+# Natural-log score levels of 64-token blocks: the running max jumps by more than the kernels' slack (8 in
+# base 2, 5.5 natural) at blocks 2, 5, 7 and 10 (even and odd blocks, so both seesaw warpgroups) and
+# creeps up or falls back elsewhere, where conditional rescaling leaves the max where it was.
+STAIRS = (0.0, 2.0, 11.0, 11.0, 5.0, 20.0, 21.0, 30.0, 30.5, 25.0, 40.0, 41.0)
+
+
+@functools.lru_cache(maxsize=None)
+def stairs_problem(n, sq, causal):
+    """Rows c_t * u + noise, with q = u for every head and c_t chosen so that the score of token t is
+    STAIRS[t // 64] (+- 0.5): every block's weight in the softmax is set, and a kernel that rescales its
+    output or row sum wrongly when the running max moves (or moves it when it should not) is off by far
+    more than the tolerance."""
+    gen = torch.Generator(device="cpu").manual_seed(7 * n + sq)
+    lens = [len(STAIRS) * PAGE, len(STAIRS) * PAGE - 35, 2 * PAGE + 2]
+    b = len(lens)
+    max_pages = -(-max(lens) // PAGE)
+    table = torch.randperm(b * max_pages, generator=gen).to(torch.int32).view(b, max_pages)
+    u = torch.where(torch.rand(D, generator=gen) < 0.5, -0.5, 0.5)
+    q = u.expand(b, sq, n, D).to(torch.bfloat16)
+    cache = torch.full((b * max_pages, PAGE, D), float("nan"), dtype=torch.bfloat16)
+    for i, length in enumerate(lens):
+        levels = torch.tensor([STAIRS[t // PAGE] for t in range(length)])
+        levels += torch.rand(length, generator=gen) - 0.5
+        rows = levels[:, None] / (SCALE * float(u @ u)) * u + 0.05 * (torch.rand(length, D, generator=gen) - 0.5)
+        for pos in range(0, length, PAGE):
+            cache[table[i, pos // PAGE], : min(PAGE, length - pos)] = rows[pos : pos + PAGE].to(torch.bfloat16)
+    out, lse = reference(q, cache, table, lens, sq, causal)
+    dev = "cuda"
     inputs = dict(q=q.to(dev), kv_cache=cache.to(dev), block_table=table.to(dev),
                   seq_lens=torch.tensor(lens, dtype=torch.int32, device=dev))
     return inputs, out, lse
@@ -109,6 +150,15 @@ def test_decode_matches_reference(n, sq, causal, num_splits):
 def test_split_policies_match_reference(n, sq, causal, policy):
     inputs, out_ref, lse_ref = problem(n, sq, causal)
     result = gpu.decode(**inputs, head_dim_v=L, softmax_scale=SCALE, causal=causal, split_policy=policy)
+    check(result, out_ref, lse_ref)
+
+
+@pytest.mark.parametrize("n", (16, 128))
+@pytest.mark.parametrize("sq, causal", MODES)
+@pytest.mark.parametrize("num_splits", [1, 3])
+def test_running_max_jumps(n, sq, causal, num_splits):
+    inputs, out_ref, lse_ref = stairs_problem(n, sq, causal)
+    result = mla.decode(**inputs, head_dim_v=L, softmax_scale=SCALE, causal=causal, num_splits=num_splits)
     check(result, out_ref, lse_ref)
 
 

@@ -33,14 +33,20 @@ needs_sm90 = pytest.mark.skipif(
 REQUESTS = [(1, 1), (130, 200), (300, 300), (0, 40), (257, 1000), (128, 128), (200, 50), (1, 513)]
 
 
-def run_case(requests, N, D, V, causal, extra_rows=3, seed=0):
+def run_case(requests, N, D, V, causal, extra_rows=3, seed=0, key_levels=None):
+    """`key_levels`: factors for the keys of each 128-key block of a request (the last one repeats), so
+    that the scores' scale, and each query row's running max, steps from block to block."""
     q_lens, k_lens = zip(*requests)
     cu_q = np.cumsum((0,) + q_lens).astype(np.int32)
     cu_k = np.cumsum((0,) + k_lens).astype(np.int32)
     T, S = int(cu_q[-1]) + extra_rows, int(cu_k[-1])
     gen = torch.Generator().manual_seed(seed)
     q = torch.randn(T, N, D, generator=gen).to(torch.bfloat16)
-    k = torch.randn(S, N, D, generator=gen).to(torch.bfloat16)
+    k = torch.randn(S, N, D, generator=gen)
+    if key_levels is not None:
+        pos = np.concatenate([np.arange(n) for n in k_lens]) // 128
+        k *= torch.tensor(key_levels, dtype=torch.float32)[np.minimum(pos, len(key_levels) - 1)][:, None, None]
+    k = k.to(torch.bfloat16)
     v = torch.randn(S, N, V, generator=gen).to(torch.bfloat16)
     scale = D ** -0.5
     out, lse = mla.mha(q.cuda(), k.cuda(), v.cuda(), torch.from_numpy(cu_q), torch.from_numpy(cu_k),
@@ -70,6 +76,16 @@ def test_deepseek_widths_varlen(causal):
 @pytest.mark.parametrize("causal", [True, False])
 def test_128_heads(causal):
     run_case([(700, 700), (64, 900)], N=128, D=192, V=128, causal=causal, seed=1)
+
+
+@needs_sm90
+@pytest.mark.parametrize("causal", [True, False])
+def test_running_max_jumps(causal):
+    # Key scales per 128-key block: a row's max over a block is about 2.5x its scale, so the running max
+    # jumps by more than the kernel's slack (8 in base 2, 5.5 natural) at blocks 1, 3, 5 and 6 and falls
+    # back or creeps elsewhere; a wrong rescaling of o or l when it moves is off by O(1).
+    run_case([(300, 1000), (130, 900)], N=16, D=192, V=128, causal=causal, seed=4,
+             key_levels=(1.0, 3.5, 3.5, 7.0, 2.0, 10.0, 13.0, 13.5))
 
 
 @needs_sm90
