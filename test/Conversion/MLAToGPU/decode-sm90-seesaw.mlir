@@ -111,11 +111,16 @@
 // CHECK:               scf.yield
 // CHECK-NEXT:        } else {
 // CHECK-NEXT:          scf.yield
-// CHECK:             arith.cmpf ugt
+// CHECK:             [[SLACK:%.+]] = arith.addf %{{.*}}, %cst{{.*}}
+// CHECK-NEXT:        [[MOVES:%.+]] = arith.cmpf ugt, %{{.*}}, [[SLACK]]
+// CHECK-NEXT:        [[MAX:%.+]] = llvm.intr.maximum
+// CHECK-NEXT:        arith.select [[MOVES]], [[MAX]], %
 // CHECK:             llvm.intr.fma(%{{[0-9]+}}#0, %{{.*}})
 // CHECK-NEXT:        ex2.approx.ftz.f32
-// CHECK:             arith.cmpf une
-// CHECK:             scf.if %{{.*}} -> (f32,
+// CHECK:             [[UNE0:%.+]] = arith.cmpf une
+// CHECK-NEXT:        [[UNE1:%.+]] = arith.cmpf une
+// CHECK-NEXT:        [[MOVED:%.+]] = arith.ori [[UNE1]], [[UNE0]]
+// CHECK-NEXT:        scf.if [[MOVED]] -> (f32,
 // CHECK-COUNT-128:     arith.mulf
 // CHECK:             } else {
 // CHECK-NEXT:          scf.yield
@@ -129,8 +134,10 @@
 // CHECK:             nvvm.wgmma.wait.group.sync.aligned 0
 // CHECK-COUNT-2:     nvvm.mbarrier.arrive %
 // CHECK-NOT:         nvvm.mbarrier.arrive %
-// CHECK:             arith.cmpf une
-// CHECK:             scf.if %{{.*}} -> (f32,
+// CHECK:             [[UNE0:%.+]] = arith.cmpf une
+// CHECK-NEXT:        [[UNE1:%.+]] = arith.cmpf une
+// CHECK-NEXT:        [[MOVED:%.+]] = arith.ori [[UNE1]], [[UNE0]]
+// CHECK-NEXT:        scf.if [[MOVED]] -> (f32,
 // CHECK-COUNT-128:     arith.mulf
 // CHECK:             } else {
 // CHECK-NEXT:          scf.yield
@@ -152,8 +159,10 @@
 // CHECK:             nvvm.wgmma.commit.group.sync.aligned
 // CHECK-NEXT:        nvvm.wgmma.wait.group.sync.aligned 1
 // CHECK:             nvvm.barrier id = %c2_i32{{.*}} number_of_threads = %c256_i32
-// CHECK:             arith.cmpf une
-// CHECK:             scf.if %{{.*}} -> (f32,
+// CHECK:             [[UNE0:%.+]] = arith.cmpf une
+// CHECK-NEXT:        [[UNE1:%.+]] = arith.cmpf une
+// CHECK-NEXT:        [[MOVED:%.+]] = arith.ori [[UNE1]], [[UNE0]]
+// CHECK-NEXT:        scf.if [[MOVED]] -> (f32,
 // CHECK-COUNT-128:     arith.mulf
 // CHECK:             } else {
 // CHECK-NEXT:          scf.yield
@@ -176,8 +185,10 @@
 // CHECK-NEXT:        nvvm.wgmma.wait.group.sync.aligned 0
 // CHECK-COUNT-2:     nvvm.mbarrier.arrive %
 // CHECK-NOT:         nvvm.mbarrier.arrive %
-// CHECK:             arith.cmpf une
-// CHECK:             scf.if %{{.*}} -> (f32,
+// CHECK:             [[UNE0:%.+]] = arith.cmpf une
+// CHECK-NEXT:        [[UNE1:%.+]] = arith.cmpf une
+// CHECK-NEXT:        [[MOVED:%.+]] = arith.ori [[UNE1]], [[UNE0]]
+// CHECK-NEXT:        scf.if [[MOVED]] -> (f32,
 // CHECK-COUNT-128:     arith.mulf
 // CHECK:             } else {
 // CHECK-NEXT:          scf.yield

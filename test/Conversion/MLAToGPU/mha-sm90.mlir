@@ -52,11 +52,17 @@
 // CHECK:           nvvm.barrier.arrive
 // CHECK:           nvvm.wgmma.wait.group.sync.aligned 1
 // CHECK:           nvvm.mbarrier.arrive
+// CHECK:           [[MOVES:%.+]] = arith.cmpf ugt
+// CHECK-NEXT:      [[MAX:%.+]] = llvm.intr.maximum
+// CHECK-NEXT:      arith.select [[MOVES]], [[MAX]], %
+// CHECK:           [[UNE0:%.+]] = arith.cmpf une
+// CHECK-NEXT:      [[UNE1:%.+]] = arith.cmpf une
+// CHECK-NEXT:      [[MOVED:%.+]] = arith.ori [[UNE1]], [[UNE0]]
 // CHECK:           nvvm.wgmma.wait.group.sync.aligned 0
 // CHECK:           nvvm.mbarrier.arrive
 // Conditional rescaling: o (64 registers) is multiplied only when a row's
 // running max moved, and it moves only by more than 8 (base 2).
-// CHECK:           scf.if %{{.*}} -> (f32
+// CHECK:           scf.if [[MOVED]] -> (f32
 // CHECK-COUNT-64:    arith.mulf
 // CHECK:           } else {
 // CHECK-NEXT:        scf.yield
