@@ -421,8 +421,11 @@ llvm::Error GpuDecoder::run(CUstream stream, const DecodeArgs &args,
       args.numSplits);
   CUdeviceptr q = args.q, cache = args.cache, blockTable = args.blockTable,
               seqLens = args.seqLens, out = args.out, lse = args.lse;
-  CUdeviceptr partialOut = args.workspace + layout.partialOut;
-  CUdeviceptr partialLse = args.workspace + layout.partialLse;
+  // One piece per request: the kernel writes the final rows itself
+  // (KernelABI.h) and no combine runs.
+  bool direct = decodeWritesFinalRows(spec.chip, args.numSplits);
+  CUdeviceptr partialOut = direct ? out : args.workspace + layout.partialOut;
+  CUdeviceptr partialLse = direct ? lse : args.workspace + layout.partialLse;
   CUdeviceptr splitBounds = args.workspace + layout.splitBounds;
   int32_t batch = static_cast<int32_t>(args.batch);
   int32_t maxPages = static_cast<int32_t>(args.maxPages);
@@ -475,6 +478,8 @@ llvm::Error GpuDecoder::run(CUstream stream, const DecodeArgs &args,
   if (llvm::Error error = partial.launch(partialGrid, partialBlock, smem,
                                          stream, partialParams.data()))
     return error;
+  if (direct)
+    return llvm::Error::success();
 
   int64_t combineRows = varlen ? spec.shape.numHeads : rows;
   Dim3 combineGrid{
@@ -527,7 +532,9 @@ int64_t mla::gpu::chooseGridSplits(const DecodeKernelSpec &spec, int64_t batch,
     int64_t ctas = rowBlocks * s * batch;
     int64_t waves = (ctas + slots - 1) / slots;
     double combineBytes =
-        double(s) * batch * rows * (shape.latentDim + 1) * 4 * 2;
+        decodeWritesFinalRows(spec.chip, s)
+            ? 0.0
+            : double(s) * batch * rows * (shape.latentDim + 1) * 4 * 2;
     double time = waves * blocks * tBlock + combineBytes / bandwidth;
     if (s == 1 || time < bestTime * 0.98) {
       best = s;

@@ -155,11 +155,22 @@ int64_t decodeSharedBytes(Chip chip, const DecodeShape &shape,
 /// read or written), so a bad query_start_loc cannot take a kernel out of
 /// bounds. Causal row i of request b sees positions [0, S_b - q_b + i].
 ///
+/// With S = 1 on sm_90a (decodeWritesFinalRows), partial_out and
+/// partial_lse are the final out [B, Sq, N, L] elem (varlen [T, N, L]) and
+/// lse [B, N, Sq] f32 (varlen [T, N]) that mla_combine would write: the
+/// kernel stores its rows in the activation type there, and no combine
+/// runs. (The partial layouts at S = 1 are these layouts.)
+///
 /// The optional parameters follow the eleven above in one order: kv_scale
 /// (fp8_e4m3), then query_start_loc and T (varlen), then the pipelined
 /// build's two tensor maps. checkDecodeTiling rejects varlen with an fp8
 /// cache or with the pipelined build, so a kernel has at most one group.
 inline constexpr const char *kDecodePartialKernel = "mla_decode_partial";
+/// Whether mla_decode_partial of `chip` launched with `numSplits` pieces
+/// writes the final out and lse itself (see above).
+inline bool decodeWritesFinalRows(Chip chip, int64_t numSplits) {
+  return chip == Chip::SM90a && numSplits == 1;
+}
 inline constexpr int kDecodePartialNumParams = 11;
 inline constexpr int kDecodePartialVarlenNumParams = 13;
 /// The partial kernel's parameter count for `shape` (kv_scale is the 12th;

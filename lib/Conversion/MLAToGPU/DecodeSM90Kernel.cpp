@@ -6,6 +6,7 @@
 #include "mla/GPUCodegen/OnlineSoftmax.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
 #include "llvm/Support/MathExtras.h"
 
 using namespace mlir;
@@ -522,6 +523,20 @@ void DecodeSM90Kernel::finish(ValueRange state) {
 }
 
 void DecodeSM90Kernel::writeOutput(ValueRange state, Value lRow[2]) {
+  // With one piece per request the piece's rows are the final ones:
+  // partial_out and partial_lse are then out and lse (KernelABI.h), so the
+  // rows go out in the activation type and no combine runs. The condition is
+  // uniform over the grid: one branch around all the stores.
+  Value final = d.eq(numSplits, d.c32(1));
+  auto ifOp = scf::IfOp::create(b, final, /*withElseRegion=*/true);
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(ifOp.thenBlock());
+  writeRows(state, lRow, /*final=*/true);
+  b.setInsertionPointToStart(ifOp.elseBlock());
+  writeRows(state, lRow, /*final=*/false);
+}
+
+void DecodeSM90Kernel::writeRows(ValueRange state, Value lRow[2], bool final) {
   auto v2 = VectorType::get({2}, d.f32);
   Value sb = d.add(d.mul(split, batch), bb);
   Value zero = d.c32(0);
@@ -537,13 +552,17 @@ void DecodeSM90Kernel::writeOutput(ValueRange state, Value lRow[2]) {
       Value colBase = d.add(d.mul(wj, d.c32(Lw)), d.mul(tq, d.c32(2)));
       Value inv = outScale ? d.fmul(norm.inv, outScale) : norm.inv;
       for (int64_t j = 0; j < ntO; ++j) {
+        Value x0 = d.fmul(state[j * 4 + 2 * h], inv);
+        Value x1 = d.fmul(state[j * 4 + 2 * h + 1], inv);
+        Value at = d.add(outRow, d.toI64(d.add(colBase, d.c32(8 * j))));
+        if (final) {
+          d.store(d.pack2(x0, x1, halfType), d.gep(pout, halfType, at), 4);
+          continue;
+        }
         Value v = LLVM::UndefOp::create(b, v2);
-        v = LLVM::InsertElementOp::create(
-            b, v, d.fmul(state[j * 4 + 2 * h], inv), d.c32(0));
-        v = LLVM::InsertElementOp::create(
-            b, v, d.fmul(state[j * 4 + 2 * h + 1], inv), d.c32(1));
-        Value col = d.add(colBase, d.c32(8 * j));
-        d.store(v, d.gep(pout, d.f32, d.add(outRow, d.toI64(col))), 8);
+        v = LLVM::InsertElementOp::create(b, v, x0, d.c32(0));
+        v = LLVM::InsertElementOp::create(b, v, x1, d.c32(1));
+        d.store(v, d.gep(pout, d.f32, at), 8);
       }
       d.ifThen(d.andi(d.eq(wj, zero), d.eq(tq, zero)), [&] {
         Value lse =

@@ -166,8 +166,11 @@ public:
   mlir::Value redSlot(int h, mlir::Value j);
   /// The block's max of row rowLocal[h] over the warps sharing it.
   mlir::Value blockRowMax(int h);
-  /// Stores the normalised rows of `state` to partial_out and their LSE.
+  /// Stores the normalised rows of `state` and their LSE: to partial_out
+  /// and partial_lse, or, with one piece per request, as the final rows.
   void writeOutput(mlir::ValueRange state, mlir::Value lRow[2]);
+  /// writeOutput's stores, in f32 or (`final`) in the activation type.
+  void writeRows(mlir::ValueRange state, mlir::Value lRow[2], bool final);
 
 private:
   /// Varlen: a CTA whose first row is past the request's q_b*N rows

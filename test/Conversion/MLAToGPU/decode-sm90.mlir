@@ -22,7 +22,21 @@
 // CHECK: nvvm.shfl.sync bfly
 // CHECK: ex2.approx.ftz.f32
 // CHECK: nvvm.ldmatrix {{.*}}layout = #nvvm.mma_layout<col>, num = 4 : i32
+// The rows go out once, behind one branch on the split count: with one split
+// (KernelABI.h) as the final bf16 rows (pairs packed into 4-byte stores, no
+// combine runs), else as f32 partials.
+// CHECK: %[[ONE:.*]] = arith.cmpi eq, %arg9, %c1_i32{{.*}} : i32
+// CHECK-NEXT: scf.if %[[ONE]] {
+// CHECK-NOT: vector<2xf32>, !llvm.ptr<1>
+// CHECK: arith.truncf {{.*}} : vector<2xf32> to vector<2xbf16>
+// CHECK: llvm.getelementptr %arg5[{{.*}}] : (!llvm.ptr<1>, i64) -> !llvm.ptr<1>, bf16
+// CHECK: llvm.store {{.*}} {alignment = 4 : i64} : i32, !llvm.ptr<1>
 // CHECK: lg2.approx.ftz.f32
+// CHECK: llvm.store {{.*}} : f32, !llvm.ptr<1>
+// CHECK: } else {
+// CHECK-NOT: bf16
+// CHECK: llvm.getelementptr %arg5[{{.*}}] : (!llvm.ptr<1>, i64) -> !llvm.ptr<1>, f32
+// CHECK: llvm.store {{.*}} {alignment = 8 : i64} : vector<2xf32>, !llvm.ptr<1>
 // CHECK-LABEL: gpu.func @mla_decode_plan(
 // CHECK-LABEL: gpu.func @mla_combine(
 // CHECK-SAME: known_block_size = array<i32: 128, 1, 1>
