@@ -50,11 +50,11 @@ TEST(PrefillABITest, SharedMemoryOfTheDeepSeekShape) {
 }
 
 TEST(PrefillABITest, GridCoversEveryTileOfEveryRequest) {
-  // Heads on x; on y enough tiles for ceil(T/128) plus one partial tile per
+  // Heads on y; on x enough tiles for ceil(T/128) plus one partial tile per
   // request and for the two gaps around the requests.
   LaunchDims d = mhaLaunchDims(Chip::SM90a, shape(128, 192, 128), 1000, 3);
-  EXPECT_EQ(d.gridX, 128u);
-  EXPECT_EQ(d.gridY, 8u + 3u + 2u);
+  EXPECT_EQ(d.gridX, 8u + 3u + 2u);
+  EXPECT_EQ(d.gridY, 128u);
   EXPECT_EQ(d.blockX, uint32_t(kMhaWgmmaThreads));
   LaunchDims c = mhaLaunchDims(Chip::SM100a, shape(16, 192, 128), 10, 1);
   EXPECT_EQ(c.gridX, uint32_t((10 * 16 + kMhaRowsPerCta - 1) / kMhaRowsPerCta));

@@ -246,9 +246,9 @@ struct MhaShape {
 /// Kernel `mla_mha`, in one of two builds that share the launch contract
 /// below except for how q, k and v are passed (mhaUsesWgmma picks):
 ///  * sm_90a with bf16/f16 and head widths the tiles hold: FlashAttention-3
-///    structure. A CTA is one head (blockIdx.x) and a 128-row tile of one
-///    request's queries (blockIdx.y), three warpgroups: the first issues
-///    TMA loads of 128-key K and V blocks into kMhaStages-deep mbarrier
+///    structure. A CTA is a 128-row tile of one request's queries
+///    (blockIdx.x) and one head (blockIdx.y), three warpgroups: the first
+///    issues TMA loads of 128-key K and V blocks into kMhaStages-deep mbarrier
 ///    rings and gives its registers away (setmaxnreg); the other two own 64
 ///    query rows each, compute S = Q K^T with wgmma from shared memory, a
 ///    base-2 online softmax in registers, and O += P V with P fed to wgmma
@@ -326,12 +326,14 @@ inline LaunchDims mhaLaunchDims(Chip chip, const MhaShape &s, int64_t tokens,
     // Request b needs ceil(q_len_b / 128) tiles, and so do the rows before
     // the first and after the last request (which only store out 0 and
     // lse -inf); their sum is at most ceil(T / 128) + B + 2, and CTAs past
-    // the last tile exit at once. Heads
-    // vary fastest so that the first wave holds the longest causal tiles
-    // (mhaTileOf hands out each request's tiles last-first).
-    dims.gridX = static_cast<uint32_t>(s.numHeads);
-    dims.gridY =
+    // the last tile exit at once. Tiles vary fastest: the CTAs running at
+    // once are the tiles of a few heads, which read the same K and V, so
+    // those stay in L2 (heads fastest made every CTA of a wave stream its
+    // own head's K and V from DRAM). Each request's tiles go last-first, so
+    // a head's longest causal tiles start first.
+    dims.gridX =
         static_cast<uint32_t>((tokens + kMhaTileM - 1) / kMhaTileM + batch + 2);
+    dims.gridY = static_cast<uint32_t>(s.numHeads);
     dims.blockX = static_cast<uint32_t>(kMhaWgmmaThreads);
     return dims;
   }

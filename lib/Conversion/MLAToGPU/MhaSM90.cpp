@@ -200,10 +200,10 @@ Work MhaSM90Kernel::locate() {
   auto segEnd = [&](Value sg) {
     return d.select(d.eq(sg, last), tokens, at(cuQ, clampB(sg)));
   };
-  // Tile y of the grid is tile `rem` of the first segment whose tile count
+  // Tile x of the grid is tile `rem` of the first segment whose tile count
   // exceeds what the segments before it used; each segment's tiles go
   // last-first, so the longest causal tiles start earliest.
-  SmallVector<Value> init = {d.blockIdY(), d.c32(0), d.c32(0), d.cbool(false)};
+  SmallVector<Value> init = {d.blockIdX(), d.c32(0), d.c32(0), d.cbool(false)};
   SmallVector<Value> r = d.forLoop(
       d.c32(0), d.add(last, d.c32(1)), d.c32(1), init,
       [&](Value sg, ValueRange c) {
@@ -510,7 +510,7 @@ void MhaSM90Kernel::emit(StringRef name) {
   declare(name);
   smem = dynamicSharedBase(b);
   tid = d.threadIdX();
-  head = d.blockIdX();
+  head = d.blockIdY();
   Work w = locate();
   // found is uniform over the CTA: spare CTAs leave before any barrier.
   d.ifThen(w.found, [&] {

@@ -12,9 +12,11 @@
 // CHECK-LABEL: llvm.func @mla_mha(
 // CHECK-SAME:    %{{[^:]*}}: !llvm.ptr {llvm.align = 64 : i64, llvm.byval = !llvm.array<16 x i64>, nvvm.grid_constant}
 // CHECK-SAME:    nvvm.kernel, nvvm.maxntid = array<i32: 384, 1, 1>, nvvm.minctasm = 1 : i32
-// The CTA's (segment, m-block) comes from a walk over cu_seqlens_q.
-// CHECK:         nvvm.read.ptx.sreg.ctaid.y
-// CHECK:         scf.for
+// The CTA's head is its y index; its (segment, m-block) comes from a walk
+// over cu_seqlens_q starting at its x index (tiles vary fastest).
+// CHECK:         %[[HEAD:.*]] = nvvm.read.ptx.sreg.ctaid.y
+// CHECK:         %[[TILE:.*]] = nvvm.read.ptx.sreg.ctaid.x
+// CHECK:         scf.for {{.*}} iter_args(%{{[^ ]*}} = %[[TILE]]
 // CHECK:         nvvm.mbarrier.init %{{.*}}, %c1_i32
 // CHECK:         nvvm.mbarrier.init %{{.*}}, %c256_i32
 // CHECK:         nvvm.barrier0
