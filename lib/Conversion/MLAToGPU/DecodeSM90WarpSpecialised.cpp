@@ -98,17 +98,20 @@ void WarpSpecialisedDecode::loadBlock(Value n, Value row) {
   }
 }
 
+void WarpSpecialisedDecode::loadQ() {
+  // Q rows past the request are the next request's (never stored) or past
+  // the tensor (zero-filled by the TMA unit).
+  MBarrier q = barrier(d.c32(0));
+  q.arriveExpectTx(d.c32(k.M * k.D * 2));
+  TmaDescriptor qDesc(d, qMap);
+  Value qRow = d.add(d.mul(k.bb, d.c32(k.rows)), k.r0);
+  for (int64_t c = 0; c < numBoxes; ++c)
+    qDesc.loadTile(k.sm(k.lay.q.base + c * k.M * kBoxBytes, d.c32(0)), q,
+                   {d.c32(c * kBoxColumns), d.c32(0), qRow});
+}
+
 void WarpSpecialisedDecode::produce(Value blocks) {
   d.ifThen(d.eq(k.tid, d.c32(0)), [&] {
-    // Q rows past the request are the next request's (never stored) or
-    // past the tensor (zero-filled by the TMA unit).
-    MBarrier q = barrier(d.c32(0));
-    q.arriveExpectTx(d.c32(k.M * k.D * 2));
-    TmaDescriptor qDesc(d, qMap);
-    Value qRow = d.add(d.mul(k.bb, d.c32(k.rows)), k.r0);
-    for (int64_t c = 0; c < numBoxes; ++c)
-      qDesc.loadTile(k.sm(k.lay.q.base + c * k.M * kBoxBytes, d.c32(0)), q,
-                     {d.c32(c * kBoxColumns), d.c32(0), qRow});
     d.forLoop(d.c32(0), blocks, d.c32(1), {}, [&](Value n, ValueRange) {
       // A fresh barrier's previous phase (parity 1) counts as complete, so
       // the first round does not wait.
@@ -231,14 +234,9 @@ void WarpSpecialisedDecode::emit(StringRef name, int64_t blockMultiple,
   k.tid = d.threadIdX();
   k.r0 = d.mul(d.blockIdX(), d.c32(k.M));
   k.split = d.blockIdY(), k.bb = d.blockIdZ();
-  k.computeQueryRows();
-  k.computePiece();
-  // At least one block (a fully masked one for an empty piece).
-  Value blocks = d.maxsi(k.numBlocks, d.c32(1));
-  if (blockMultiple > 1)
-    blocks = d.mul(
-        d.divu(d.add(blocks, d.c32(blockMultiple - 1)), d.c32(blockMultiple)),
-        d.c32(blockMultiple));
+  // The barriers, and the Q tile's load, which needs only the CTA's
+  // coordinates: it is in flight while every thread reads the piece's
+  // bounds (dependent global loads) below.
   d.ifThen(d.eq(k.tid, d.c32(0)), [&] {
     barrier(d.c32(0)).init(1);
     for (int64_t st = 0; st < k.St; ++st) {
@@ -247,7 +245,16 @@ void WarpSpecialisedDecode::emit(StringRef name, int64_t blockMultiple,
       for (auto [g, group] : llvm::enumerate(groups))
         empty(d.c32(st), g).init(group.arrivals);
     }
+    loadQ();
   });
+  k.computeQueryRows();
+  k.computePiece();
+  // At least one block (a fully masked one for an empty piece).
+  Value blocks = d.maxsi(k.numBlocks, d.c32(1));
+  if (blockMultiple > 1)
+    blocks = d.mul(
+        d.divu(d.add(blocks, d.c32(blockMultiple - 1)), d.c32(blockMultiple)),
+        d.c32(blockMultiple));
   d.barrier();
   splitWarpgroupRoles(
       d, k.tid, [&] { produce(blocks); }, [&] { consume(blocks); });

@@ -6,7 +6,8 @@
 // maps, and
 //
 //  * warpgroup 0 (the producer), shrunk to 24 registers: one thread loads
-//    the Q tile once and then the request's KV blocks, each as (L+R)/64
+//    the Q tile (issued before the piece's bounds are read) and then the
+//    request's KV blocks, each as (L+R)/64
 //    boxes of 64 tokens x 64 columns through a 2-D tensor map of the cache
 //    ([pages * page, L+R]), into a ring of `stages` slots. Each box
 //    completes its own "full" mbarrier, so QK^T's k-steps on a box start as
@@ -109,6 +110,8 @@ public:
 
 private:
   void declare(llvm::StringRef name);
+  /// Thread 0 loads the CTA's Q tile (Q full: barrier 0).
+  void loadQ();
   void produce(mlir::Value blocks);
   /// Waits until the previous use of block `n`'s slot has released the
   /// group starting at `box`, if `box` starts a group past the first (the
