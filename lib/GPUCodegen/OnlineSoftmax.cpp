@@ -63,10 +63,18 @@ softmax::Rescale softmax::rescaleTo(DeviceBuilder &d, Value mOld, Value lOld,
                                     Value mNew) {
   Rescale r;
   r.mNew = mNew;
-  r.mUse = d.select(d.feq(r.mNew, d.negInf()), d.f(0.0f), r.mNew);
+  r.mUse = usableMax(d, mNew);
   r.alpha = d.exp2(d.fsub(mOld, r.mUse));
   r.l = d.fmul(lOld, r.alpha);
   return r;
+}
+
+Value softmax::usableMax(DeviceBuilder &d, Value m) {
+  return d.select(d.feq(m, d.negInf()), d.f(0.0f), m);
+}
+
+Value softmax::rescaleFactor(DeviceBuilder &d, Value mOld, Value mNew) {
+  return d.exp2(d.fsub(mOld, usableMax(d, mNew)));
 }
 
 Value softmax::lazyMax(DeviceBuilder &d, Value mOld, Value blockMax,

@@ -59,6 +59,10 @@ struct Rescale {
 };
 Rescale rescale(DeviceBuilder &d, mlir::Value mOld, mlir::Value lOld,
                 mlir::Value blockMax);
+/// Rescale::mUse of a running max `m`: m, or 0 while it is -inf.
+mlir::Value usableMax(DeviceBuilder &d, mlir::Value m);
+/// Rescale::alpha alone: 2^(mOld - usableMax(mNew)).
+mlir::Value rescaleFactor(DeviceBuilder &d, mlir::Value mOld, mlir::Value mNew);
 /// The same state for a chosen new max `mNew` (at least mOld, or NaN).
 Rescale rescaleTo(DeviceBuilder &d, mlir::Value mOld, mlir::Value lOld,
                   mlir::Value mNew);

@@ -176,8 +176,6 @@ private:
   /// running max moves only by more than softmax::kLazySlack).
   void scale(SmallVector<Value> &o, Value factor[2], Value mOld[2],
              Value mNew[2]);
-  /// 2^(mOld - mNew), with mNew = -inf read as 0 (no -inf - -inf).
-  Value rescaleFactor(Value mOld, Value mNew);
   /// Where warpgroup `wg` leaves the partial row sum of row half `h` at the
   /// end (in the Q tile, which no wgmma reads by then).
   Value rowSumSlot(int h, Value wg);
@@ -323,11 +321,6 @@ void SeesawDecode::scale(SmallVector<Value> &o, Value factor[2], Value mOld[2],
   sm::rescaleIf(d, o, factor, sm::maxMoved(d, mOld, mNew));
 }
 
-Value SeesawDecode::rescaleFactor(Value mOld, Value mNew) {
-  Value mUse = d.select(d.feq(mNew, d.negInf()), d.f(0.0f), mNew);
-  return d.exp2(d.fsub(mOld, mUse));
-}
-
 Running SeesawDecode::iterationWG0(Value i, Running r) {
   Value n0 = d.mul(i, d.c32(2)), n1 = d.add(n0, d.c32(1));
   WgmmaAccum s = issueScores(n0, 0);
@@ -356,7 +349,7 @@ Running SeesawDecode::iterationWG0(Value i, Running r) {
   oMma.wait(0);
   release(0, 0);
   for (int h = 0; h < 2; ++h) {
-    beta[h] = rescaleFactor(m0[h], m1[h]);
+    beta[h] = sm::rescaleFactor(d, m0[h], m1[h]);
     r.l[h] = d.fmul(r.l[h], beta[h]);
     r.m[h] = m1[h];
   }
@@ -384,7 +377,7 @@ Running SeesawDecode::iterationWG1(Value i, Running r) {
   Value m0[2], alpha[2];
   loadMax(0, m0);
   for (int h = 0; h < 2; ++h)
-    alpha[h] = rescaleFactor(r.m[h], m0[h]);
+    alpha[h] = sm::rescaleFactor(d, r.m[h], m0[h]);
   scale(r.o, alpha, r.m, m0);
   zeroOwnV(1, n0, /*publish=*/true);
   r.o = issuePV(1, r.o, n0, 0, /*waitBoxes=*/true).regs;
@@ -410,7 +403,7 @@ Running SeesawDecode::iterationWG1(Value i, Running r) {
   release(1, 0);
   Value beta[2];
   for (int h = 0; h < 2; ++h)
-    beta[h] = rescaleFactor(m0[h], m1[h]);
+    beta[h] = sm::rescaleFactor(d, m0[h], m1[h]);
   scale(r.o, beta, m0, m1);
   for (int h = 0; h < 2; ++h)
     r.m[h] = m1[h];
