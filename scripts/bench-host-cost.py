@@ -3,8 +3,10 @@
 
 The planned path (mla.plan_decode once per step, then mla.decode(..., plan=, out=, lse=)) must cost at
 most 15 us of host time per call at b=1, N=128, seq 1024 (issue 12, item 3). The time is the host wall
-time of the calls themselves: the kernels run asynchronously, and the GPU work of one call (a few us at
-this size) is shorter than its launch cost, so the launch queue never fills and the loop measures the host.
+time of the calls themselves. Each path is timed twice: back to back, where the loop also waits whenever
+a call's GPU work outlasts its host time and the launch queue backs up, and behind a spin kernel
+enqueued before the run and outlasting it, where the launches only queue and the loop times the host
+alone (the figure the bar is about). Paths that synchronise (the unplanned decode) are timed back to back.
 
 Usage (GPU machine, kernels in the cache):
   MLA_KERNEL_CACHE_DIR=/path/to/cache PYTHONPATH=gpu-carry/python python3 scripts/bench-host-cost.py
@@ -34,11 +36,15 @@ def inputs(batch, heads, seq):
     return dict(q=q, kv_cache=cache, block_table=table, seq_lens=lens)
 
 
-def time_calls(fn, calls, repeats):
-    """Per-call host microseconds of `calls` back-to-back calls, over `repeats` runs."""
+def time_calls(fn, calls, repeats, busy_cycles=0):
+    """Per-call host microseconds of `calls` back-to-back calls, over `repeats` runs. With `busy_cycles`,
+    each run first enqueues a spin kernel of that many GPU cycles, so the calls' launches queue behind it
+    and the loop times the host alone, never waiting for the GPU to drain the launch queue."""
     per_call = []
     for _ in range(repeats):
         torch.cuda.synchronize()
+        if busy_cycles:
+            torch.cuda._sleep(busy_cycles)
         start = time.perf_counter()
         for _ in range(calls):
             fn()
@@ -54,6 +60,8 @@ def main():
     parser.add_argument("--seq", type=int, default=1024)
     parser.add_argument("--calls", type=int, default=200)
     parser.add_argument("--repeats", type=int, default=20)
+    parser.add_argument("--busy-us-per-call", type=float, default=100.0,
+                        help="GPU spin enqueued before each run of the busy timing, in us per call")
     args = parser.parse_args()
 
     x = inputs(args.batch, args.heads, args.seq)
@@ -75,12 +83,24 @@ def main():
                                                                 len(plan._err))
     paths["  ctypes call doing nothing"] = lambda: plan._lib.mlaGpuDecodePlanNumSplits(plan._handle)
     paths["  current stream lookup"] = lambda: plan._stream(0)
+    # A floor for comparison: one torch op that launches one kernel (a one-element fill).
+    cell = torch.empty(1, device="cuda")
+    paths["  torch one-kernel op"] = lambda: cell.fill_(1.0)
+    # Spin cycles at the H200's 1.98 GHz boost clock; a lower clock only makes the spin longer.
+    busy = int(args.busy_us_per_call * 1e-6 * 1.98e9 * args.calls)
+    syncs = {"decode (no plan)"}
     print(f"b={args.batch} N={args.heads} seq={args.seq} num_splits={plan.num_splits} "
           f"({args.repeats} runs of {args.calls} calls)")
+    print("  back to back: the loop may wait for the GPU when a call's GPU work outlasts its host time;")
+    print("  behind a spin: the GPU runs a spin kernel through the whole run, so only the host is timed")
     for name, fn in paths.items():
         fn()  # loads the kernels
         median, best = time_calls(fn, args.calls, args.repeats)
-        print(f"  {name:28s} median {median:7.2f} us/call  best {best:7.2f} us/call")
+        line = f"  {name:28s} back to back: median {median:7.2f} best {best:7.2f} us/call"
+        if name not in syncs:
+            busy_median, busy_best = time_calls(fn, args.calls, args.repeats, busy)
+            line += f";  behind a spin: median {busy_median:7.2f} best {busy_best:7.2f} us/call"
+        print(line)
     plan.check()
 
 

@@ -643,8 +643,7 @@ llvm::Error decode(const char *specText, int32_t device, const DecodeCall &call,
                                              args.numPages, args.numSplits))
       return error;
     *workspaceBytes =
-        decodeWorkspaceLayout(spec->shape, args.batch, args.numSplits)
-            .totalBytes;
+        decodeWorkspaceLayout(*spec, args.batch, args.numSplits).totalBytes;
     return llvm::Error::success();
   }
   args.workspaceBytes = *workspaceBytes;
@@ -756,8 +755,7 @@ llvm::Error createPlan(const char *specText, int32_t device,
   if (llvm::Error error = checkDecodeSizes(*spec, maxBatch, checked->maxPages,
                                            checked->cache.pages, *numSplits))
     return error;
-  size_t needed =
-      decodeWorkspaceLayout(spec->shape, maxBatch, *numSplits).totalBytes;
+  size_t needed = decodeWorkspaceLayout(*spec, maxBatch, *numSplits).totalBytes;
   if (!workspace) {
     *workspaceBytes = needed;
     return llvm::Error::success();

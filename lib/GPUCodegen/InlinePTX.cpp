@@ -123,3 +123,52 @@ SmallVector<Value> mla::gpu_codegen::ptx::wgmmaMmaAsyncRS(
   operands.append({descB, scaleD});
   return wgmmaAsm(b, n, wgmmaText(n, bf16, transB, /*aRegs=*/4), operands);
 }
+
+/// An inline asm with side effects and no result.
+static void effectAsm(ImplicitLocOpBuilder &b, ValueRange operands,
+                      StringRef text, StringRef constraints) {
+  LLVM::InlineAsmOp::create(b, TypeRange{}, operands, text, constraints,
+                            /*has_side_effects=*/true,
+                            /*is_align_stack=*/false,
+                            LLVM::tailcallkind::TailCallKind::None,
+                            LLVM::AsmDialectAttr(), ArrayAttr());
+}
+
+/// A global pointer as the 64-bit address an "l" operand takes.
+static Value address(ImplicitLocOpBuilder &b, Value ptr) {
+  return LLVM::PtrToIntOp::create(b, b.getI64Type(), ptr);
+}
+
+void mla::gpu_codegen::ptx::fenceAcqRelGpu(ImplicitLocOpBuilder &b) {
+  effectAsm(b, {}, "fence.acq_rel.gpu;", "~{memory}");
+}
+
+Value mla::gpu_codegen::ptx::atomAddGpu(ImplicitLocOpBuilder &b, Value ptr,
+                                        Value v, bool release) {
+  std::string text = std::string("atom.") + (release ? "release" : "relaxed") +
+                     ".gpu.global.add.u32 $0, [$1], $2;";
+  return LLVM::InlineAsmOp::create(
+             b, b.getI32Type(), ValueRange{address(b, ptr), v}, text,
+             "=r,l,r,~{memory}", /*has_side_effects=*/true,
+             /*is_align_stack=*/false, LLVM::tailcallkind::TailCallKind::None,
+             LLVM::AsmDialectAttr(), ArrayAttr())
+      .getResult(0);
+}
+
+void mla::gpu_codegen::ptx::spinUntilAtLeast(ImplicitLocOpBuilder &b, Value ptr,
+                                             Value target) {
+  // The label is local to the braces, so the loop may appear many times.
+  effectAsm(b, {address(b, ptr), target},
+            "{\n.reg .pred p;\n.reg .u32 v;\nLAB_SPIN:\n"
+            "ld.acquire.gpu.global.u32 v, [$0];\n"
+            "setp.lt.u32 p, v, $1;\n"
+            "@p nanosleep.u32 32;\n"
+            "@p bra LAB_SPIN;\n}",
+            "l,r,~{memory}");
+}
+
+void mla::gpu_codegen::ptx::storeRelaxedGpu(ImplicitLocOpBuilder &b, Value ptr,
+                                            Value v) {
+  effectAsm(b, {address(b, ptr), v}, "st.relaxed.gpu.global.u32 [$0], $1;",
+            "l,r,~{memory}");
+}

@@ -31,18 +31,25 @@ static llvm::Error invalid(const Twine &message) {
       std::make_error_code(std::errc::invalid_argument), message);
 }
 
-DecodeWorkspaceLayout mla::gpu::decodeWorkspaceLayout(const DecodeShape &shape,
-                                                      int64_t batch,
-                                                      int64_t numSplits) {
+DecodeWorkspaceLayout
+mla::gpu::decodeWorkspaceLayout(const DecodeKernelSpec &spec, int64_t batch,
+                                int64_t numSplits) {
   auto align = [](size_t v) { return llvm::alignTo(v, kSectionAlign); };
+  const DecodeShape &shape = spec.shape;
   size_t pieces = static_cast<size_t>(numSplits) * batch;
   size_t rows = pieces * shape.queryRows * shape.numHeads;
   DecodeWorkspaceLayout layout;
   layout.partialOut = 0;
   layout.partialLse = align(rows * shape.latentDim * sizeof(float));
   layout.splitBounds = layout.partialLse + align(rows * sizeof(float));
-  layout.totalBytes =
+  layout.counters =
       layout.splitBounds + batch * (numSplits + 1) * sizeof(int32_t);
+  // One counter per row block of a request (the partial grid's x extent).
+  if (spec.tiling.seesaw)
+    layout.numCounters =
+        batch * llvm::divideCeil(shape.queryRows * shape.numHeads,
+                                 spec.tiling.rowsPerCta);
+  layout.totalBytes = layout.counters + layout.numCounters * sizeof(int32_t);
   return layout;
 }
 
@@ -155,7 +162,7 @@ static llvm::Error checkWorkspace(const DecodeKernelSpec &spec, size_t bytes,
                    " requests; the batch of " + Twine(batch) +
                    " must fit in it (and it in " + Twine(kMaxGridYZ) + ")");
   size_t needed =
-      decodeWorkspaceLayout(spec.shape, layoutBatch, numSplits).totalBytes;
+      decodeWorkspaceLayout(spec, layoutBatch, numSplits).totalBytes;
   if (bytes < needed)
     return invalid("the workspace holds " + Twine(bytes) + " bytes; " +
                    Twine(layoutBatch) + " requests in " + Twine(numSplits) +
@@ -305,8 +312,18 @@ llvm::Expected<GpuDecoder> GpuDecoder::create(const DecodeKernelSpec &spec,
   if (llvm::Error error =
           partial->setMaxDynamicSharedBytes(static_cast<int>(smem)))
     return std::move(error);
+  // Only a kernel that may merge its pieces itself needs the residency.
+  int64_t resident = 0;
+  if (spec.tiling.seesaw) {
+    llvm::Expected<int64_t> ctas = partial->residentCtas(
+        static_cast<unsigned>(decodeThreadsPerCta(spec.tiling)),
+        static_cast<unsigned>(smem));
+    if (!ctas)
+      return ctas.takeError();
+    resident = *ctas;
+  }
   return GpuDecoder(spec, std::move(*partial), std::move(*combine),
-                    std::move(*planner));
+                    std::move(*planner), resident);
 }
 
 llvm::Expected<GpuDecoder> GpuDecoder::fromCache(const DecodeKernelSpec &spec,
@@ -339,7 +356,7 @@ llvm::Error GpuDecoder::uploadBounds(CUstream stream, CUdeviceptr workspace,
                    " entries do not match " + Twine(batch) + " requests x (" +
                    Twine(bounds.numSplits) + " + 1) pieces");
   DecodeWorkspaceLayout layout =
-      decodeWorkspaceLayout(spec.shape, batch, bounds.numSplits);
+      decodeWorkspaceLayout(spec, batch, bounds.numSplits);
   if (workspaceBytes < layout.totalBytes)
     return invalid("the workspace holds " + Twine(workspaceBytes) + " bytes; " +
                    Twine(batch) + " requests in " + Twine(bounds.numSplits) +
@@ -347,9 +364,12 @@ llvm::Error GpuDecoder::uploadBounds(CUstream stream, CUdeviceptr workspace,
   llvm::Expected<const CudaDriver &> driver = CudaRuntime::get();
   if (!driver)
     return driver.takeError();
+  // The combine counters follow the bounds: zeroed by the same copy.
+  std::vector<int32_t> words(bounds.bounds.size() + layout.numCounters, 0);
+  llvm::copy(bounds.bounds, words.begin());
   return driver->check(driver->api().memcpyHtoDAsync(
-                           workspace + layout.splitBounds, bounds.bounds.data(),
-                           bounds.bounds.size() * sizeof(int32_t), stream),
+                           workspace + layout.splitBounds, words.data(),
+                           words.size() * sizeof(int32_t), stream),
                        "cuMemcpyHtoDAsync(split bounds)");
 }
 
@@ -358,7 +378,7 @@ llvm::Error GpuDecoder::plan(CUstream stream,
   if (llvm::Error error = checkDecodePlanArgs(spec, args))
     return error;
   DecodeWorkspaceLayout layout =
-      decodeWorkspaceLayout(spec.shape, args.maxBatch, args.numSplits);
+      decodeWorkspaceLayout(spec, args.maxBatch, args.numSplits);
   CUdeviceptr seqLens = args.seqLens, blockTable = args.blockTable,
               status = args.status;
   CUdeviceptr bounds = args.workspace + layout.splitBounds;
@@ -376,7 +396,17 @@ llvm::Error GpuDecoder::plan(CUstream stream,
   Dim3 grid{static_cast<unsigned>(
       llvm::divideCeil(args.batch, kDecodePlanRequestsPerCta))};
   Dim3 block{static_cast<unsigned>(kDecodePlanThreadsPerCta)};
-  return planner.launch(grid, block, 0, stream, params);
+  if (llvm::Error error = planner.launch(grid, block, 0, stream, params))
+    return error;
+  if (!layout.numCounters)
+    return llvm::Error::success();
+  llvm::Expected<const CudaDriver &> driver = CudaRuntime::get();
+  if (!driver)
+    return driver.takeError();
+  return driver->check(
+      driver->api().memsetD32Async(args.workspace + layout.counters, 0,
+                                   layout.numCounters, stream),
+      "cuMemsetD32Async(combine counters)");
 }
 
 llvm::Error GpuDecoder::encodePipelinedMaps(const DecodeArgs &args,
@@ -417,8 +447,7 @@ llvm::Error GpuDecoder::run(CUstream stream, const DecodeArgs &args,
   if (llvm::Error error = checkDecodeArgs(spec, args))
     return error;
   DecodeWorkspaceLayout layout = decodeWorkspaceLayout(
-      spec.shape, args.layoutBatch ? args.layoutBatch : args.batch,
-      args.numSplits);
+      spec, args.layoutBatch ? args.layoutBatch : args.batch, args.numSplits);
   CUdeviceptr q = args.q, cache = args.cache, blockTable = args.blockTable,
               seqLens = args.seqLens, out = args.out, lse = args.lse;
   // One piece per request: the kernel writes the final rows itself
@@ -449,8 +478,9 @@ llvm::Error GpuDecoder::run(CUstream stream, const DecodeArgs &args,
   }
   // The eleven shared parameters, then the groups this kernel declares in
   // KernelABI.h's order: kv_scale (fp8_e4m3), query_start_loc and T
-  // (varlen), the two tensor maps (pipelined).
-  llvm::SmallVector<void *, kDecodePipelinedNumParams> partialParams = {
+  // (varlen), the two tensor maps (pipelined), the combine's counters, out
+  // and lse (seesaw).
+  llvm::SmallVector<void *, kDecodeSeesawNumParams> partialParams = {
       &q,          &cache, &blockTable, &seqLens,   &splitBounds, &partialOut,
       &partialLse, &batch, &maxPages,   &numSplits, &softmaxScale};
   if (spec.shape.kvFormat == CacheFormat::FP8E4M3)
@@ -459,8 +489,20 @@ llvm::Error GpuDecoder::run(CUstream stream, const DecodeArgs &args,
     partialParams.append({&queryStartLoc, &numTokens});
   if (spec.tiling.pipelined)
     partialParams.append({&tma.qMap, &tma.cacheMap});
-  assert(partialParams.size() == size_t(decodePartialNumParams(spec.shape) +
-                                        (spec.tiling.pipelined ? 2 : 0)) &&
+  // The seesaw kernel merges the pieces itself when the GPU holds the whole
+  // grid at once (a cooperative launch); the counters enable that.
+  int64_t rows = spec.shape.queryRows * spec.shape.numHeads;
+  Dim3 partialGrid{
+      static_cast<unsigned>(llvm::divideCeil(rows, spec.tiling.rowsPerCta)),
+      static_cast<unsigned>(numSplits), static_cast<unsigned>(batch)};
+  int64_t gridCtas = int64_t(partialGrid.x) * partialGrid.y * partialGrid.z;
+  bool merges = decodeCombinesInKernel(spec.chip, spec.tiling, numSplits) &&
+                gridCtas <= residentCtas;
+  CUdeviceptr counters = merges ? args.workspace + layout.counters : 0;
+  if (spec.tiling.seesaw)
+    partialParams.append({&counters, &out, &lse});
+  assert(partialParams.size() ==
+             size_t(decodeKernelNumParams(spec.shape, spec.tiling)) &&
          "launch parameters differ from KernelABI.h");
   // A varlen image's combine runs T requests of one row (KernelABI.h).
   int32_t combineBatch = varlen ? numTokens : batch;
@@ -468,13 +510,12 @@ llvm::Error GpuDecoder::run(CUstream stream, const DecodeArgs &args,
                            &lse,        &combineBatch, &numSplits};
   static_assert(std::size(combineParams) == kCombineNumParams);
 
-  int64_t rows = spec.shape.queryRows * spec.shape.numHeads;
-  Dim3 partialGrid{
-      static_cast<unsigned>(llvm::divideCeil(rows, spec.tiling.rowsPerCta)),
-      static_cast<unsigned>(numSplits), static_cast<unsigned>(batch)};
   Dim3 partialBlock{static_cast<unsigned>(decodeThreadsPerCta(spec.tiling))};
   unsigned smem = static_cast<unsigned>(
       decodeSharedBytes(spec.chip, spec.shape, spec.tiling));
+  if (merges)
+    return partial.launchCooperative(partialGrid, partialBlock, smem, stream,
+                                     partialParams.data());
   if (llvm::Error error = partial.launch(partialGrid, partialBlock, smem,
                                          stream, partialParams.data()))
     return error;

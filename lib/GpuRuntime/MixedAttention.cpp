@@ -178,8 +178,7 @@ mla::gpu::planMixedAttention(const MixedAttentionSpecs &specs,
     if (!bounds)
       return bounds.takeError();
     plan.decodeBounds = std::move(*bounds);
-    decodeBytes =
-        decodeWorkspaceLayout(specs.decode.shape, d, splits).totalBytes;
+    decodeBytes = decodeWorkspaceLayout(specs.decode, d, splits).totalBytes;
   }
 
   int64_t rest = batch - d;

@@ -653,7 +653,7 @@ llvm::Expected<bool> checkDevicePlan(const CudaDriver &driver,
   args.numPages = p.numPages;
   args.numSplits = numSplits;
   DecodeWorkspaceLayout layout =
-      decodeWorkspaceLayout(spec.shape, p.batch, numSplits);
+      decodeWorkspaceLayout(spec, p.batch, numSplits);
   args.workspaceBytes = layout.totalBytes;
   llvm::Expected<DeviceBuffer> workspace =
       DeviceBuffer::alloc(driver, args.workspaceBytes);

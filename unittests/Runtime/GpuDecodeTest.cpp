@@ -37,8 +37,9 @@ bool contains(const std::string &text, llvm::StringRef part) {
 }
 
 TEST(GpuDecode, WorkspaceLayoutIsAlignedAndSizedPerAbi) {
-  DecodeShape shape; // N=128, Sq=1, L=512
-  DecodeWorkspaceLayout layout = decodeWorkspaceLayout(shape, 3, 5);
+  DecodeKernelSpec spec; // N=128, Sq=1, L=512, a tiling without counters
+  DecodeShape &shape = spec.shape;
+  DecodeWorkspaceLayout layout = decodeWorkspaceLayout(spec, 3, 5);
   size_t partialOut = size_t(5) * 3 * 128 * 512 * 4;
   EXPECT_EQ(layout.partialOut, 0u);
   EXPECT_EQ(layout.partialLse, partialOut);
@@ -52,9 +53,31 @@ TEST(GpuDecode, WorkspaceLayoutIsAlignedAndSizedPerAbi) {
   // Odd sizes still give aligned sections.
   shape.numHeads = 3;
   shape.latentDim = 48;
-  layout = decodeWorkspaceLayout(shape, 1, 1);
+  layout = decodeWorkspaceLayout(spec, 1, 1);
   EXPECT_EQ(layout.partialLse % 256, 0u);
   EXPECT_EQ(layout.splitBounds % 256, 0u);
+}
+
+TEST(GpuDecode, SeesawWorkspaceHasACounterPerRowBlockBehindTheBounds) {
+  DecodeKernelSpec spec;
+  spec.chip = Chip::SM90a;
+  spec.shape.numHeads = 128;
+  spec.shape.queryRows = 2;
+  spec.tiling = chooseDecodeTiling(spec.chip, spec.shape);
+  ASSERT_TRUE(spec.tiling.seesaw);
+  DecodeWorkspaceLayout layout = decodeWorkspaceLayout(spec, 3, 5);
+  // 256 rows per request in blocks of 64: 4 counters per request.
+  EXPECT_EQ(layout.numCounters, 3 * 4);
+  EXPECT_EQ(layout.counters, layout.splitBounds + 3 * 6 * 4);
+  EXPECT_EQ(layout.totalBytes, layout.counters + 3 * 4 * 4);
+  EXPECT_TRUE(decodeCombinesInKernel(spec.chip, spec.tiling, 5));
+  EXPECT_FALSE(decodeCombinesInKernel(spec.chip, spec.tiling, 1));
+  EXPECT_EQ(decodeKernelNumParams(spec.shape, spec.tiling),
+            kDecodeSeesawNumParams);
+
+  spec.tiling.seesaw = false;
+  EXPECT_EQ(decodeWorkspaceLayout(spec, 3, 5).numCounters, 0);
+  EXPECT_FALSE(decodeCombinesInKernel(spec.chip, spec.tiling, 5));
 }
 
 TEST(GpuDecode, UniformBoundsCoverEachRequestInAlignedPieces) {
@@ -151,7 +174,7 @@ DecodeArgs validArgs(const DecodeKernelSpec &spec) {
   args.numPages = 32;
   args.numSplits = 3;
   args.softmaxScale = 0.125f;
-  args.workspaceBytes = decodeWorkspaceLayout(spec.shape, 4, 3).totalBytes;
+  args.workspaceBytes = decodeWorkspaceLayout(spec, 4, 3).totalBytes;
   return args;
 }
 
@@ -233,7 +256,7 @@ TEST(GpuDecode, DevicePlanArgumentsAreValidatedWithoutAGpu) {
   valid.maxPages = 16;
   valid.numPages = 64;
   valid.numSplits = 4;
-  valid.workspaceBytes = decodeWorkspaceLayout(spec.shape, 8, 4).totalBytes;
+  valid.workspaceBytes = decodeWorkspaceLayout(spec, 8, 4).totalBytes;
   EXPECT_FALSE(static_cast<bool>(checkDecodePlanArgs(spec, valid)));
 
   auto rejects = [&](auto mutate, llvm::StringRef part) {

@@ -87,9 +87,9 @@ TEST(MixedAttention, PlansBothPathsAndTheirWorkspace) {
   EXPECT_EQ(w.absorbed, 0u);
   EXPECT_GE(w.latentOut, 2 * n * 576 * e);
   EXPECT_GE(w.lse, w.latentOut + 2 * n * 512 * e);
-  EXPECT_EQ(w.decodeBytes,
-            decodeWorkspaceLayout(specs.decode.shape, 2, bounds.numSplits)
-                .totalBytes);
+  EXPECT_EQ(
+      w.decodeBytes,
+      decodeWorkspaceLayout(specs.decode, 2, bounds.numSplits).totalBytes);
   EXPECT_GE(w.queryStartLoc, w.decode + w.decodeBytes);
   EXPECT_EQ(w.prefillBytes,
             getChunkedPrefillWorkspace(shape, 5, 3,

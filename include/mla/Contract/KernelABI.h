@@ -189,6 +189,33 @@ inline int decodePartialNumParams(const DecodeShape &shape) {
 ///              columns x kvBlock rows, 128B swizzle
 /// (mla::gpu::encodeHeadRowsMap with one head).
 inline constexpr int kDecodePipelinedNumParams = 13;
+
+/// The seesaw build (DecodeTiling::seesaw) takes three more after the two
+/// maps, for the combine it can run itself (decodeCombinesInKernel):
+///   counters   [B, ceil(Sq*N / rowsPerCta)] i32, zero before the launch and
+///              zero again after it (the kernel's last CTA of each row block
+///              resets its counter); null: no combine in the kernel
+///   out        [B, Sq, N, L] elem, lse [B, N, Sq] f32 (mla_combine's)
+/// With counters, each CTA writes its partial rows, counts itself in its row
+/// block's counter, waits until all S pieces of the block have, and then
+/// merges rows r (of the block's rowsPerCta) with r % S == its piece into
+/// out and lse as mla_combine would. The CTAs of a row block wait for each
+/// other, so such a launch must be cooperative (all CTAs resident at once).
+inline constexpr int kDecodeSeesawNumParams = 16;
+/// Whether a decode of `tiling` on `chip` cut into `numSplits` pieces merges
+/// them in the partial kernel when its grid fits on the GPU at once (the
+/// runtime checks that and launches cooperatively), with no mla_combine.
+inline bool decodeCombinesInKernel(Chip chip, const DecodeTiling &tiling,
+                                   int64_t numSplits) {
+  return chip == Chip::SM90a && tiling.seesaw && numSplits > 1;
+}
+/// The parameter count of mla_decode_partial of `shape` and `tiling`.
+inline int decodeKernelNumParams(const DecodeShape &shape,
+                                 const DecodeTiling &tiling) {
+  if (tiling.seesaw)
+    return kDecodeSeesawNumParams;
+  return decodePartialNumParams(shape) + (tiling.pipelined ? 2 : 0);
+}
 /// The producer warpgroup of the pipelined build.
 inline constexpr int64_t kDecodeProducerThreads = 128;
 

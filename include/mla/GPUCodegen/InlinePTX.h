@@ -5,7 +5,8 @@
 // decode (MLIR 22's nvvm.convert.f8x2.to.f16x2 takes a vector<2xi8>, which
 // costs byte shuffles the PTX register form does not need) and the byte
 // permute that packs its exact bf16 values (NVPTX emits shifts and masks for
-// the same bit operations), and wgmma with both
+// the same bit operations), the gpu-scope fence, atomics and acquire spin
+// with which the CTAs of one launch wait for each other, and wgmma with both
 // operands from shared memory, written as the PTX the kernels were measured
 // with (MLIR 22's nvvm.wgmma.mma_async is itself lowered to inline PTX by
 // convert-nvvm-to-llvm, and wgmma with A in registers has no op at all).
@@ -56,6 +57,25 @@ llvm::SmallVector<mlir::Value>
 wgmmaMmaAsyncRS(mlir::ImplicitLocOpBuilder &b, int64_t n, bool bf16,
                 llvm::ArrayRef<mlir::Value> acc, llvm::ArrayRef<mlir::Value> a,
                 mlir::Value descB, mlir::Value scaleD, bool transB);
+
+/// `fence.acq_rel.gpu`: this thread's earlier memory operations are ordered
+/// before its later ones for every thread of the GPU.
+void fenceAcqRelGpu(mlir::ImplicitLocOpBuilder &b);
+
+/// `atom.<release|relaxed>.gpu.global.add.u32`: adds `v` (i32) to the word
+/// at `ptr` (a global pointer) and returns the word before.
+mlir::Value atomAddGpu(mlir::ImplicitLocOpBuilder &b, mlir::Value ptr,
+                       mlir::Value v, bool release);
+
+/// Spins on `ld.acquire.gpu.global.u32` of the word at `ptr` until it is at
+/// least `target` (unsigned, i32), backing off with `nanosleep` between
+/// reads.
+void spinUntilAtLeast(mlir::ImplicitLocOpBuilder &b, mlir::Value ptr,
+                      mlir::Value target);
+
+/// `st.relaxed.gpu.global.u32`: stores `v` (i32) to the word at `ptr`.
+void storeRelaxedGpu(mlir::ImplicitLocOpBuilder &b, mlir::Value ptr,
+                     mlir::Value v);
 
 } // namespace mla::gpu_codegen::ptx
 

@@ -34,19 +34,25 @@
 
 namespace mla::gpu {
 
-/// Byte offsets of the three workspace sections of one decode: partial_out
-/// f32 [S, B, Sq, N, L], partial_lse f32 [S, B, N, Sq], split_bounds i32
-/// [B, S+1]. Each section starts on a 256-byte boundary.
+/// Byte offsets of the workspace sections of one decode: partial_out f32
+/// [S, B, Sq, N, L], partial_lse f32 [S, B, N, Sq], split_bounds i32
+/// [B, S+1], and right behind the bounds (one contiguous upload) a seesaw
+/// spec's combine counters i32 [B, ceil(Sq*N / rowsPerCta)] (KernelABI.h),
+/// which every run leaves at zero. Each of the first three sections starts
+/// on a 256-byte boundary.
 struct DecodeWorkspaceLayout {
   size_t partialOut = 0;
   size_t partialLse = 0;
   size_t splitBounds = 0;
+  size_t counters = 0;
+  /// Counter words (0 unless the spec's kernel merges its pieces itself).
+  int64_t numCounters = 0;
   size_t totalBytes = 0;
 };
 
 /// The workspace of a batch of `batch` requests cut into `numSplits` pieces
 /// each. Both counts must be positive.
-DecodeWorkspaceLayout decodeWorkspaceLayout(const DecodeShape &shape,
+DecodeWorkspaceLayout decodeWorkspaceLayout(const DecodeKernelSpec &spec,
                                             int64_t batch, int64_t numSplits);
 
 /// Host-planned split bounds: piece s of request b is
@@ -109,7 +115,7 @@ llvm::Error checkSeqLens(const DecodeKernelSpec &spec,
 
 /// Device buffers and sizes of one decode. Tensors are dense, row-major and
 /// laid out as KernelABI.h says; the workspace holds
-/// decodeWorkspaceLayout(shape, batch, numSplits) and its split_bounds
+/// decodeWorkspaceLayout(spec, batch, numSplits) and its split_bounds
 /// section must already hold the bounds (uploadBounds).
 struct DecodeArgs {
   CUdeviceptr q = 0; // [B, Sq, N, L+R] elem
@@ -226,11 +232,12 @@ public:
 
   /// Workspace bytes a run over `batch` requests in `numSplits` pieces needs.
   size_t workspaceBytes(int64_t batch, int64_t numSplits) const {
-    return decodeWorkspaceLayout(spec.shape, batch, numSplits).totalBytes;
+    return decodeWorkspaceLayout(spec, batch, numSplits).totalBytes;
   }
 
   /// Enqueues the copy of `bounds` into the split_bounds section of a
-  /// workspace of `workspaceBytes` bytes. `bounds` may be released on return
+  /// workspace of `workspaceBytes` bytes, zeroing the combine counters behind
+  /// it in the same copy. `bounds` may be released on return
   /// (the driver stages pageable memory), but the copy is not capturable in a
   /// CUDA graph: upload before capture.
   llvm::Error uploadBounds(CUstream stream, CUdeviceptr workspace,
@@ -239,12 +246,16 @@ public:
 
   /// Validates `args` (checkDecodePlanArgs), then enqueues mla_decode_plan on
   /// `stream`: the split bounds of planUniformBounds(seq_lens, numSplits,
-  /// page size) computed on the device. Allocates nothing and copies
-  /// nothing, so it may be captured in a CUDA graph.
+  /// page size) computed on the device, and zeroes the combine counters of
+  /// a seesaw spec (cuMemsetD32Async). Allocates nothing and copies nothing
+  /// from the host, so it may be captured in a CUDA graph.
   llvm::Error plan(CUstream stream, const DecodePlanArgs &args) const;
 
   /// Validates `args` (checkDecodeArgs), then enqueues mla_decode_partial and
-  /// mla_combine on `stream`. Allocates nothing and copies nothing, so it may
+  /// mla_combine on `stream`; no mla_combine with one piece
+  /// (decodeWritesFinalRows), nor when the partial kernel merges the pieces
+  /// itself (decodeCombinesInKernel and a grid the GPU holds at once: then
+  /// one cooperative launch). Allocates nothing and copies nothing, so it may
   /// be captured in a CUDA graph. Nothing is launched when validation fails.
   /// `maps`: a pipelined spec's TMA maps kept between runs, re-encoded only
   /// when `args` differ from what they were encoded for; null encodes them
@@ -257,14 +268,16 @@ private:
   llvm::Error encodePipelinedMaps(const DecodeArgs &args,
                                   DecodeTmaMaps &maps) const;
   GpuDecoder(const DecodeKernelSpec &spec, CudaKernel partial,
-             CudaKernel combine, CudaKernel planner)
+             CudaKernel combine, CudaKernel planner, int64_t residentCtas)
       : spec(spec), partial(std::move(partial)), combine(std::move(combine)),
-        planner(std::move(planner)) {}
+        planner(std::move(planner)), residentCtas(residentCtas) {}
 
   DecodeKernelSpec spec;
   CudaKernel partial;
   CudaKernel combine;
   CudaKernel planner;
+  /// CTAs of the partial kernel the device holds at once.
+  int64_t residentCtas;
 };
 
 } // namespace mla::gpu

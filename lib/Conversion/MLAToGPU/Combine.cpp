@@ -1,14 +1,12 @@
 //===- Combine.cpp - the mla_combine GPU kernel ---------------------------===//
 //
-// Merges split-KV partial states (primer section 6). One warp per query row
-// (token i, head n) of one request: the lanes find the largest partial LSE,
-// then every lane accumulates `exp(lse_s - m) * partial_out[s]` over four
-// adjacent columns per 128-column stripe with 16-byte loads, and writes the
-// normalised row in the output element type plus `m + log(sum_s w_s)`.
-// Pieces with lse = -inf weigh nothing; all empty gives out = 0,
-// lse = -inf.
+// Merges split-KV partial states (primer section 6): one warp per query row
+// of one request, each running CombineRow (CombineRow.h), grid
+// (ceil(Sq*N / kCombineRowsPerCta), B).
 //
 //===----------------------------------------------------------------------===//
+
+#include "CombineRow.h"
 
 #include "mla/Conversion/MLAToGPU/MLAToGPU.h"
 #include "mla/GPUCodegen/DeviceBuilder.h"
@@ -27,36 +25,14 @@ namespace {
 class CombineKernel {
 public:
   CombineKernel(ImplicitLocOpBuilder &b, const abi::DecodeShape &shape)
-      : b(b), d(b), N(shape.numHeads), Sq(shape.queryRows), L(shape.latentDim),
-        rows(N * Sq), stripes((L + 127) / 128),
-        v4(VectorType::get({4}, d.f32)) {
-    halfType = shape.elem == abi::ElemType::BF16 ? Type(b.getBF16Type())
-                                                 : Type(b.getF16Type());
-  }
+      : b(b), d(b), shape(shape) {}
 
   mlir::gpu::GPUFuncOp emit(StringRef name);
 
 private:
-  /// Everything for row `r` of the request.
-  void emitRow();
-  /// lse_s lives at ((s*B + b)*N + n)*Sq + i.
-  Value lseIndex(Value s);
-  /// The largest LSE over the pieces (lanes stride by 32, then the warp).
-  Value maxLse();
-  /// One piece's weighted contribution to the carried stripes and sum.
-  SmallVector<Value> accumulatePiece(Value s, ValueRange carried, Value m,
-                                     Value mIsNegInf);
-  /// The lane's four columns at `col` of a partial row (0 past L).
-  Value loadStripe(Value ptr, Value col);
-  void storeRow(ArrayRef<Value> acc, Value m);
-
   ImplicitLocOpBuilder &b;
   DeviceBuilder d;
-  const int64_t N, Sq, L, rows, stripes;
-  VectorType v4;
-  Type halfType;
-  Value pout, plse, out, lseOut, batch, numSplits;
-  Value lane, bb, r, i, n, col0, zero4;
+  const abi::DecodeShape &shape;
 };
 
 } // namespace
@@ -69,37 +45,30 @@ mlir::gpu::GPUFuncOp CombineKernel::emit(StringRef name) {
       b, name,
       {d.ptrGlobal, d.ptrGlobal, d.ptrGlobal, d.ptrGlobal, d.i32, d.i32},
       abi::kCombineThreadsPerCta);
-  pout = fn.getArgument(0), plse = fn.getArgument(1), out = fn.getArgument(2),
-  lseOut = fn.getArgument(3), batch = fn.getArgument(4),
-  numSplits = fn.getArgument(5);
-
+  CombineOperands ops{fn.getArgument(0), fn.getArgument(1), fn.getArgument(2),
+                      fn.getArgument(3), fn.getArgument(4), fn.getArgument(5)};
   Value tid = d.threadIdX();
   Value warp = d.divu(tid, d.c32(32));
-  lane = d.remu(tid, d.c32(32));
-  bb = d.blockIdY();
-  r = d.add(d.mul(d.blockIdX(), d.c32(warps)), warp);
-  d.ifThen(d.slt(r, d.c32(rows)), [&] { emitRow(); });
+  Value lane = d.remu(tid, d.c32(32));
+  Value r = d.add(d.mul(d.blockIdX(), d.c32(warps)), warp);
+  d.ifThen(d.slt(r, d.c32(shape.numHeads * shape.queryRows)),
+           [&] { CombineRow(b, d, shape, ops).emit(d.blockIdY(), r, lane); });
   mlir::gpu::ReturnOp::create(b);
   return fn;
 }
 
-Value CombineKernel::lseIndex(Value s) {
-  return d.add(
-      d.mul(d.add(d.mul(d.add(d.mul(s, batch), bb), d.c32(N)), n), d.c32(Sq)),
-      i);
+CombineRow::CombineRow(ImplicitLocOpBuilder &b, DeviceBuilder &d,
+                       const abi::DecodeShape &shape,
+                       const CombineOperands &operands)
+    : b(b), d(d), N(shape.numHeads), Sq(shape.queryRows), L(shape.latentDim),
+      rows(N * Sq), stripes((L + 127) / 128), v4(VectorType::get({4}, d.f32)),
+      ops(operands) {
+  halfType = shape.elem == abi::ElemType::BF16 ? Type(b.getBF16Type())
+                                               : Type(b.getF16Type());
 }
 
-Value CombineKernel::maxLse() {
-  Value m = d.forLoop(lane, numSplits, d.c32(32), {d.negInf()},
-                      [&](Value s, ValueRange acc) -> SmallVector<Value> {
-                        Value v =
-                            d.load(d.f32, d.gep(plse, d.f32, lseIndex(s)), 4);
-                        return {softmax::max(d, acc[0], v)};
-                      })[0];
-  return softmax::xorAllReduce(d, m, softmax::Combiner::Max, {16, 8, 4, 2, 1});
-}
-
-void CombineKernel::emitRow() {
+void CombineRow::emit(Value bb, Value r, Value lane) {
+  this->bb = bb, this->r = r, this->lane = lane;
   i = d.divu(r, d.c32(N)), n = d.remu(r, d.c32(N));
   Value m = maxLse();
   Value mIsNegInf = d.feq(m, d.negInf());
@@ -110,27 +79,44 @@ void CombineKernel::emitRow() {
     inits.push_back(zero4);
   inits.push_back(d.f(0.0f));
   col0 = d.mul(lane, d.c32(4));
-  SmallVector<Value> acc = d.forLoop(
-      d.c32(0), numSplits, d.c32(1), inits, [&](Value s, ValueRange carried) {
-        return accumulatePiece(s, carried, m, mIsNegInf);
-      });
+  SmallVector<Value> acc =
+      d.forLoop(d.c32(0), ops.numSplits, d.c32(1), inits,
+                [&](Value s, ValueRange carried) {
+                  return accumulatePiece(s, carried, m, mIsNegInf);
+                });
   storeRow(acc, m);
 }
 
-SmallVector<Value> CombineKernel::accumulatePiece(Value s, ValueRange carried,
-                                                  Value m, Value mIsNegInf) {
-  Value l = d.load(d.f32, d.gep(plse, d.f32, lseIndex(s)), 4);
+Value CombineRow::lseIndex(Value s) {
+  return d.add(d.mul(d.add(d.mul(d.add(d.mul(s, ops.batch), bb), d.c32(N)), n),
+                     d.c32(Sq)),
+               i);
+}
+
+Value CombineRow::maxLse() {
+  Value m = d.forLoop(
+      lane, ops.numSplits, d.c32(32), {d.negInf()},
+      [&](Value s, ValueRange acc) -> SmallVector<Value> {
+        Value v = d.load(d.f32, d.gep(ops.partialLse, d.f32, lseIndex(s)), 4);
+        return {softmax::max(d, acc[0], v)};
+      })[0];
+  return softmax::xorAllReduce(d, m, softmax::Combiner::Max, {16, 8, 4, 2, 1});
+}
+
+SmallVector<Value> CombineRow::accumulatePiece(Value s, ValueRange carried,
+                                               Value m, Value mIsNegInf) {
+  Value l = d.load(d.f32, d.gep(ops.partialLse, d.f32, lseIndex(s)), 4);
   Value w = softmax::naturalWeight(d, l, m);
   w = d.select(mIsNegInf, d.f(0.0f), w);
   Value w4 = vector::BroadcastOp::create(b, v4, w);
   // partial_out row ((s*B + b)*rows + r)*L, in i64.
-  Value rowBase =
-      d.mul(d.toI64(d.add(d.mul(d.add(d.mul(s, batch), bb), d.c32(rows)), r)),
-            d.c64(L));
+  Value rowBase = d.mul(
+      d.toI64(d.add(d.mul(d.add(d.mul(s, ops.batch), bb), d.c32(rows)), r)),
+      d.c64(L));
   SmallVector<Value> next;
   for (int64_t c = 0; c < stripes; ++c) {
     Value col = d.add(col0, d.c32(c * 128));
-    Value ptr = d.gep(pout, d.f32, d.add(rowBase, d.toI64(col)));
+    Value ptr = d.gep(ops.partialOut, d.f32, d.add(rowBase, d.toI64(col)));
     Value v = loadStripe(ptr, col);
     next.push_back(vector::FMAOp::create(b, w4, v, carried[c]));
   }
@@ -138,7 +124,7 @@ SmallVector<Value> CombineKernel::accumulatePiece(Value s, ValueRange carried,
   return next;
 }
 
-Value CombineKernel::loadStripe(Value ptr, Value col) {
+Value CombineRow::loadStripe(Value ptr, Value col) {
   if (L % 128 == 0)
     return d.load(v4, ptr, 16);
   // The last stripe is partial: lanes past L read nothing.
@@ -152,7 +138,7 @@ Value CombineKernel::loadStripe(Value ptr, Value col) {
   return ifOp.getResult(0);
 }
 
-void CombineKernel::storeRow(ArrayRef<Value> acc, Value m) {
+void CombineRow::storeRow(ArrayRef<Value> acc, Value m) {
   Value sumW = acc[stripes];
   softmax::Normaliser norm = softmax::normaliser(d, sumW);
   Value inv4 = vector::BroadcastOp::create(b, v4, norm.inv);
@@ -163,7 +149,7 @@ void CombineKernel::storeRow(ArrayRef<Value> acc, Value m) {
     auto storeIt = [&] {
       Value v = arith::MulFOp::create(b, acc[c], inv4);
       Value h = arith::TruncFOp::create(b, h4, v);
-      d.store(h, d.gep(out, halfType, d.add(outRow, d.toI64(col))), 8);
+      d.store(h, d.gep(ops.out, halfType, d.add(outRow, d.toI64(col))), 8);
     };
     if (L % 128 == 0)
       storeIt();
@@ -173,7 +159,7 @@ void CombineKernel::storeRow(ArrayRef<Value> acc, Value m) {
   d.ifThen(d.eq(lane, d.c32(0)), [&] {
     Value lse = softmax::mergedLse(d, m, sumW, norm.nonEmpty);
     Value idx = d.add(d.mul(d.add(d.mul(bb, d.c32(N)), n), d.c32(Sq)), i);
-    d.store(lse, d.gep(lseOut, d.f32, idx), 4);
+    d.store(lse, d.gep(ops.lse, d.f32, idx), 4);
   });
 }
 

@@ -65,13 +65,18 @@
 //
 // The end adds the two partial row sums through shared memory (the Q tile,
 // with the loop's hand-offs) and writes the partial output and LSE as
-// DecodeSM90Kernel::writeOutput does.
+// DecodeSM90Kernel::writeOutput does. Given combine counters and S > 1
+// (a cooperative launch, KernelABI.h), the CTAs of a row block then meet
+// (Rendezvous.h) and each merges every S-th row of the block into out and
+// lse (CombineRow.h), so no mla_combine launch follows.
 //
 //===----------------------------------------------------------------------===//
 
+#include "CombineRow.h"
 #include "DecodeSM90WarpSpecialised.h"
 
 #include "mla/GPUCodegen/OnlineSoftmax.h"
+#include "mla/GPUCodegen/Rendezvous.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 
 using namespace mlir;
@@ -180,6 +185,10 @@ private:
   /// end (in the Q tile, which no wgmma reads by then).
   Value rowSumSlot(int h, Value wg);
   void finish(const Running &run);
+  /// With combine counters and S > 1 (KernelABI.h): meets the CTAs of the
+  /// other pieces of this row block, then merges its share of the block's
+  /// rows into out and lse (CombineRow).
+  void mergePieces();
 
   DecodeSM90Kernel &k;
   DeviceBuilder &d;
@@ -446,6 +455,39 @@ void SeesawDecode::finish(const Running &run) {
     lRow[h] = d.fadd(d.load(d.f32, rowSumSlot(h, d.c32(0)), 4),
                      d.load(d.f32, rowSumSlot(h, d.c32(1)), 4));
   k.writeOutput(run.flatten(), lRow);
+  mergePieces();
+}
+
+void SeesawDecode::mergePieces() {
+  // Uniform over the grid: counters given and more than one piece.
+  Value given =
+      d.cmp(arith::CmpIPredicate::ne,
+            LLVM::PtrToIntOp::create(k.b, d.i64, ws.counters), d.c64(0));
+  d.ifThen(d.andi(given, d.slt(d.c32(1), k.numSplits)), [&] {
+    // Every consumer's partial stores come before the rendezvous, and every
+    // read of the other pieces' after it.
+    ws.namedSync(kConsumerBarrier, kConsumerThreads);
+    int64_t rowBlocks = llvm::divideCeil(k.rows, k.M);
+    d.ifThen(d.eq(ws.ctid, d.c32(0)), [&] {
+      Value block = d.add(d.mul(k.bb, d.c32(rowBlocks)), d.blockIdX());
+      rendezvous(d, d.gep(ws.counters, d.i32, block), k.numSplits);
+    });
+    ws.namedSync(kConsumerBarrier, kConsumerThreads);
+    // Piece s merges the block's rows r with r % S == s, a warp per row.
+    constexpr int64_t warps = kConsumerThreads / 32;
+    Value warp = d.divu(ws.ctid, d.c32(32)), lane = d.remu(ws.ctid, d.c32(32));
+    CombineRow row(
+        k.b, d, k.shape,
+        {k.pout, k.plse, ws.finalOut, ws.finalLse, k.batch, k.numSplits});
+    Value first = d.add(k.split, d.mul(k.numSplits, warp));
+    d.forLoop(first, d.c32(k.M), d.mul(k.numSplits, d.c32(warps)), {},
+              [&](Value r, ValueRange) {
+                Value request = d.add(k.r0, r);
+                d.ifThen(d.slt(request, d.c32(k.rows)),
+                         [&] { row.emit(k.bb, request, lane); });
+                return SmallVector<Value>{};
+              });
+  });
 }
 
 void SeesawDecode::consume(Value blocks) {

@@ -66,6 +66,12 @@ void WarpSpecialisedDecode::declare(StringRef name) {
   SmallVector<bool> byValue(types.size(), false);
   types.append({map, map});
   byValue.append({true, true});
+  // The seesaw build's in-kernel combine: counters, out, lse (KernelABI.h).
+  if (k.tiling.seesaw) {
+    types.append({g, g, g});
+    byValue.append({false, false, false});
+  }
+  assert(types.size() == size_t(abi::decodeKernelNumParams(k.shape, k.tiling)));
   createGridConstantKernel(k.b, name, types, byValue,
                            abi::decodeThreadsPerCta(k.tiling));
   Block *entry = k.b.getInsertionBlock();
@@ -77,6 +83,9 @@ void WarpSpecialisedDecode::declare(StringRef name) {
   k.scaleLog2 =
       d.fmul(entry->getArgument(10), d.f(mla::gpu_codegen::softmax::kLog2e));
   qMap = entry->getArgument(11), kvMap = entry->getArgument(12);
+  if (k.tiling.seesaw)
+    counters = entry->getArgument(13), finalOut = entry->getArgument(14),
+    finalLse = entry->getArgument(15);
 }
 
 void WarpSpecialisedDecode::awaitRelease(Value n, int64_t box) {

@@ -34,8 +34,13 @@
 // more than 8 (base 2; arith.cmpf ugt), FlashAttention-4's conditional
 // rescaling.
 // The end adds the row sums in the Q tile with the loop's hand-offs (own
-// barrier, arrive on this warpgroup's "P ready", wait on the other's); named
-// barrier 1 is not used.
+// barrier, arrive on this warpgroup's "P ready", wait on the other's).
+// Then, only with combine counters (%arg13 not null) and S > 1, the merge:
+// named barrier 1 over the 256 consumers, consumer thread 0's rendezvous on
+// its row block's counter (fence, release add, acquire spin until S, relaxed
+// add, the last one storing 0), barrier 1 again, and a warp per row r = piece
+// + S * warp, stepping S * 8, merging the pieces' f32 partials (%arg5,
+// %arg6) into out (%arg14, bf16) and lse (%arg15).
 // RUN: mla-opt %s --mla-select-gpu-tiling --convert-mla-to-gpu | FileCheck %s
 // RUN: mla-opt %s --mla-to-nvvm="chip=sm_90a format=isa" -o %t.mlir
 // RUN: %python %mla_src_root/scripts/extract-gpu-payload.py %t.mlir %t.ptx
@@ -52,7 +57,7 @@
 // RUN: %if ptxas %{ /usr/local/cuda/bin/ptxas -arch=sm_90a -v %t.f16.ptx -o %t.f16.cubin 2>&1 | FileCheck %s --check-prefix=PTXAS %}
 
 // CHECK-LABEL: llvm.func @mla_decode_partial(
-// CHECK-SAME:    %arg10: f32, %arg11: !llvm.ptr {llvm.align = 64 : i64, llvm.byval = !llvm.array<16 x i64>, nvvm.grid_constant}, %arg12: !llvm.ptr {llvm.align = 64 : i64, llvm.byval = !llvm.array<16 x i64>, nvvm.grid_constant})
+// CHECK-SAME:    %arg10: f32, %arg11: !llvm.ptr {llvm.align = 64 : i64, llvm.byval = !llvm.array<16 x i64>, nvvm.grid_constant}, %arg12: !llvm.ptr {llvm.align = 64 : i64, llvm.byval = !llvm.array<16 x i64>, nvvm.grid_constant}, %arg13: !llvm.ptr<1>, %arg14: !llvm.ptr<1>, %arg15: !llvm.ptr<1>)
 // CHECK-SAME:    nvvm.kernel, nvvm.maxntid = array<i32: 384, 1, 1>, nvvm.minctasm = 1 : i32
 // CHECK:         nvvm.mbarrier.init %{{.*}}, %c1_i32
 // CHECK-COUNT-9: nvvm.mbarrier.init %{{.*}}, %c1_i32
@@ -214,6 +219,29 @@
 // CHECK:           nvvm.barrier id = %c2_i32{{.*}} number_of_threads = %c256_i32
 // CHECK:         }
 // CHECK-NOT:     nvvm.barrier id = %c1_i32
+// CHECK:         [[CADDR:%.+]] = llvm.ptrtoint %arg13
+// CHECK-NEXT:    [[GIVEN:%.+]] = arith.cmpi ne, [[CADDR]], %c0_i64
+// CHECK:         [[SPLIT:%.+]] = arith.cmpi slt, %c1_i32{{.*}}, %arg9
+// CHECK-NEXT:    [[MERGE:%.+]] = arith.andi [[GIVEN]], [[SPLIT]]
+// CHECK-NEXT:    scf.if [[MERGE]] {
+// CHECK:           nvvm.barrier id = %c1_i32{{.*}} number_of_threads = %c256_i32
+// CHECK:           scf.if
+// CHECK:             [[COUNTER:%.+]] = llvm.getelementptr %arg13
+// CHECK-NEXT:        "fence.acq_rel.gpu;"
+// CHECK:             "atom.release.gpu.global.add.u32
+// CHECK:             ld.acquire.gpu.global.u32 v, [$0];{{.*}}setp.lt.u32 p, v, $1;{{.*}} %arg9
+// CHECK:             [[BEFORE:%.+]] = llvm.inline_asm has_side_effects "atom.relaxed.gpu.global.add.u32
+// CHECK:             [[TWICE:%.+]] = arith.addi %arg9, %arg9
+// CHECK-NEXT:        [[LAST:%.+]] = arith.subi [[TWICE]], %c1_i32
+// CHECK-NEXT:        arith.cmpi eq, [[BEFORE]], [[LAST]]
+// CHECK:             "st.relaxed.gpu.global.u32 [$0], $1;"
+// CHECK:           nvvm.barrier id = %c1_i32{{.*}} number_of_threads = %c256_i32
+// CHECK:           [[STEP:%.+]] = arith.muli %arg9, %c8_i32
+// CHECK:           scf.for %{{.*}} = %{{.*}} to %c64_i32{{.*}} step [[STEP]]
+// CHECK:             llvm.getelementptr %arg6
+// CHECK:             llvm.getelementptr %arg5
+// CHECK:             llvm.getelementptr %arg14[{{.*}} -> !llvm.ptr<1>, bf16
+// CHECK:             llvm.getelementptr %arg15
 // CHECK-NOT:     nvvm.cp.async.shared.global
 // CHECK-NOT:     m64n32k16
 // CHECK-LABEL: gpu.func @mla_decode_plan(
@@ -235,7 +263,12 @@
 // PTX-DAG:     bar.sync 6, 256;
 // PTX-DAG:     bar.arrive
 // PTX-DAG:     wgmma.wait_group.sync.aligned 1;
-// PTX-NOT:     bar.sync 1, 256;
+// PTX-DAG:     bar.sync 1, 256;
+// PTX-DAG:     fence.acq_rel.gpu;
+// PTX-DAG:     atom.release.gpu.global.add.u32
+// PTX-DAG:     ld.acquire.gpu.global.u32
+// PTX-DAG:     atom.relaxed.gpu.global.add.u32
+// PTX-DAG:     st.relaxed.gpu.global.u32
 // PTX-NOT:     m64n32k16
 // PTX-LABEL: .entry mla_decode_plan(
 
