@@ -155,16 +155,18 @@ Value mla::gpu_codegen::ptx::atomAddGpu(ImplicitLocOpBuilder &b, Value ptr,
       .getResult(0);
 }
 
-void mla::gpu_codegen::ptx::spinUntilAtLeast(ImplicitLocOpBuilder &b, Value ptr,
-                                             Value target) {
-  // The label is local to the braces, so the loop may appear many times.
-  effectAsm(b, {address(b, ptr), target},
-            "{\n.reg .pred p;\n.reg .u32 v;\nLAB_SPIN:\n"
-            "ld.acquire.gpu.global.u32 v, [$0];\n"
-            "setp.lt.u32 p, v, $1;\n"
-            "@p nanosleep.u32 32;\n"
-            "@p bra LAB_SPIN;\n}",
-            "l,r,~{memory}");
+Value mla::gpu_codegen::ptx::ldAcquireGpu(ImplicitLocOpBuilder &b, Value ptr) {
+  return LLVM::InlineAsmOp::create(
+             b, b.getI32Type(), ValueRange{address(b, ptr)},
+             "ld.acquire.gpu.global.u32 $0, [$1];", "=r,l,~{memory}",
+             /*has_side_effects=*/true,
+             /*is_align_stack=*/false, LLVM::tailcallkind::TailCallKind::None,
+             LLVM::AsmDialectAttr(), ArrayAttr())
+      .getResult(0);
+}
+
+void mla::gpu_codegen::ptx::nanosleep(ImplicitLocOpBuilder &b, int64_t ns) {
+  effectAsm(b, {}, "nanosleep.u32 " + std::to_string(ns) + ";", "");
 }
 
 void mla::gpu_codegen::ptx::storeRelaxedGpu(ImplicitLocOpBuilder &b, Value ptr,

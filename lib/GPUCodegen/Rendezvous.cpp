@@ -3,6 +3,8 @@
 #include "mla/GPUCodegen/Rendezvous.h"
 
 #include "mla/GPUCodegen/InlinePTX.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
 
 using namespace mlir;
 using namespace mla::gpu_codegen;
@@ -12,7 +14,20 @@ void mla::gpu_codegen::rendezvous(DeviceBuilder &d, Value counter, Value ctas) {
   // thread's fence, which the release carries to the group.
   ptx::fenceAcqRelGpu(d.b);
   ptx::atomAddGpu(d.b, counter, d.c32(1), /*release=*/true);
-  ptx::spinUntilAtLeast(d.b, counter, ctas);
+  // The spin is an scf.while around single-instruction asm: a loop inside
+  // one asm statement hides control flow from ptxas, which then moved the
+  // whole kernel's shared-memory addressing off the uniform datapath.
+  auto spin = scf::WhileOp::create(d.b, TypeRange{}, ValueRange{});
+  {
+    OpBuilder::InsertionGuard guard(d.b);
+    d.b.setInsertionPointToStart(&spin.getBefore().emplaceBlock());
+    Value seen = ptx::ldAcquireGpu(d.b, counter);
+    scf::ConditionOp::create(d.b, d.cmp(arith::CmpIPredicate::ult, seen, ctas),
+                             ValueRange{});
+    d.b.setInsertionPointToStart(&spin.getAfter().emplaceBlock());
+    ptx::nanosleep(d.b, 32);
+    scf::YieldOp::create(d.b);
+  }
   // The second round: every CTA counted here has passed its wait, so the
   // last one may reset the word.
   Value before = ptx::atomAddGpu(d.b, counter, d.c32(1), /*release=*/false);

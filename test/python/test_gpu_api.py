@@ -100,7 +100,8 @@ def test_workspace_size_query_needs_no_gpu(lib):
     assert code == gpu.SUCCESS, message
     rows = 3 * 2 * 1 * 128  # S * B * Sq * N
     align = lambda n: (n + 255) // 256 * 256  # noqa: E731
-    assert size == align(rows * 512 * 4) + align(rows * 4) + 2 * (3 + 1) * 4
+    # The seesaw kernel's combine counters follow the bounds: B x ceil(Sq * N / 64) words.
+    assert size == align(rows * 512 * 4) + align(rows * 4) + 2 * (3 + 1) * 4 + 2 * 2 * 4
 
 
 @pytest.mark.parametrize("kwargs, message", [
@@ -296,10 +297,11 @@ def test_plan_size_query_needs_no_gpu(lib):
     # The scale is not a plan option (0 is not checked): mlaGpuDecodeRun takes it.
     code, message, size = c_plan_create(lib, max_batch=8, num_splits=3)
     assert code == gpu.SUCCESS, message
-    # decodeWorkspaceLayout(N=128, Sq=1, L=512) for 8 requests in 3 pieces.
+    # decodeWorkspaceLayout(N=128, Sq=1, L=512) for 8 requests in 3 pieces, and the seesaw kernel's two
+    # combine counters per request.
     rows = 3 * 8 * 128
     align = lambda v: -(-v // 256) * 256  # noqa: E731
-    assert size == align(rows * 512 * 4) + align(rows * 4) + 8 * 4 * 4
+    assert size == align(rows * 512 * 4) + align(rows * 4) + 8 * 4 * 4 + 8 * 2 * 4
 
 
 @pytest.mark.parametrize("kwargs, message", [

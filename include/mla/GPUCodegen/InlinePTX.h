@@ -5,8 +5,10 @@
 // decode (MLIR 22's nvvm.convert.f8x2.to.f16x2 takes a vector<2xi8>, which
 // costs byte shuffles the PTX register form does not need) and the byte
 // permute that packs its exact bf16 values (NVPTX emits shifts and masks for
-// the same bit operations), the gpu-scope fence, atomics and acquire spin
-// with which the CTAs of one launch wait for each other, and wgmma with both
+// the same bit operations), the gpu-scope fence, atomics, acquire load and
+// sleep with which the CTAs of one launch wait for each other (no branch
+// inside an asm: ptxas then keeps the kernel's uniform datapath), and wgmma
+// with both
 // operands from shared memory, written as the PTX the kernels were measured
 // with (MLIR 22's nvvm.wgmma.mma_async is itself lowered to inline PTX by
 // convert-nvvm-to-llvm, and wgmma with A in registers has no op at all).
@@ -67,11 +69,11 @@ void fenceAcqRelGpu(mlir::ImplicitLocOpBuilder &b);
 mlir::Value atomAddGpu(mlir::ImplicitLocOpBuilder &b, mlir::Value ptr,
                        mlir::Value v, bool release);
 
-/// Spins on `ld.acquire.gpu.global.u32` of the word at `ptr` until it is at
-/// least `target` (unsigned, i32), backing off with `nanosleep` between
-/// reads.
-void spinUntilAtLeast(mlir::ImplicitLocOpBuilder &b, mlir::Value ptr,
-                      mlir::Value target);
+/// `ld.acquire.gpu.global.u32`: the word at `ptr` (a global pointer), i32.
+mlir::Value ldAcquireGpu(mlir::ImplicitLocOpBuilder &b, mlir::Value ptr);
+
+/// `nanosleep.u32 ns`: suspends the thread for about `ns` nanoseconds.
+void nanosleep(mlir::ImplicitLocOpBuilder &b, int64_t ns);
 
 /// `st.relaxed.gpu.global.u32`: stores `v` (i32) to the word at `ptr`.
 void storeRelaxedGpu(mlir::ImplicitLocOpBuilder &b, mlir::Value ptr,

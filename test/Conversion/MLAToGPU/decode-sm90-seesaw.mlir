@@ -37,8 +37,8 @@
 // barrier, arrive on this warpgroup's "P ready", wait on the other's).
 // Then, only with combine counters (%arg13 not null) and S > 1, the merge:
 // named barrier 1 over the 256 consumers, consumer thread 0's rendezvous on
-// its row block's counter (fence, release add, acquire spin until S, relaxed
-// add, the last one storing 0), barrier 1 again, and a warp per row r = piece
+// its row block's counter (fence, release add, an scf.while of acquire loads
+// and sleeps until S, relaxed add, the last one storing 0), barrier 1 again, and a warp per row r = piece
 // + S * warp, stepping S * 8, merging the pieces' f32 partials (%arg5,
 // %arg6) into out (%arg14, bf16) and lse (%arg15).
 // RUN: mla-opt %s --mla-select-gpu-tiling --convert-mla-to-gpu | FileCheck %s
@@ -229,7 +229,12 @@
 // CHECK:             [[COUNTER:%.+]] = llvm.getelementptr %arg13
 // CHECK-NEXT:        "fence.acq_rel.gpu;"
 // CHECK:             "atom.release.gpu.global.add.u32
-// CHECK:             ld.acquire.gpu.global.u32 v, [$0];{{.*}}setp.lt.u32 p, v, $1;{{.*}} %arg9
+// CHECK:             scf.while
+// CHECK:               [[SEEN:%.+]] = llvm.inline_asm has_side_effects "ld.acquire.gpu.global.u32 $0, [$1];"
+// CHECK-NEXT:          [[WAIT:%.+]] = arith.cmpi ult, [[SEEN]], %arg9
+// CHECK-NEXT:          scf.condition([[WAIT]])
+// CHECK-NEXT:        } do {
+// CHECK-NEXT:          "nanosleep.u32 32;"
 // CHECK:             [[BEFORE:%.+]] = llvm.inline_asm has_side_effects "atom.relaxed.gpu.global.add.u32
 // CHECK:             [[TWICE:%.+]] = arith.addi %arg9, %arg9
 // CHECK-NEXT:        [[LAST:%.+]] = arith.subi [[TWICE]], %c1_i32
