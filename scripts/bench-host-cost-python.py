@@ -83,6 +83,8 @@ def main():
                               args.batch)
         plan._device_index = -1
         plan._set_step(tuple(tuple(v.shape) for v in x.values()), torch.bfloat16, torch.bfloat16)
+        # As DecodePlan._update records them: the tables of the planned step.
+        plan._tables = (x["block_table"], x["seq_lens"], x["block_table"].data_ptr(), x["seq_lens"].data_ptr())
         scale = 192**-0.5
 
         def call():

@@ -12,8 +12,10 @@ Usage (GPU machine, kernels in the cache):
   MLA_KERNEL_CACHE_DIR=/path/to/cache PYTHONPATH=gpu-carry/python python3 scripts/bench-host-cost.py
 Prints one line per path: median and best of --repeats runs of --calls calls each, in us per call.
 The last lines split the planned call's host time: the C API's run function called through ctypes with
-the pointers precomputed (argument checks plus the two kernel launches), a ctypes call that does no work
-(the binding's floor), and torch's current-stream lookup.
+the pointers precomputed (argument checks plus the kernel launches: one when the seesaw kernel merges its
+pieces itself, else two), the Python side alone (the planned call with its launch replaced by a Python
+function that returns at once), a ctypes call that does no work (the binding's floor), torch's
+current-stream lookup and a torch op that launches one kernel (the host's launch floor).
 """
 
 import argparse
@@ -81,6 +83,12 @@ def main():
     stream = torch.cuda.current_stream().cuda_stream
     paths["  C run + launches (ctypes)"] = lambda: plan._launch(plan._handle, *ptrs, scale, 0, stream, plan._err,
                                                                 len(plan._err))
+    # The Python share: the same planned call on a second plan whose launch is a Python function that
+    # returns success at once.
+    dry = mla.plan_decode(**x, head_dim_v=L)
+    dry._launch = lambda *unused: 0
+    paths["  Python side (no launch)"] = lambda: mla.decode(**x, head_dim_v=L, softmax_scale=scale, plan=dry,
+                                                            out=out, lse=lse)
     paths["  ctypes call doing nothing"] = lambda: plan._lib.mlaGpuDecodePlanNumSplits(plan._handle)
     paths["  current stream lookup"] = lambda: plan._stream(0)
     # A floor for comparison: one torch op that launches one kernel (a one-element fill).

@@ -543,7 +543,8 @@ def decode(q, kv_cache, block_table, seq_lens, *, head_dim_v, softmax_scale, cau
     devices against the plan and enqueues the decode on torch's current stream: no host copy, no
     synchronisation, and with `out` and `lse` no allocation, so it can be captured in a CUDA graph.
     seq_lens and block_table must hold the values the plan was made from; the plan checked those on
-    the device (`DecodePlan.check` reports what it found). The plan fixes num_splits, split_policy, tile
+    the device (`DecodePlan.check` reports what it found), and the very tensors it was made from (same
+    objects at the same addresses, neither reshaped nor written since) are not checked again. The plan fixes num_splits, split_policy, tile
     and kv_format, which must then be left at their defaults; kv_scale (fp8_e4m3) is given per call.
 
     With `query_start_loc` (int32 [b+1]) the decode is varlen (see `mla.decode`): q [T, h_q, L+R], out
@@ -644,6 +645,8 @@ class DecodePlan:
         # Looked up once: a planned call's host budget has no room for attribute searches.
         self._launch = lib.mlaGpuDecodeRun
         self._stream = _raw_stream_function(torch)
+        self._int32, self._float32 = torch.int32, torch.float32
+        self._tables = (None, None, 0, 0)
 
     def __del__(self):
         handle, self._handle = getattr(self, "_handle", None), None
@@ -661,6 +664,9 @@ class DecodePlan:
         stream = ctypes.c_void_p(_raw_stream(torch, self._device_index))
         _call("mlaGpuDecodePlanUpdate", self._handle, *[ctypes.byref(t) for t in described], stream)
         self._set_step(tuple(tuple(v.shape) for v in values), q.dtype, kv_cache.dtype)
+        # The tables this step was planned (and checked) from: a run given these very tensors, still at
+        # the same addresses, need not check them again (the plan requires them unchanged anyway).
+        self._tables = (block_table, seq_lens, block_table.data_ptr(), seq_lens.data_ptr())
 
     def _set_step(self, shapes, dtype, cache_dtype):
         """Records the step planned last: the shapes of (q, kv_cache, block_table, seq_lens), q's and
@@ -676,41 +682,47 @@ class DecodePlan:
             raise ValueError("the plan was made for a uniform batch; plan a varlen one with "
                              "plan_decode(..., query_start_loc=...)")
         # The host budget of a planned call is a few microseconds of Python: one pass of cheap tests
-        # (get_device() is an int, where .device builds an object), the precise message only on failure.
-        torch, shapes, dev, dtype = self._torch, self._shapes, self._device_index, self._dtype
-        tensors = (q, kv_cache, block_table, seq_lens)
+        # (get_device() is an int, where .device builds an object; dtypes are compared by identity), the
+        # precise message only on failure. The tables the step was planned from (checked then, and required
+        # unchanged) pass on their identity and addresses.
+        shapes, dev, dtype = self._shapes, self._device_index, self._dtype
+        table, lens, table_ptr, lens_ptr = self._tables
         try:
-            ok = (q.shape == shapes[0] and kv_cache.shape == shapes[1] and block_table.shape == shapes[2]
-                  and seq_lens.shape == shapes[3] and q.dtype == dtype and kv_cache.dtype == self._cache_dtype
-                  and block_table.dtype == torch.int32 and seq_lens.dtype == torch.int32
-                  and q.get_device() == dev and kv_cache.get_device() == dev and block_table.get_device() == dev
-                  and seq_lens.get_device() == dev and q.is_contiguous() and kv_cache.is_contiguous()
-                  and block_table.is_contiguous() and seq_lens.is_contiguous())
+            ok = (q.shape == shapes[0] and kv_cache.shape == shapes[1] and q.dtype is dtype
+                  and kv_cache.dtype is self._cache_dtype and q.get_device() == dev
+                  and kv_cache.get_device() == dev and q.is_contiguous() and kv_cache.is_contiguous())
+            if ok and not (block_table is table and seq_lens is lens and block_table.data_ptr() == table_ptr
+                           and seq_lens.data_ptr() == lens_ptr):
+                table_ptr, lens_ptr = block_table.data_ptr(), seq_lens.data_ptr()
+                ok = (block_table.shape == shapes[2] and seq_lens.shape == shapes[3]
+                      and block_table.dtype is self._int32 and seq_lens.dtype is self._int32
+                      and block_table.get_device() == dev and seq_lens.get_device() == dev
+                      and block_table.is_contiguous() and seq_lens.is_contiguous())
         except AttributeError:
             ok = False
         if not ok:
-            self._explain(tensors)
-        if head_dim_v != self._head_dim_v or bool(causal) != self._causal:
+            self._explain((q, kv_cache, block_table, seq_lens))
+        if head_dim_v != self._head_dim_v or causal is not self._causal and bool(causal) != self._causal:
             raise ValueError(f"head_dim_v and causal must be the plan's ({self._head_dim_v}, {self._causal})")
         if out is None or lse is None:
-            out, lse = _outputs(torch, q, self._head_dim_v, out, lse)
+            out, lse = _outputs(self._torch, q, self._head_dim_v, out, lse)
         else:
             out_shape, lse_shape = self._output_shapes
             try:
-                ok = (out.shape == out_shape and lse.shape == lse_shape and out.dtype == dtype
-                      and lse.dtype == torch.float32 and out.get_device() == dev and lse.get_device() == dev
+                ok = (out.shape == out_shape and lse.shape == lse_shape and out.dtype is dtype
+                      and lse.dtype is self._float32 and out.get_device() == dev and lse.get_device() == dev
                       and out.is_contiguous() and lse.is_contiguous())
             except AttributeError:
                 ok = False
             if not ok:
-                _outputs(torch, q, self._head_dim_v, out, lse)  # raises with the precise message
+                _outputs(self._torch, q, self._head_dim_v, out, lse)  # raises with the precise message
         scale = 0
         if kv_scale is not None or self.kv_format == "fp8_e4m3":
-            scale = _kv_scale_tensor(torch, self.kv_format, kv_scale, self._device)
+            scale = _kv_scale_tensor(self._torch, self.kv_format, kv_scale, self._device)
             self._kv_scale = scale  # alive until the next call, past the launch's enqueue
             scale = scale.data_ptr()
-        code = self._launch(self._handle, q.data_ptr(), kv_cache.data_ptr(), block_table.data_ptr(),
-                            seq_lens.data_ptr(), out.data_ptr(), lse.data_ptr(),
+        code = self._launch(self._handle, q.data_ptr(), kv_cache.data_ptr(), table_ptr, lens_ptr,
+                            out.data_ptr(), lse.data_ptr(),
                             softmax_scale if type(softmax_scale) is float else _float("softmax_scale", softmax_scale),
                             scale, self._stream(dev), self._err, _ERROR_BYTES)
         if code != SUCCESS:
