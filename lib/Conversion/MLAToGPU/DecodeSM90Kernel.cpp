@@ -522,7 +522,8 @@ void DecodeSM90Kernel::finish(ValueRange state) {
   mlir::gpu::ReturnOp::create(b);
 }
 
-void DecodeSM90Kernel::writeOutput(ValueRange state, Value lRow[2]) {
+void DecodeSM90Kernel::writeOutput(ValueRange state, Value lRow[2],
+                                   const RowStaging *staging) {
   // With one piece per request the piece's rows are the final ones:
   // partial_out and partial_lse are then out and lse (KernelABI.h), so the
   // rows go out in the activation type and no combine runs. The condition is
@@ -531,7 +532,10 @@ void DecodeSM90Kernel::writeOutput(ValueRange state, Value lRow[2]) {
   auto ifOp = scf::IfOp::create(b, final, /*withElseRegion=*/true);
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPointToStart(ifOp.thenBlock());
-  writeRows(state, lRow, /*final=*/true);
+  if (staging)
+    writeRowsStaged(state, lRow, *staging);
+  else
+    writeRows(state, lRow, /*final=*/true);
   b.setInsertionPointToStart(ifOp.elseBlock());
   writeRows(state, lRow, /*final=*/false);
 }
@@ -539,7 +543,6 @@ void DecodeSM90Kernel::writeOutput(ValueRange state, Value lRow[2]) {
 void DecodeSM90Kernel::writeRows(ValueRange state, Value lRow[2], bool final) {
   auto v2 = VectorType::get({2}, d.f32);
   Value sb = d.add(d.mul(split, batch), bb);
-  Value zero = d.c32(0);
   // The partial row of (split, token, head): [S, B, Sq, N] rows, or varlen
   // [S, T, N].
   Value splitRow0 =
@@ -564,18 +567,80 @@ void DecodeSM90Kernel::writeRows(ValueRange state, Value lRow[2], bool final) {
         v = LLVM::InsertElementOp::create(b, v, x1, d.c32(1));
         d.store(v, d.gep(pout, d.f32, at), 8);
       }
-      d.ifThen(d.andi(d.eq(wj, zero), d.eq(tq, zero)), [&] {
-        Value lse =
-            softmax::naturalLse(d, state[ntO * 4 + h], lRow[h], norm.nonEmpty);
-        Value iq = d.divu(rowGlobal[h], d.c32(N)),
-              n = d.remu(rowGlobal[h], d.c32(N));
-        // Uniform [S, B, N, Sq]; varlen [S, T, N], one lse per partial row.
-        Value idx =
-            shape.varlen
-                ? partialRow
-                : d.add(d.mul(d.add(d.mul(sb, d.c32(N)), n), d.c32(Sq)), iq);
-        d.store(lse, d.gep(plse, d.f32, idx), 4);
-      });
+      writeLse(state, lRow, h, partialRow, norm.nonEmpty, sb);
     });
   }
+}
+
+void DecodeSM90Kernel::writeLse(ValueRange state, Value lRow[2], int h,
+                                Value partialRow, Value nonEmpty, Value sb) {
+  Value zero = d.c32(0);
+  d.ifThen(d.andi(d.eq(wj, zero), d.eq(tq, zero)), [&] {
+    Value lse = softmax::naturalLse(d, state[ntO * 4 + h], lRow[h], nonEmpty);
+    Value iq = d.divu(rowGlobal[h], d.c32(N)),
+          n = d.remu(rowGlobal[h], d.c32(N));
+    // Uniform [S, B, N, Sq]; varlen [S, T, N], one lse per partial row.
+    Value idx =
+        shape.varlen
+            ? partialRow
+            : d.add(d.mul(d.add(d.mul(sb, d.c32(N)), n), d.c32(Sq)), iq);
+    d.store(lse, d.gep(plse, d.f32, idx), 4);
+  });
+}
+
+void DecodeSM90Kernel::writeRowsStaged(ValueRange state, Value lRow[2],
+                                       const RowStaging &st) {
+  const int64_t rowBytes = L * 2, sliceChunks = Lw / 8;
+  assert(L % 64 == 0 && !outScale && "16-byte chunks in swizzle groups of 8");
+  Value firstChunk = d.mul(wj, d.c32(sliceChunks));
+  Value nonEmpty[2];
+  for (int h = 0; h < 2; ++h) {
+    softmax::Normaliser norm = softmax::normaliser(d, lRow[h]);
+    nonEmpty[h] = norm.nonEmpty;
+    for (int64_t j = 0; j < ntO; ++j) {
+      Value x0 = d.fmul(state[j * 4 + 2 * h], norm.inv);
+      Value x1 = d.fmul(state[j * 4 + 2 * h + 1], norm.inv);
+      Value chunk = d.add(firstChunk, d.c32(j));
+      Value swizzled = d.bitXor(chunk, d.remu(rowLocal[h], d.c32(8)));
+      Value off = d.add(d.mul(rowLocal[h], d.c32(rowBytes)),
+                        d.add(d.mul(swizzled, d.c32(16)), d.mul(tq, d.c32(4))));
+      d.store(d.pack2(x0, x1, halfType), sm(st.base, off), 4);
+    }
+  }
+  st.sync();
+  // A warp per row: its lanes store the slice's chunks of the row, 16 bytes
+  // each, one contiguous segment per warp instruction.
+  auto v4 = VectorType::get({4}, d.i32);
+  Value warp = d.divu(st.thread, d.c32(32)),
+        lane = d.remu(st.thread, d.c32(32));
+  Value splitRow0 =
+      d.mul(d.add(d.mul(split, tokensPerSplit), tokenBase), d.c32(N));
+  Value sb = d.add(d.mul(split, batch), bb);
+  d.forLoop(
+      warp, d.c32(M), d.c32(st.threads / 32), {}, [&](Value row, ValueRange) {
+        Value global = d.add(r0, row);
+        d.ifThen(d.slt(global, reqRows), [&] {
+          Value outRow = d.mul(d.toI64(d.add(splitRow0, global)), d.c64(L));
+          for (int64_t c = 0; c < sliceChunks; c += 32) {
+            Value chunk = d.add(firstChunk, d.add(lane, d.c32(c)));
+            auto store = [&] {
+              Value swizzled = d.bitXor(chunk, d.remu(row, d.c32(8)));
+              Value off = d.add(d.mul(row, d.c32(rowBytes)),
+                                d.mul(swizzled, d.c32(16)));
+              Value v = d.load(v4, sm(st.base, off), 16);
+              Value at = d.add(outRow, d.toI64(d.mul(chunk, d.c32(8))));
+              d.store(v, d.gep(pout, halfType, at), 16);
+            };
+            if (c + 32 <= sliceChunks)
+              store();
+            else
+              d.ifThen(d.slt(d.add(lane, d.c32(c)), d.c32(sliceChunks)), store);
+          }
+        });
+        return SmallVector<Value>{};
+      });
+  for (int h = 0; h < 2; ++h)
+    d.ifThen(d.slt(rowGlobal[h], reqRows), [&] {
+      writeLse(state, lRow, h, d.add(splitRow0, rowGlobal[h]), nonEmpty[h], sb);
+    });
 }

@@ -74,6 +74,20 @@ enum class WarpGrid {
   Warpgroups,
 };
 
+/// Where a kernel stages its final rows before storing them (writeOutput):
+/// `rowsPerCta` rows of L activation-type values from byte `base` of the
+/// dynamic shared memory, 16-byte chunks XOR-swizzled by row % 8 (so a
+/// quad's pairs of eight rows and a warp's reads of one row meet no bank
+/// conflict). The `threads` threads sharing warp slice wj (`thread` the
+/// index among them) store its columns; `sync` must make their shared
+/// stores visible to each other.
+struct RowStaging {
+  int64_t base;
+  mlir::Value thread;
+  int64_t threads;
+  llvm::function_ref<void()> sync;
+};
+
 class DecodeSM90Kernel {
 public:
   DecodeSM90Kernel(mlir::ImplicitLocOpBuilder &b, const gpu::DecodeShape &shape,
@@ -168,9 +182,19 @@ public:
   mlir::Value blockRowMax(int h);
   /// Stores the normalised rows of `state` and their LSE: to partial_out
   /// and partial_lse, or, with one piece per request, as the final rows.
-  void writeOutput(mlir::ValueRange state, mlir::Value lRow[2]);
+  void writeOutput(mlir::ValueRange state, mlir::Value lRow[2],
+                   const RowStaging *staging = nullptr);
   /// writeOutput's stores, in f32 or (`final`) in the activation type.
   void writeRows(mlir::ValueRange state, mlir::Value lRow[2], bool final);
+  /// writeOutput's final rows through `staging`: the thread's pairs to
+  /// shared memory, then 16-byte stores of whole row segments.
+  void writeRowsStaged(mlir::ValueRange state, mlir::Value lRow[2],
+                       const RowStaging &staging);
+  /// The natural-log LSE of row half `h`, from one thread per row (slice 0,
+  /// quad lane 0), at the partial (or final) LSE index (`sb` = split * B +
+  /// request).
+  void writeLse(mlir::ValueRange state, mlir::Value lRow[2], int h,
+                mlir::Value partialRow, mlir::Value nonEmpty, mlir::Value sb);
 
 private:
   /// Varlen: a CTA whose first row is past the request's q_b*N rows

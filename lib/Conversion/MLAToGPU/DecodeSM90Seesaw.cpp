@@ -65,7 +65,9 @@
 //
 // The end adds the two partial row sums through shared memory (the Q tile,
 // with the loop's hand-offs) and writes the partial output and LSE as
-// DecodeSM90Kernel::writeOutput does. Given combine counters and S > 1
+// DecodeSM90Kernel::writeOutput does, the final rows (S = 1) staged in the
+// Q tile and stored 16 bytes per lane (RowStaging). Given combine counters
+// and S > 1
 // (a cooperative launch, KernelABI.h), the CTAs of a row block then meet
 // (Rendezvous.h) and each merges every S-th row of the block into out and
 // lse (CombineRow.h), so no mla_combine launch follows.
@@ -93,6 +95,9 @@ namespace {
 /// once its scores have landed, 1 waits before issuing its own).
 constexpr int64_t kP0Ready = 2, kP1Ready = 3, kOwnBarrier = 4, kS0Done = 6;
 constexpr int64_t kWarpgroupThreads = 128;
+/// The end's row-sum exchange uses the Q tile's first bytes (rowSumSlot:
+/// 64 rows x 2 warpgroups x 4 bytes), rounded up to a 1 KiB boundary.
+constexpr int64_t kRowSumBytes = 1024;
 
 /// The release groups of a slot: warpgroup `wg`'s V boxes are group `wg`,
 /// the RoPE box (P) is group kPGroup.
@@ -454,7 +459,16 @@ void SeesawDecode::finish(const Running &run) {
   for (int h = 0; h < 2; ++h)
     lRow[h] = d.fadd(d.load(d.f32, rowSumSlot(h, d.c32(0)), 4),
                      d.load(d.f32, rowSumSlot(h, d.c32(1)), 4));
-  k.writeOutput(run.flatten(), lRow);
+  // Final rows (one piece) go through the Q tile past the row sums: no
+  // wgmma reads it any more (see above), and 16-byte stores of whole row
+  // segments keep the global store queue from filling (4-byte stores of
+  // the accumulator pairs did, at a third of a one-block CTA's samples).
+  int64_t stageBase = k.lay.q.base + kRowSumBytes;
+  assert(kRowSumBytes + k.M * k.L * 2 <= k.M * k.D * 2 &&
+         "the staged rows fit in the Q tile");
+  auto sync = [&] { ws.namedSync(kConsumerBarrier, kConsumerThreads); };
+  RowStaging staging{stageBase, wtid, kWarpgroupThreads, sync};
+  k.writeOutput(run.flatten(), lRow, &staging);
   mergePieces();
 }
 

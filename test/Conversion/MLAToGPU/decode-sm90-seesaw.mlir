@@ -35,6 +35,10 @@
 // rescaling.
 // The end adds the row sums in the Q tile with the loop's hand-offs (own
 // barrier, arrive on this warpgroup's "P ready", wait on the other's).
+// With one piece (S = 1) the final bf16 rows are staged in the Q tile past
+// its first KiB (row r at r * 1024, its 16-byte chunk c at c ^ (r % 8)):
+// 64 four-byte shared stores per thread, named barrier 1, then a warp per
+// row (rows warp, warp + 4, ...) loading and storing 16 bytes per lane.
 // Then, only with combine counters (%arg13 not null) and S > 1, the merge:
 // named barrier 1 over the 256 consumers, consumer thread 0's rendezvous on
 // its row block's counter (fence, release add, an scf.while of acquire loads
@@ -218,7 +222,22 @@
 // CHECK:           nvvm.barrier.arrive id = %c3_i32{{.*}} number_of_threads = %c256_i32
 // CHECK:           nvvm.barrier id = %c2_i32{{.*}} number_of_threads = %c256_i32
 // CHECK:         }
-// CHECK-NOT:     nvvm.barrier id = %c1_i32
+// CHECK:         [[FINAL:%.+]] = arith.cmpi eq, %arg9, %c1_i32
+// CHECK-NEXT:    scf.if [[FINAL]] {
+// CHECK:           [[ROW8:%.+]] = arith.remui [[ROW:%.+]], %c8_i32
+// CHECK-NEXT:      arith.xori %{{.*}}, [[ROW8]]
+// CHECK:           arith.muli [[ROW]], %c1024_i32
+// CHECK:           arith.addi %c1024_i32
+// CHECK-COUNT-64:  llvm.store %{{.*}} : i32, !llvm.ptr<3>
+// CHECK-NOT:       llvm.store
+// CHECK:           nvvm.barrier id = %c1_i32{{.*}} number_of_threads = %c256_i32
+// CHECK:           scf.for %{{.*}} = %{{.*}} to %c64_i32{{.*}} step %c4_i32
+// CHECK:             llvm.load %{{.*}} {alignment = 16 : i64} : !llvm.ptr<3> -> vector<4xi32>
+// CHECK:             llvm.store %{{.*}} {alignment = 16 : i64} : vector<4xi32>, !llvm.ptr<1>
+// CHECK:           llvm.store %{{.*}} : f32, !llvm.ptr<1>
+// CHECK:         } else {
+// CHECK-NOT:       nvvm.barrier id = %c1_i32
+// CHECK:           llvm.store %{{.*}} {alignment = 8 : i64} : vector<2xf32>, !llvm.ptr<1>
 // CHECK:         [[CADDR:%.+]] = llvm.ptrtoint %arg13
 // CHECK-NEXT:    [[GIVEN:%.+]] = arith.cmpi ne, [[CADDR]], %c0_i64
 // CHECK:         [[SPLIT:%.+]] = arith.cmpi slt, %c1_i32{{.*}}, %arg9
