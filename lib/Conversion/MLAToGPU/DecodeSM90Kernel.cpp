@@ -590,10 +590,22 @@ void DecodeSM90Kernel::writeLse(ValueRange state, Value lRow[2], int h,
 
 void DecodeSM90Kernel::writeRowsStaged(ValueRange state, Value lRow[2],
                                        const RowStaging &st) {
-  const int64_t rowBytes = L * 2, sliceChunks = Lw / 8;
   assert(L % 64 == 0 && !outScale && "16-byte chunks in swizzle groups of 8");
-  Value firstChunk = d.mul(wj, d.c32(sliceChunks));
+  Value firstChunk = d.mul(wj, d.c32(Lw / 8));
   Value nonEmpty[2];
+  stageRows(state, lRow, st, firstChunk, nonEmpty);
+  st.sync();
+  storeStagedRows(state, lRow, st, firstChunk, nonEmpty);
+}
+
+Value DecodeSM90Kernel::stagedChunk(Value row, Value chunk) {
+  Value swizzled = d.bitXor(chunk, d.remu(row, d.c32(8)));
+  return d.add(d.mul(row, d.c32(L * 2)), d.mul(swizzled, d.c32(16)));
+}
+
+void DecodeSM90Kernel::stageRows(ValueRange state, Value lRow[2],
+                                 const RowStaging &st, Value firstChunk,
+                                 Value nonEmpty[2]) {
   for (int h = 0; h < 2; ++h) {
     softmax::Normaliser norm = softmax::normaliser(d, lRow[h]);
     nonEmpty[h] = norm.nonEmpty;
@@ -602,14 +614,19 @@ void DecodeSM90Kernel::writeRowsStaged(ValueRange state, Value lRow[2],
       Value x1 = d.fmul(state[j * 4 + 2 * h + 1], norm.inv);
       Value chunk = d.add(firstChunk, d.c32(j));
       Value swizzled = d.bitXor(chunk, d.remu(rowLocal[h], d.c32(8)));
-      Value off = d.add(d.mul(rowLocal[h], d.c32(rowBytes)),
+      Value off = d.add(d.mul(rowLocal[h], d.c32(L * 2)),
                         d.add(d.mul(swizzled, d.c32(16)), d.mul(tq, d.c32(4))));
       d.store(d.pack2(x0, x1, halfType), sm(st.base, off), 4);
     }
   }
-  st.sync();
+}
+
+void DecodeSM90Kernel::storeStagedRows(ValueRange state, Value lRow[2],
+                                       const RowStaging &st, Value firstChunk,
+                                       Value nonEmpty[2]) {
   // A warp per row: its lanes store the slice's chunks of the row, 16 bytes
   // each, one contiguous segment per warp instruction.
+  const int64_t sliceChunks = Lw / 8;
   auto v4 = VectorType::get({4}, d.i32);
   Value warp = d.divu(st.thread, d.c32(32)),
         lane = d.remu(st.thread, d.c32(32));
@@ -624,10 +641,7 @@ void DecodeSM90Kernel::writeRowsStaged(ValueRange state, Value lRow[2],
           for (int64_t c = 0; c < sliceChunks; c += 32) {
             Value chunk = d.add(firstChunk, d.add(lane, d.c32(c)));
             auto store = [&] {
-              Value swizzled = d.bitXor(chunk, d.remu(row, d.c32(8)));
-              Value off = d.add(d.mul(row, d.c32(rowBytes)),
-                                d.mul(swizzled, d.c32(16)));
-              Value v = d.load(v4, sm(st.base, off), 16);
+              Value v = d.load(v4, sm(st.base, stagedChunk(row, chunk)), 16);
               Value at = d.add(outRow, d.toI64(d.mul(chunk, d.c32(8))));
               d.store(v, d.gep(pout, halfType, at), 16);
             };

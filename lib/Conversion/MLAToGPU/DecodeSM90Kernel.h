@@ -190,6 +190,20 @@ public:
   /// shared memory, then 16-byte stores of whole row segments.
   void writeRowsStaged(mlir::ValueRange state, mlir::Value lRow[2],
                        const RowStaging &staging);
+  /// The thread's normalised pairs of its two rows into the staging rows
+  /// (its slice's chunks from `firstChunk`); `nonEmpty` gets the rows'
+  /// normaliser flags.
+  void stageRows(mlir::ValueRange state, mlir::Value lRow[2],
+                 const RowStaging &staging, mlir::Value firstChunk,
+                 mlir::Value nonEmpty[2]);
+  /// The slice's staged chunks of the CTA's rows to out, a warp per row,
+  /// then the rows' LSEs.
+  void storeStagedRows(mlir::ValueRange state, mlir::Value lRow[2],
+                       const RowStaging &staging, mlir::Value firstChunk,
+                       mlir::Value nonEmpty[2]);
+  /// Byte offset of 16-byte chunk `chunk` of local row `row` in the staging
+  /// rows (RowStaging's swizzle).
+  mlir::Value stagedChunk(mlir::Value row, mlir::Value chunk);
   /// The natural-log LSE of row half `h`, from one thread per row (slice 0,
   /// quad lane 0), at the partial (or final) LSE index (`sb` = split * B +
   /// request).
