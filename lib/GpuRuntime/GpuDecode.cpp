@@ -44,11 +44,10 @@ mla::gpu::decodeWorkspaceLayout(const DecodeKernelSpec &spec, int64_t batch,
   layout.splitBounds = layout.partialLse + align(rows * sizeof(float));
   layout.counters =
       layout.splitBounds + batch * (numSplits + 1) * sizeof(int32_t);
-  // One counter per row block of a request (the partial grid's x extent).
-  if (spec.tiling.seesaw)
-    layout.numCounters =
-        batch * llvm::divideCeil(shape.queryRows * shape.numHeads,
-                                 spec.tiling.rowsPerCta);
+  // One counter per row block of a request, when the pieces may be merged
+  // in the partial kernel.
+  if (decodeCombinesInKernel(spec.chip, spec.tiling, numSplits))
+    layout.numCounters = batch * decodeRowBlocks(shape, spec.tiling);
   layout.totalBytes = layout.counters + layout.numCounters * sizeof(int32_t);
   return layout;
 }
@@ -314,7 +313,7 @@ llvm::Expected<GpuDecoder> GpuDecoder::create(const DecodeKernelSpec &spec,
     return std::move(error);
   // Only a kernel that may merge its pieces itself needs the residency.
   int64_t resident = 0;
-  if (spec.tiling.seesaw) {
+  if (decodeCanCombineInKernel(spec.chip, spec.tiling)) {
     llvm::Expected<int64_t> ctas = partial->residentCtas(
         static_cast<unsigned>(decodeThreadsPerCta(spec.tiling)),
         static_cast<unsigned>(smem));
@@ -493,7 +492,7 @@ llvm::Error GpuDecoder::run(CUstream stream, const DecodeArgs &args,
   // grid at once (a cooperative launch); the counters enable that.
   int64_t rows = spec.shape.queryRows * spec.shape.numHeads;
   Dim3 partialGrid{
-      static_cast<unsigned>(llvm::divideCeil(rows, spec.tiling.rowsPerCta)),
+      static_cast<unsigned>(decodeRowBlocks(spec.shape, spec.tiling)),
       static_cast<unsigned>(numSplits), static_cast<unsigned>(batch)};
   int64_t gridCtas = int64_t(partialGrid.x) * partialGrid.y * partialGrid.z;
   bool merges = decodeCombinesInKernel(spec.chip, spec.tiling, numSplits) &&
@@ -552,7 +551,7 @@ int64_t mla::gpu::chooseGridSplits(const DecodeKernelSpec &spec, int64_t batch,
   // scale matter for the choice).
   const double bandwidth = 3.3e12, flops = 180e12;
   const int64_t rows = shape.numHeads * shape.queryRows;
-  const int64_t rowBlocks = (rows + tiling.rowsPerCta - 1) / tiling.rowsPerCta;
+  const int64_t rowBlocks = decodeRowBlocks(shape, tiling);
   const double blockBytes = double(tiling.kvBlock) * shape.cacheRowBytes();
   const double blockFlops = 2.0 * tiling.rowsPerCta * tiling.kvBlock *
                             double(shape.rowDim() + shape.latentDim);

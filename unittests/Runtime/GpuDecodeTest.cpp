@@ -70,8 +70,11 @@ TEST(GpuDecode, SeesawWorkspaceHasACounterPerRowBlockBehindTheBounds) {
   EXPECT_EQ(layout.numCounters, 3 * 4);
   EXPECT_EQ(layout.counters, layout.splitBounds + 3 * 6 * 4);
   EXPECT_EQ(layout.totalBytes, layout.counters + 3 * 4 * 4);
+  EXPECT_EQ(decodeRowBlocks(spec.shape, spec.tiling), 4);
   EXPECT_TRUE(decodeCombinesInKernel(spec.chip, spec.tiling, 5));
   EXPECT_FALSE(decodeCombinesInKernel(spec.chip, spec.tiling, 1));
+  // One piece: nothing to merge, no counters.
+  EXPECT_EQ(decodeWorkspaceLayout(spec, 3, 1).numCounters, 0);
   EXPECT_EQ(decodeKernelNumParams(spec.shape, spec.tiling),
             kDecodeSeesawNumParams);
 

@@ -202,12 +202,25 @@ inline constexpr int kDecodePipelinedNumParams = 13;
 /// out and lse as mla_combine would. The CTAs of a row block wait for each
 /// other, so such a launch must be cooperative (all CTAs resident at once).
 inline constexpr int kDecodeSeesawNumParams = 16;
+/// Whether mla_decode_partial of `tiling` on `chip` can merge its pieces
+/// itself (the seesaw build on sm_90a).
+inline bool decodeCanCombineInKernel(Chip chip, const DecodeTiling &tiling) {
+  return chip == Chip::SM90a && tiling.seesaw;
+}
 /// Whether a decode of `tiling` on `chip` cut into `numSplits` pieces merges
 /// them in the partial kernel when its grid fits on the GPU at once (the
-/// runtime checks that and launches cooperatively), with no mla_combine.
+/// runtime checks that and launches cooperatively), with no mla_combine;
+/// its workspace then holds the counters.
 inline bool decodeCombinesInKernel(Chip chip, const DecodeTiling &tiling,
                                    int64_t numSplits) {
-  return chip == Chip::SM90a && tiling.seesaw && numSplits > 1;
+  return decodeCanCombineInKernel(chip, tiling) && numSplits > 1;
+}
+/// Row blocks of a request: the partial grid's x extent, and the counters
+/// per request of a kernel that merges its pieces.
+inline int64_t decodeRowBlocks(const DecodeShape &shape,
+                               const DecodeTiling &tiling) {
+  return (shape.queryRows * shape.numHeads + tiling.rowsPerCta - 1) /
+         tiling.rowsPerCta;
 }
 /// The parameter count of mla_decode_partial of `shape` and `tiling`.
 inline int decodeKernelNumParams(const DecodeShape &shape,

@@ -36,8 +36,9 @@ namespace mla::gpu {
 
 /// Byte offsets of the workspace sections of one decode: partial_out f32
 /// [S, B, Sq, N, L], partial_lse f32 [S, B, N, Sq], split_bounds i32
-/// [B, S+1], and right behind the bounds (one contiguous upload) a seesaw
-/// spec's combine counters i32 [B, ceil(Sq*N / rowsPerCta)] (KernelABI.h),
+/// [B, S+1], and right behind the bounds (one contiguous upload) the
+/// combine counters i32 [B, decodeRowBlocks] of a decode that may merge its
+/// S > 1 pieces in the partial kernel (decodeCombinesInKernel, KernelABI.h),
 /// which every run leaves at zero. Each of the first three sections starts
 /// on a 256-byte boundary.
 struct DecodeWorkspaceLayout {
@@ -246,9 +247,9 @@ public:
 
   /// Validates `args` (checkDecodePlanArgs), then enqueues mla_decode_plan on
   /// `stream`: the split bounds of planUniformBounds(seq_lens, numSplits,
-  /// page size) computed on the device, and zeroes the combine counters of
-  /// a seesaw spec (cuMemsetD32Async). Allocates nothing and copies nothing
-  /// from the host, so it may be captured in a CUDA graph.
+  /// page size) computed on the device, and zeroes the workspace's combine
+  /// counters, if it has them (cuMemsetD32Async). Allocates nothing and copies
+  /// nothing from the host, so it may be captured in a CUDA graph.
   llvm::Error plan(CUstream stream, const DecodePlanArgs &args) const;
 
   /// Validates `args` (checkDecodeArgs), then enqueues mla_decode_partial and

@@ -481,7 +481,7 @@ void SeesawDecode::mergePieces() {
     // Every consumer's partial stores come before the rendezvous, and every
     // read of the other pieces' after it.
     ws.namedSync(kConsumerBarrier, kConsumerThreads);
-    int64_t rowBlocks = llvm::divideCeil(k.rows, k.M);
+    int64_t rowBlocks = abi::decodeRowBlocks(k.shape, k.tiling);
     d.ifThen(d.eq(ws.ctid, d.c32(0)), [&] {
       Value block = d.add(d.mul(k.bb, d.c32(rowBlocks)), d.blockIdX());
       rendezvous(d, d.gep(ws.counters, d.i32, block), k.numSplits);
