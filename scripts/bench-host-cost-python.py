@@ -4,8 +4,11 @@
 bench-host-cost.py measures the whole planned call on the GPU machine (Python, ctypes and the two kernel
 launches). This script measures the part before the launches on any machine with torch (CPU is enough):
 mla.decode(..., plan=, out=, lse=) at b=1, N=128, seq 1024 as bench-host-cost.py calls it, with CPU tensors
-standing in for CUDA ones and a stand-in libMLAGpuCAPI.so whose mlaGpuDecodeRun returns success at once
-(compiled here with cc, with the real function's signature, so the ctypes call costs what it costs).
+standing in for CUDA ones and a stand-in libMLAGpuCAPI.so whose mlaGpuDecodeRunPacked returns success at
+once (compiled here with cc, with the real function's signature, so the ctypes call costs what it costs).
+It also times the two ways of reaching the launch from Python: the twelve-argument mlaGpuDecodeRun through
+ctypes, and one struct.pack_into of mlaGpuDecodeRunArgs plus the four-argument mlaGpuDecodeRunPacked (the
+planned call's way).
 
 Usage: PYTHONPATH=build/python_packages python3 scripts/bench-host-cost-python.py
 Prints the best and median of --repeats runs of --calls calls, in us per call.
@@ -25,6 +28,7 @@ import mla
 from mla import gpu
 
 L, R, PAGE = 512, 64, 64
+_ERROR_BYTES = gpu._ERROR_BYTES
 
 STAND_IN = """
 #include <stddef.h>
@@ -34,6 +38,7 @@ int mlaGpuDecodeRun(const void *plan, uint64_t q, uint64_t cache, uint64_t block
                     size_t errLen) {
   return 0;
 }
+int mlaGpuDecodeRunPacked(const void *plan, const void *args, char *err, size_t errLen) { return 0; }
 int64_t mlaGpuDecodePlanNumSplits(const void *plan) { return 1; }
 void mlaGpuDecodePlanDestroy(void *plan) {}
 """
@@ -49,6 +54,9 @@ def stand_in_library(folder):
     lib.mlaGpuDecodeRun.argtypes = [ctypes.c_void_p, u64, u64, u64, u64, u64, u64, ctypes.c_double, u64,
                                     ctypes.c_void_p, ctypes.c_char_p, ctypes.c_size_t]
     lib.mlaGpuDecodeRun.restype = ctypes.c_int
+    lib.mlaGpuDecodeRunPacked.argtypes = [ctypes.c_void_p, ctypes.POINTER(gpu._DecodeRunArgs), ctypes.c_char_p,
+                                          ctypes.c_size_t]
+    lib.mlaGpuDecodeRunPacked.restype = ctypes.c_int
     lib.mlaGpuDecodePlanNumSplits.argtypes = [ctypes.c_void_p]
     lib.mlaGpuDecodePlanNumSplits.restype = ctypes.c_int64
     lib.mlaGpuDecodePlanDestroy.argtypes = [ctypes.c_void_p]
@@ -85,20 +93,35 @@ def main():
         plan._set_step(tuple(tuple(v.shape) for v in x.values()), torch.bfloat16, torch.bfloat16)
         # As DecodePlan._update records them: the tables of the planned step.
         plan._tables = (x["block_table"], x["seq_lens"], x["block_table"].data_ptr(), x["seq_lens"].data_ptr())
+        plan._cache = (x["kv_cache"], x["kv_cache"].data_ptr())
         scale = 192**-0.5
+        ptrs = [t.data_ptr() for t in (*x.values(), out, lse)]
+        run, packed = lib.mlaGpuDecodeRun, lib.mlaGpuDecodeRunPacked
+        handle, err, size = plan._handle, plan._err, plan._error_bytes
 
-        def call():
-            mla.decode(**x, head_dim_v=L, softmax_scale=scale, plan=plan, out=out, lse=lse)
+        def twelve():
+            run(handle, *ptrs, scale, 0, 0, err, _ERROR_BYTES)
 
-        call()
-        per_call = []
-        for _ in range(args.repeats):
-            start = time.perf_counter()
-            for _ in range(args.calls):
-                call()
-            per_call.append((time.perf_counter() - start) / args.calls * 1e6)
-    print(f"b={args.batch} N={args.heads} seq={args.seq} decode (plan=, out=, lse=), Python side: "
-          f"best {min(per_call):.2f} us/call  median {statistics.median(per_call):.2f} us/call")
+        def pack_and_call():
+            plan._pack(plan._args, 0, *ptrs, 0, 0, scale)
+            packed(handle, plan._args, err, size)
+
+        calls = {
+            "decode (plan=, out=, lse=), Python side": lambda: mla.decode(**x, head_dim_v=L, softmax_scale=scale,
+                                                                          plan=plan, out=out, lse=lse),
+            "  mlaGpuDecodeRun, 12 ctypes arguments": twelve,
+            "  pack_into + mlaGpuDecodeRunPacked": pack_and_call,
+        }
+        print(f"b={args.batch} N={args.heads} seq={args.seq} ({args.repeats} runs of {args.calls} calls)")
+        for name, fn in calls.items():
+            fn()
+            per_call = []
+            for _ in range(args.repeats):
+                start = time.perf_counter()
+                for _ in range(args.calls):
+                    fn()
+                per_call.append((time.perf_counter() - start) / args.calls * 1e6)
+            print(f"  {name:42s} best {min(per_call):.2f} us/call  median {statistics.median(per_call):.2f} us/call")
 
 
 if __name__ == "__main__":

@@ -12,8 +12,8 @@ Usage (GPU machine, kernels in the cache):
   MLA_KERNEL_CACHE_DIR=/path/to/cache PYTHONPATH=gpu-carry/python python3 scripts/bench-host-cost.py
 Prints one line per path: median and best of --repeats runs of --calls calls each, in us per call.
 The last lines split the planned call's host time: the C API's run function called through ctypes with
-the pointers precomputed (argument checks plus the kernel launches: one when the seesaw kernel merges its
-pieces itself, else two), the Python side alone (the planned call with its launch replaced by a Python
+the arguments packed once (argument checks plus the kernel launches: one when the seesaw kernel merges its
+pieces itself, else two), the same through the twelve-argument mlaGpuDecodeRun, the Python side alone (the planned call with its launch replaced by a Python
 function that returns at once), a ctypes call that does no work (the binding's floor), torch's
 current-stream lookup and a torch op that launches one kernel (the host's launch floor).
 """
@@ -78,11 +78,16 @@ def main():
         "plan_decode (plan=)": lambda: mla.plan_decode(**x, head_dim_v=L, plan=plan),
         "decode (no plan)": lambda: mla.decode(**x, head_dim_v=L, softmax_scale=scale),
     }
-    # The parts of the planned call (DecodePlan._run's launch, with its arguments computed once).
+    # The parts of the planned call (DecodePlan._run's launch, with its arguments packed once), and the
+    # twelve-argument mlaGpuDecodeRun it replaced (the same launch; ctypes converts each argument).
     ptrs = [t.data_ptr() for t in (x["q"], x["kv_cache"], x["block_table"], x["seq_lens"], out, lse)]
     stream = torch.cuda.current_stream().cuda_stream
-    paths["  C run + launches (ctypes)"] = lambda: plan._launch(plan._handle, *ptrs, scale, 0, stream, plan._err,
-                                                                len(plan._err))
+    args = type(plan._args)()
+    plan._pack(args, 0, *ptrs, 0, stream, scale)
+    paths["  C run + launches (packed)"] = lambda: plan._launch(plan._handle, args, plan._err, plan._error_bytes)
+    run12 = plan._lib.mlaGpuDecodeRun
+    paths["  C run + launches (12 args)"] = lambda: run12(plan._handle, *ptrs, scale, 0, stream, plan._err,
+                                                          len(plan._err))
     # The Python share: the same planned call on a second plan whose launch is a Python function that
     # returns success at once.
     dry = mla.plan_decode(**x, head_dim_v=L)

@@ -60,6 +60,13 @@ for spec in "N=16 Sq=8 causal=1" "N=16 Sq=8 causal=0" "N=16 Sq=3 causal=1" \
             "N=128 Sq=8 causal=1" "N=128 Sq=4 causal=1" "N=128 Sq=2 causal=1"; do
   echo "decode chip=sm_90a $spec L=512 R=64 page=64 dtype=bf16 varlen=1" >> "$specs"
 done
+# Varlen decodes over fp8 caches (test_gpu_fp8_decode.py's varlen tests: largest
+# draft 8, N = 16 causal and not, N = 128 causal).
+for format in fp8_e4m3 fp8_e4m3_token fp8_ds_mla; do
+  for spec in "N=16 Sq=8 causal=1" "N=16 Sq=8 causal=0" "N=128 Sq=8 causal=1"; do
+    echo "decode chip=sm_90a $spec L=512 R=64 page=64 dtype=bf16 format=$format varlen=1" >> "$specs"
+  done
+done
 sort -u -o "$specs" "$specs"
 "$BUILD/bin/mla-aot" --cache-dir "$OUT/kernel-cache" --shapes deepseek --spec-file "$specs"
 tools=$(dirname "$0")/../../shared/tools

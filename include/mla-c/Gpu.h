@@ -226,8 +226,26 @@ int mlaGpuDecodeRun(const mlaGpuDecodePlan *plan, uint64_t q, uint64_t cache,
                     uint64_t lse, double softmaxScale, uint64_t kvScale,
                     void *stream, char *err, size_t errLen);
 
+/* mlaGpuDecodeRun's arguments in one struct, for bindings whose calls pay
+ * per argument (Python's ctypes converts each of twelve; one
+ * struct.pack_into fills this): the same pointers and scales, and the
+ * stream as an integer. The layout is nine 8-byte fields in this order. */
+typedef struct mlaGpuDecodeRunArgs {
+  uint64_t q, cache, blockTable, seqLens, out, lse;
+  uint64_t kvScale; /* fp8_e4m3's device scale, else 0 */
+  uint64_t stream;  /* a CUstream */
+  double softmaxScale;
+} mlaGpuDecodeRunArgs;
+
+/* mlaGpuDecodeRun with its arguments in `args` (not NULL). */
+int mlaGpuDecodeRunPacked(const mlaGpuDecodePlan *plan,
+                          const mlaGpuDecodeRunArgs *args, char *err,
+                          size_t errLen);
+
 /* Varlen decode (speculative decoding with mixed draft lengths), sm_90a
- * only: q [T, N, L+R] packs the requests' query tokens, request b owning
+ * only, over a cache of q's dtype or of an fp8 `kvFormat` (as
+ * mlaGpuDecodeSpec's; its `kvScale` as mlaGpuDecode's): q [T, N, L+R]
+ * packs the requests' query tokens, request b owning
  * tokens [queryStartLoc[b], queryStartLoc[b+1]) of queryStartLoc int32
  * [B+1] (from 0, non-decreasing, ending at T; each q_b in [0, 8] and at
  * most seq_lens[b]); out [T, N, L] (q's dtype), lse float32 [T, N]
@@ -238,8 +256,9 @@ int mlaGpuDecodeRun(const mlaGpuDecodePlan *plan, uint64_t q, uint64_t cache,
 int mlaGpuDecodeVarlenSpec(const char *chip, int32_t device, int64_t numHeads,
                            int64_t maxQueryRows, int64_t latentDim,
                            int64_t ropeDim, int64_t pageSize, int32_t dtype,
-                           int32_t causal, const char *tile, char *spec,
-                           size_t specLen, char *err, size_t errLen);
+                           int32_t causal, const char *kvFormat,
+                           const char *tile, char *spec, size_t specLen,
+                           char *err, size_t errLen);
 
 /* mlaGpuDecode for a varlen spec: the same rules plus query_start_loc's;
  * `queryStartLocHost` (required) is its host copy, checked before anything
@@ -250,8 +269,8 @@ int mlaGpuDecodeVarlen(
     const mlaGpuTensor *seqLens, const mlaGpuTensor *queryStartLoc,
     const int32_t *seqLensHost, const int32_t *blockTableHost,
     const int32_t *queryStartLocHost, const mlaGpuDecodeOptions *options,
-    uint64_t out, uint64_t lse, uint64_t workspace, size_t *workspaceBytes,
-    void *stream, char *err, size_t errLen);
+    uint64_t out, uint64_t lse, uint64_t kvScale, uint64_t workspace,
+    size_t *workspaceBytes, void *stream, char *err, size_t errLen);
 
 /* The plan/run calls of a varlen spec: as mlaGpuDecodePlanCreate,
  * mlaGpuDecodePlanUpdate and mlaGpuDecodeRun with query_start_loc (a device
@@ -275,8 +294,8 @@ int mlaGpuDecodeVarlenPlanUpdate(mlaGpuDecodePlan *plan, const mlaGpuTensor *q,
 int mlaGpuDecodeVarlenRun(const mlaGpuDecodePlan *plan, uint64_t q,
                           uint64_t cache, uint64_t blockTable, uint64_t seqLens,
                           uint64_t queryStartLoc, uint64_t out, uint64_t lse,
-                          double softmaxScale, void *stream, char *err,
-                          size_t errLen);
+                          double softmaxScale, uint64_t kvScale, void *stream,
+                          char *err, size_t errLen);
 
 /* Synchronises `stream`, reads the plan's status word and clears it:
  * MLA_GPU_ERROR_INVALID_ARGUMENT, with the rule that was broken, when a step

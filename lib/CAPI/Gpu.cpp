@@ -23,6 +23,7 @@
 #include <array>
 #include <chrono>
 #include <cmath>
+#include <cstddef>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -1806,23 +1807,38 @@ extern "C" int mlaGpuDecodeRun(const mlaGpuDecodePlan *plan, uint64_t q,
                 errLen);
 }
 
+// The layout the header promises (the Python binding packs it as "=8Qd").
+static_assert(sizeof(mlaGpuDecodeRunArgs) == 72 &&
+                  offsetof(mlaGpuDecodeRunArgs, stream) == 56 &&
+                  offsetof(mlaGpuDecodeRunArgs, softmaxScale) == 64,
+              "mlaGpuDecodeRunArgs is nine 8-byte fields");
+
+extern "C" int mlaGpuDecodeRunPacked(const mlaGpuDecodePlan *plan,
+                                     const mlaGpuDecodeRunArgs *packed,
+                                     char *err, size_t errLen) {
+  if (!packed)
+    return report(invalid("args is NULL"), err, errLen);
+  return mlaGpuDecodeRun(plan, packed->q, packed->cache, packed->blockTable,
+                         packed->seqLens, packed->out, packed->lse,
+                         packed->softmaxScale, packed->kvScale,
+                         reinterpret_cast<void *>(packed->stream), err, errLen);
+}
+
 extern "C" int mlaGpuDecodePlanCheck(mlaGpuDecodePlan *plan, void *stream,
                                      char *err, size_t errLen) {
   return report(checkPlanStatus(plan, static_cast<CUstream>(stream)), err,
                 errLen);
 }
 
-extern "C" int mlaGpuDecodeVarlenSpec(const char *chip, int32_t device,
-                                      int64_t numHeads, int64_t maxQueryRows,
-                                      int64_t latentDim, int64_t ropeDim,
-                                      int64_t pageSize, int32_t dtype,
-                                      int32_t causal, const char *tile,
-                                      char *spec, size_t specLen, char *err,
-                                      size_t errLen) {
+extern "C" int
+mlaGpuDecodeVarlenSpec(const char *chip, int32_t device, int64_t numHeads,
+                       int64_t maxQueryRows, int64_t latentDim, int64_t ropeDim,
+                       int64_t pageSize, int32_t dtype, int32_t causal,
+                       const char *kvFormat, const char *tile, char *spec,
+                       size_t specLen, char *err, size_t errLen) {
   llvm::Expected<std::string> text =
       buildSpec(chip, device, numHeads, maxQueryRows, latentDim, ropeDim,
-                pageSize, dtype, causal, /*kvFormat=*/nullptr, tile,
-                /*varlen=*/true);
+                pageSize, dtype, causal, kvFormat, tile, /*varlen=*/true);
   if (!text)
     return report(text.takeError(), err, errLen);
   if (!spec || specLen <= text->size())
@@ -1839,16 +1855,14 @@ extern "C" int mlaGpuDecodeVarlen(
     const mlaGpuTensor *seqLens, const mlaGpuTensor *queryStartLoc,
     const int32_t *seqLensHost, const int32_t *blockTableHost,
     const int32_t *queryStartLocHost, const mlaGpuDecodeOptions *options,
-    uint64_t out, uint64_t lse, uint64_t workspace, size_t *workspaceBytes,
-    void *stream, char *err, size_t errLen) {
+    uint64_t out, uint64_t lse, uint64_t kvScale, uint64_t workspace,
+    size_t *workspaceBytes, void *stream, char *err, size_t errLen) {
   if (!queryStartLoc)
     return report(invalid("query_start_loc is NULL"), err, errLen);
   DecodeCall call{q,       cache,         blockTable,
                   seqLens, seqLensHost,   blockTableHost,
                   options, queryStartLoc, queryStartLocHost};
-  // Varlen decodes read bf16/f16 caches only (checkVarlenDecode): no
-  // kv_scale.
-  return report(decode(spec, device, call, out, lse, /*kvScale=*/0, workspace,
+  return report(decode(spec, device, call, out, lse, kvScale, workspace,
                        workspaceBytes, static_cast<CUstream>(stream)),
                 err, errLen);
 }
@@ -1895,8 +1909,8 @@ extern "C" int mlaGpuDecodeVarlenRun(const mlaGpuDecodePlan *plan, uint64_t q,
                                      uint64_t cache, uint64_t blockTable,
                                      uint64_t seqLens, uint64_t queryStartLoc,
                                      uint64_t out, uint64_t lse,
-                                     double softmaxScale, void *stream,
-                                     char *err, size_t errLen) {
+                                     double softmaxScale, uint64_t kvScale,
+                                     void *stream, char *err, size_t errLen) {
   DecodeArgs args;
   args.q = q;
   args.cache = cache;
@@ -1906,6 +1920,7 @@ extern "C" int mlaGpuDecodeVarlenRun(const mlaGpuDecodePlan *plan, uint64_t q,
   args.out = out;
   args.lse = lse;
   args.softmaxScale = static_cast<float>(softmaxScale);
+  args.kvScale = kvScale;
   return report(runPlan(plan, args, static_cast<CUstream>(stream)), err,
                 errLen);
 }

@@ -600,12 +600,6 @@ llvm::Expected<DecodeCall> mla::checkVarlenDecode(
     return makeInvalidArgumentError(
         "query_start_loc has " + Twine(qsl.dim(0)) +
         " entries; a varlen decode of B requests needs B + 1 >= 2");
-  // The varlen kernels stage bf16/f16 rows only (checkDecodeTiling).
-  if (device == Device::GPU && options.cache.kvFormat != "auto")
-    return makeInvalidArgumentError(
-        "the GPU varlen decode (query_start_loc) reads bf16/f16 caches "
-        "(kv_format='auto') only, got kv_format='" +
-        options.cache.kvFormat + "'; pad the batch to a uniform s_q");
   call->batch = qsl.dim(0) - 1;
   // Without host values the largest query length is the limit itself.
   call->queryRows = gpu::kMaxVarlenQueryRows;

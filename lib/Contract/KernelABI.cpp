@@ -169,17 +169,14 @@ std::string checkDecodeTiling(Chip chip, const DecodeShape &shape,
            std::to_string(shape.queryRows) + " must be in [1, " +
            std::to_string(kMaxVarlenQueryRows) + "]";
   // The varlen row mapping is built into the wgmma and mma.sync kernels
-  // only: the pipelined producer's TMA boxes and the fp8 launch's kv_scale
-  // parameter are not composed with query_start_loc.
+  // only: the pipelined producer's TMA boxes are not composed with
+  // query_start_loc.
   if (shape.varlen && tiling.seesaw)
     return "varlen decode (query_start_loc) is not built for the seesaw "
            "decode (tile suffix s); use the wgmma or mma.sync builds";
   if (shape.varlen && tiling.pipelined)
     return "varlen decode (query_start_loc) is not built for the pipelined "
            "decode (tile suffix p); use the wgmma or mma.sync builds";
-  if (shape.varlen && shape.fp8())
-    return "varlen decode (query_start_loc) reads bf16/f16 caches; an fp8 "
-           "cache needs a uniform s_q";
   if (chip == Chip::SM100a && (tiling.wgmma || tiling.pipelined))
     return "wgmma is an sm_90a instruction; sm_100a uses tcgen05";
   if (chip == Chip::SM100a)

@@ -79,6 +79,18 @@ class _PrefillOptions(ctypes.Structure):
                 ("hasWorkspaceRows", ctypes.c_int32), ("workspaceRows", ctypes.c_int64), ("cache", _CacheFormat)]
 
 
+class _DecodeRunArgs(ctypes.Structure):
+    """mlaGpuDecodeRunArgs: a planned call's pointers, stream and scale, filled by one pack_into."""
+    _fields_ = [(name, ctypes.c_uint64) for name in
+                ("q", "cache", "blockTable", "seqLens", "out", "lse", "kvScale", "stream")] + \
+        [("softmaxScale", ctypes.c_double)]
+
+
+# The planned call's one conversion of its arguments into _DecodeRunArgs (field order and sizes).
+_RUN_ARGS = struct.Struct("=8Qd")
+assert _RUN_ARGS.size == ctypes.sizeof(_DecodeRunArgs)
+
+
 class _AttentionOptions(ctypes.Structure):
     _fields_ = [("prefill", _PrefillOptions), ("decodeThreshold", ctypes.c_int64)]
 
@@ -110,14 +122,15 @@ def _library():
         "mlaGpuDecodePlanUpdate": [ctypes.c_void_p, t, t, t, t, ctypes.c_void_p] + err,
         "mlaGpuDecodeRun": [ctypes.c_void_p, u64, u64, u64, u64, u64, u64, ctypes.c_double, u64,
                             ctypes.c_void_p] + err,
+        "mlaGpuDecodeRunPacked": [ctypes.c_void_p, ctypes.POINTER(_DecodeRunArgs)] + err,
         "mlaGpuDecodePlanCheck": [ctypes.c_void_p, ctypes.c_void_p] + err,
-        "mlaGpuDecodeVarlenSpec": [p, i32, i64, i64, i64, i64, i64, i32, i32, p, p, size] + err,
+        "mlaGpuDecodeVarlenSpec": [p, i32, i64, i64, i64, i64, i64, i32, i32, p, p, p, size] + err,
         "mlaGpuDecodeVarlen": [p, i32, t, t, t, t, t, lens, lens, lens, ctypes.POINTER(_DecodeOptions), u64, u64,
-                               u64, ctypes.POINTER(size), ctypes.c_void_p] + err,
+                               u64, u64, ctypes.POINTER(size), ctypes.c_void_p] + err,
         "mlaGpuDecodeVarlenPlanCreate": [p, i32, t, t, t, t, t, ctypes.POINTER(_DecodeOptions), i64, i64, u64,
                                          ctypes.POINTER(size), u64, ctypes.POINTER(ctypes.c_void_p)] + err,
         "mlaGpuDecodeVarlenPlanUpdate": [ctypes.c_void_p, t, t, t, t, t, ctypes.c_void_p] + err,
-        "mlaGpuDecodeVarlenRun": [ctypes.c_void_p, u64, u64, u64, u64, u64, u64, u64, ctypes.c_double,
+        "mlaGpuDecodeVarlenRun": [ctypes.c_void_p, u64, u64, u64, u64, u64, u64, u64, ctypes.c_double, u64,
                                   ctypes.c_void_p] + err,
         "mlaGpuCanonicalSpec": [p, p, size] + err,
         "mlaGpuCheckCacheWrite": [t, t, t, lens, t, ctypes.POINTER(_CacheFormat)] + err,
@@ -293,10 +306,12 @@ def decode_spec(num_heads, query_rows, latent_dim, rope_dim, page_size, dtype, c
 
 
 def decode_varlen_spec(num_heads, max_query_rows, latent_dim, rope_dim, page_size, dtype, causal, chip,
-                       tile=None):
+                       tile=None, kv_format="auto"):
     """The kernel-cache spec text of a varlen decode kernel (sm_90a; `max_query_rows` in [1, 8] is the
-    largest per-request query length it takes): what `mla-aot --spec` takes."""
-    key = ("varlen", num_heads, max_query_rows, latent_dim, rope_dim, page_size, dtype, bool(causal), chip, tile)
+    largest per-request query length it takes; `kv_format` the cache's, as decode_spec's): what
+    `mla-aot --spec` takes."""
+    key = ("varlen", num_heads, max_query_rows, latent_dim, rope_dim, page_size, dtype, bool(causal), chip, tile,
+           kv_format)
     if key in _specs:
         return _specs[key]
     codes = {"bf16": _DTYPE_BF16, "f16": _DTYPE_F16}
@@ -306,6 +321,7 @@ def decode_varlen_spec(num_heads, max_query_rows, latent_dim, rope_dim, page_siz
     err = ctypes.create_string_buffer(_ERROR_BYTES)
     _check(_library().mlaGpuDecodeVarlenSpec(_c_string("chip", chip), 0, num_heads, max_query_rows, latent_dim,
                                              rope_dim, page_size, codes[dtype], 1 if causal else 0,
+                                             _c_string("kv_format", kv_format),
                                              _c_string("tile", tile) if tile is not None else None, spec,
                                              len(spec), err, len(err)),
            err)
@@ -442,11 +458,11 @@ def _kv_scale_tensor(torch, kv_format, kv_scale, device):
     return torch.tensor([value], dtype=torch.float32, device=device)
 
 
-def _varlen_spec_for(torch, q, kv_cache, latent, causal, max_query_rows, tile):
+def _varlen_spec_for(torch, q, kv_cache, latent, causal, max_query_rows, tile, kv_format):
     t, h, d = q.shape
     dtype = "bf16" if q.dtype == torch.bfloat16 else "f16"
     return decode_varlen_spec(h, max_query_rows, latent, d - latent, kv_cache.shape[1], dtype, causal,
-                              _chip(torch, q.device), tile).encode()
+                              _chip(torch, q.device), tile, kv_format).encode()
 
 
 def _varlen_outputs(torch, q, latent, out, lse):
@@ -467,16 +483,8 @@ def _varlen_outputs(torch, q, latent, out, lse):
     return result
 
 
-def _check_varlen_format(kv_format, kv_scale):
-    """The varlen kernels read a cache of q's dtype only (checkDecodeTiling refuses fp8 ones)."""
-    if kv_format != "auto" or kv_scale is not None:
-        raise ValueError("the GPU varlen decode (query_start_loc) reads a cache of q's dtype "
-                         f"(kv_format='auto', no kv_scale) only, got kv_format={kv_format!r}; pad the batch "
-                         "to a uniform s_q for an fp8 cache")
-
-
 def _decode_varlen(q, kv_cache, block_table, seq_lens, query_start_loc, head_dim_v, softmax_scale, causal,
-                   num_splits, split_policy, tile, out, lse):
+                   num_splits, split_policy, tile, kv_format, kv_scale, out, lse):
     """decode(..., query_start_loc=...) without a plan: the tables are copied to the host and checked,
     the kernel's Sq is the batch's largest query length."""
     torch = _torch()
@@ -484,7 +492,8 @@ def _decode_varlen(q, kv_cache, block_table, seq_lens, query_start_loc, head_dim
     values = (q, kv_cache, block_table, seq_lens, query_start_loc)
     for n, v in zip(names, values):
         _describe(torch, n, v, data=False)
-    opts = _decode_options(head_dim_v, softmax_scale, causal, num_splits, split_policy, "auto", None)
+    opts = _decode_options(head_dim_v, softmax_scale, causal, num_splits, split_policy, kv_format, None)
+    _check_kv_scale(kv_format, kv_scale)
     lens_host, lens_ptr = _host_i32(seq_lens)
     table_host, table_ptr = _host_i32(block_table)
     qsl_host, qsl_ptr = _host_i32(query_start_loc)
@@ -494,10 +503,11 @@ def _decode_varlen(q, kv_cache, block_table, seq_lens, query_start_loc, head_dim
     if q.dim() != 3:
         raise ValueError(f"q must have rank 3 ([T, h_q, d]) with query_start_loc, got shape {list(q.shape)}")
     out, lse = _varlen_outputs(torch, q, _int("head_dim_v", head_dim_v), out, lse)
+    scale = _kv_scale_tensor(torch, kv_format, kv_scale, q.device)
     lengths = (qsl_host[1:] - qsl_host[:-1]).tolist() if qsl_host.dim() == 1 else []
     # Out-of-range lengths are the C rules' to report; the spec only needs a valid Sq.
     max_rows = min(max([1] + lengths), 8)
-    spec = _varlen_spec_for(torch, q, kv_cache, opts.headDimV, causal, max_rows, tile)
+    spec = _varlen_spec_for(torch, q, kv_cache, opts.headDimV, causal, max_rows, tile, kv_format)
     on_device = [v if v.is_cuda else v.to(q.device) for v in values]
     described = [_describe(torch, n, v) for n, v in zip(names, on_device)]
     refs = [ctypes.byref(t) for t in described]
@@ -508,7 +518,8 @@ def _decode_varlen(q, kv_cache, block_table, seq_lens, query_start_loc, head_dim
 
         def call(workspace):
             _call("mlaGpuDecodeVarlen", spec, device, *refs, lens_ptr, table_ptr, qsl_ptr, ctypes.byref(opts),
-                  out.data_ptr(), lse.data_ptr(), workspace, ctypes.byref(size), stream)
+                  out.data_ptr(), lse.data_ptr(), 0 if scale is None else scale.data_ptr(), workspace,
+                  ctypes.byref(size), stream)
 
         call(0)  # validates and sizes the workspace; enqueues nothing
         if q.shape[0] == 0:
@@ -544,27 +555,24 @@ def decode(q, kv_cache, block_table, seq_lens, *, head_dim_v, softmax_scale, cau
     synchronisation, and with `out` and `lse` no allocation, so it can be captured in a CUDA graph.
     seq_lens and block_table must hold the values the plan was made from; the plan checked those on
     the device (`DecodePlan.check` reports what it found), and the very tensors it was made from (same
-    objects at the same addresses, neither reshaped nor written since) are not checked again. The plan fixes num_splits, split_policy, tile
-    and kv_format, which must then be left at their defaults; kv_scale (fp8_e4m3) is given per call.
+    objects at the same addresses, neither reshaped nor written since) are not checked again, nor is the
+    kv_cache a planned call checked last (same object and address; reshaping it in place is not noticed).
+    The plan fixes num_splits, split_policy, tile and kv_format, which must then be left at their
+    defaults; kv_scale (fp8_e4m3) is given per call.
 
     With `query_start_loc` (int32 [b+1]) the decode is varlen (see `mla.decode`): q [T, h_q, L+R], out
     [T, h_q, L], lse [T, h_q], on an sm_90a kernel whose Sq is the batch's largest query length (a plan's:
-    its max_query_len). A varlen decode reads a cache of q's dtype (kv_format "auto") only.
+    its max_query_len), over a cache of q's dtype or of any fp8 kv_format (kv_scale as above).
     """
     if plan is None and query_start_loc is not None:
-        _check_varlen_format(kv_format, kv_scale)
         return _decode_varlen(q, kv_cache, block_table, seq_lens, query_start_loc, head_dim_v, softmax_scale,
-                              causal, num_splits, split_policy, tile, out, lse)
+                              causal, num_splits, split_policy, tile, kv_format, kv_scale, out, lse)
     if plan is not None:
         if num_splits is not None or split_policy != "grid" or tile is not None:
             raise ValueError("with a plan, num_splits, split_policy and tile are the plan's: leave them at "
                              "their defaults")
         if not isinstance(plan, (DecodePlan, VarlenDecodePlan)):
             raise ValueError(f"plan must come from mla.gpu.plan_decode, got {type(plan).__name__}")
-        if isinstance(plan, VarlenDecodePlan):
-            _check_varlen_format(kv_format, kv_scale)
-            return plan._run(q, kv_cache, block_table, seq_lens, head_dim_v, softmax_scale, causal, out, lse,
-                             query_start_loc)
         if kv_format not in ("auto", plan.kv_format):
             raise ValueError(f"kv_format is the plan's ({plan.kv_format!r}), got {kv_format!r}")
         return plan._run(q, kv_cache, block_table, seq_lens, head_dim_v, softmax_scale, causal, out, lse,
@@ -642,11 +650,16 @@ class DecodePlan:
         self.kv_format = kv_format
         self.num_splits = lib.mlaGpuDecodePlanNumSplits(handle)
         self._err = ctypes.create_string_buffer(_ERROR_BYTES)
-        # Looked up once: a planned call's host budget has no room for attribute searches.
-        self._launch = lib.mlaGpuDecodeRun
+        # Looked up once: a planned call's host budget has no room for attribute searches. The call packs
+        # its arguments into one struct (one C-level conversion, where ctypes would convert twelve).
+        self._launch = lib.mlaGpuDecodeRunPacked
+        self._args = _DecodeRunArgs()
+        self._pack = _RUN_ARGS.pack_into
+        self._error_bytes = ctypes.c_size_t(_ERROR_BYTES)
         self._stream = _raw_stream_function(torch)
         self._int32, self._float32 = torch.int32, torch.float32
         self._tables = (None, None, 0, 0)
+        self._cache = (None, 0)
 
     def __del__(self):
         handle, self._handle = getattr(self, "_handle", None), None
@@ -667,6 +680,7 @@ class DecodePlan:
         # The tables this step was planned (and checked) from: a run given these very tensors, still at
         # the same addresses, need not check them again (the plan requires them unchanged anyway).
         self._tables = (block_table, seq_lens, block_table.data_ptr(), seq_lens.data_ptr())
+        self._cache = (kv_cache, kv_cache.data_ptr())
 
     def _set_step(self, shapes, dtype, cache_dtype):
         """Records the step planned last: the shapes of (q, kv_cache, block_table, seq_lens), q's and
@@ -684,13 +698,19 @@ class DecodePlan:
         # The host budget of a planned call is a few microseconds of Python: one pass of cheap tests
         # (get_device() is an int, where .device builds an object; dtypes are compared by identity), the
         # precise message only on failure. The tables the step was planned from (checked then, and required
-        # unchanged) pass on their identity and addresses.
+        # unchanged) and the cache checked last (the engine's one cache tensor) pass on their identity and
+        # addresses.
         shapes, dev, dtype = self._shapes, self._device_index, self._dtype
         table, lens, table_ptr, lens_ptr = self._tables
+        cache, cache_ptr = self._cache
         try:
-            ok = (q.shape == shapes[0] and kv_cache.shape == shapes[1] and q.dtype is dtype
-                  and kv_cache.dtype is self._cache_dtype and q.get_device() == dev
-                  and kv_cache.get_device() == dev and q.is_contiguous() and kv_cache.is_contiguous())
+            ok = q.shape == shapes[0] and q.dtype is dtype and q.get_device() == dev and q.is_contiguous()
+            if ok and not (kv_cache is cache and kv_cache.data_ptr() == cache_ptr):
+                cache_ptr = kv_cache.data_ptr()
+                ok = (kv_cache.shape == shapes[1] and kv_cache.dtype is self._cache_dtype
+                      and kv_cache.get_device() == dev and kv_cache.is_contiguous())
+                if ok:
+                    self._cache = (kv_cache, cache_ptr)
             if ok and not (block_table is table and seq_lens is lens and block_table.data_ptr() == table_ptr
                            and seq_lens.data_ptr() == lens_ptr):
                 table_ptr, lens_ptr = block_table.data_ptr(), seq_lens.data_ptr()
@@ -721,10 +741,10 @@ class DecodePlan:
             scale = _kv_scale_tensor(self._torch, self.kv_format, kv_scale, self._device)
             self._kv_scale = scale  # alive until the next call, past the launch's enqueue
             scale = scale.data_ptr()
-        code = self._launch(self._handle, q.data_ptr(), kv_cache.data_ptr(), table_ptr, lens_ptr,
-                            out.data_ptr(), lse.data_ptr(),
-                            softmax_scale if type(softmax_scale) is float else _float("softmax_scale", softmax_scale),
-                            scale, self._stream(dev), self._err, _ERROR_BYTES)
+        self._pack(self._args, 0, q.data_ptr(), cache_ptr, table_ptr, lens_ptr, out.data_ptr(), lse.data_ptr(),
+                   scale, self._stream(dev),
+                   softmax_scale if type(softmax_scale) is float else _float("softmax_scale", softmax_scale))
+        code = self._launch(self._handle, self._args, self._err, self._error_bytes)
         if code != SUCCESS:
             _check(code, self._err)
         return out, lse
@@ -766,8 +786,10 @@ class VarlenDecodePlan:
 
     _NAMES = ("q", "kv_cache", "block_table", "seq_lens", "query_start_loc")
 
-    def __init__(self, torch, handle, workspace, status, device, head_dim_v, causal, max_batch, max_query_len):
+    def __init__(self, torch, handle, workspace, status, device, head_dim_v, causal, max_batch, max_query_len,
+                 kv_format="auto"):
         self._torch, self._lib, self._handle = torch, _library(), handle
+        self.kv_format = kv_format
         self._workspace, self._status = workspace, status
         self._device = device
         self._head_dim_v, self._causal = head_dim_v, bool(causal)
@@ -794,7 +816,7 @@ class VarlenDecodePlan:
         self._shapes = [tuple(v.shape) for v in values]
 
     def _run(self, q, kv_cache, block_table, seq_lens, head_dim_v, softmax_scale, causal, out, lse,
-             query_start_loc=None):
+             kv_scale=None, query_start_loc=None):
         if query_start_loc is None:
             raise ValueError("the plan was made for a varlen batch: pass its query_start_loc")
         values = (q, kv_cache, block_table, seq_lens, query_start_loc)
@@ -807,9 +829,12 @@ class VarlenDecodePlan:
         if head_dim_v != self._head_dim_v or bool(causal) != self._causal:
             raise ValueError(f"head_dim_v and causal must be the plan's ({self._head_dim_v}, {self._causal})")
         out, lse = _varlen_outputs(self._torch, q, self._head_dim_v, out, lse)
+        scale = _kv_scale_tensor(self._torch, self.kv_format, kv_scale, self._device)
+        self._kv_scale = scale  # alive until the next call, past the launch's enqueue
         stream = ctypes.c_void_p(_raw_stream(self._torch, self._device.index))
         _call("mlaGpuDecodeVarlenRun", self._handle, *[v.data_ptr() for v in values], out.data_ptr(),
-              lse.data_ptr(), _float("softmax_scale", softmax_scale), stream)
+              lse.data_ptr(), _float("softmax_scale", softmax_scale), 0 if scale is None else scale.data_ptr(),
+              stream)
         return out, lse
 
     def check(self):
@@ -837,7 +862,7 @@ def _create_plan(torch, create, spec, q, names, values, opts, max_batch, max_seq
 
 
 def _plan_varlen(q, kv_cache, block_table, seq_lens, query_start_loc, head_dim_v, causal, num_splits,
-                 split_policy, tile, max_batch, max_seq_len, max_query_len, plan):
+                 split_policy, tile, max_batch, max_seq_len, max_query_len, plan, kv_format):
     torch = _torch()
     values = (q, kv_cache, block_table, seq_lens, query_start_loc)
     for n, v in zip(VarlenDecodePlan._NAMES, values):
@@ -849,22 +874,24 @@ def _plan_varlen(q, kv_cache, block_table, seq_lens, query_start_loc, head_dim_v
                              f"{type(plan).__name__}")
         if _int("head_dim_v", head_dim_v) != plan._head_dim_v or bool(causal) != plan._causal:
             raise ValueError(f"head_dim_v and causal must be the plan's ({plan._head_dim_v}, {plan._causal})")
+        if kv_format not in ("auto", plan.kv_format):
+            raise ValueError(f"kv_format is the plan's ({plan.kv_format!r}), got {kv_format!r}")
         plan._update(*values)
         return plan
     if q.dim() != 3:
         raise ValueError(f"q must have rank 3 ([T, h_q, d]) with query_start_loc, got shape {list(q.shape)}")
-    opts = _decode_options(head_dim_v, 1.0, causal, num_splits, split_policy, "auto", None)
+    opts = _decode_options(head_dim_v, 1.0, causal, num_splits, split_policy, kv_format, None)
     batch = query_start_loc.shape[0] - 1 if query_start_loc.dim() == 1 else 0
     if batch < 1:
         raise ValueError("a plan needs at least one request (query_start_loc [b+1], b >= 1)")
     max_batch = batch if max_batch is None else _int("max_batch", max_batch)
     max_seq_len = 0 if max_seq_len is None else _int("max_seq_len", max_seq_len)
     max_query_len = 8 if max_query_len is None else _int("max_query_len", max_query_len)
-    spec = _varlen_spec_for(torch, q, kv_cache, opts.headDimV, causal, max_query_len, tile)
+    spec = _varlen_spec_for(torch, q, kv_cache, opts.headDimV, causal, max_query_len, tile, kv_format)
     device, handle, workspace, status = _create_plan(torch, "mlaGpuDecodeVarlenPlanCreate", spec, q,
                                                      VarlenDecodePlan._NAMES, values, opts, max_batch, max_seq_len)
     plan = VarlenDecodePlan(torch, handle, workspace, status, torch.device("cuda", device), opts.headDimV, causal,
-                            max_batch, max_query_len)
+                            max_batch, max_query_len, kv_format)
     plan._update(*values)
     return plan
 
@@ -893,9 +920,8 @@ def plan_decode(q, kv_cache, block_table, seq_lens, *, head_dim_v, causal=False,
     (default 8) query tokens per request; `max_batch` then counts requests (query_start_loc's b).
     """
     if query_start_loc is not None:
-        _check_varlen_format(kv_format, None)
         return _plan_varlen(q, kv_cache, block_table, seq_lens, query_start_loc, head_dim_v, causal, num_splits,
-                            split_policy, tile, max_batch, max_seq_len, max_query_len, plan)
+                            split_policy, tile, max_batch, max_seq_len, max_query_len, plan, kv_format)
     if max_query_len is not None:
         raise ValueError("max_query_len belongs to a varlen plan (with query_start_loc)")
     torch = _torch()

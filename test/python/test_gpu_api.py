@@ -324,6 +324,10 @@ def test_plan_functions_reject_a_null_plan(lib):
     lib.mlaGpuDecodePlanDestroy(None)
     code = lib.mlaGpuDecodeRun(None, 1, 2, 3, 4, 5, 6, SCALE, 0, None, err, len(err))
     assert code == gpu.ERROR_INVALID_ARGUMENT and b"plan is null" in err.value
+    code = lib.mlaGpuDecodeRunPacked(None, gpu._DecodeRunArgs(1, 2, 3, 4, 5, 6, 0, 0, SCALE), err, len(err))
+    assert code == gpu.ERROR_INVALID_ARGUMENT and b"plan is null" in err.value
+    code = lib.mlaGpuDecodeRunPacked(None, None, err, len(err))
+    assert code == gpu.ERROR_INVALID_ARGUMENT and b"args is NULL" in err.value
     code = lib.mlaGpuDecodePlanUpdate(None, None, None, None, None, None, err, len(err))
     assert code == gpu.ERROR_INVALID_ARGUMENT and b"plan is null" in err.value
 
@@ -340,8 +344,8 @@ def test_python_plan_checks_raise_value_error():
 
 
 class FakeRunLibrary:
-    """Stands in for libMLAGpuCAPI.so behind a DecodePlan, recording mlaGpuDecodeRun's arguments, so the
-    Python half of a planned call runs on CPU tensors."""
+    """Stands in for libMLAGpuCAPI.so behind a DecodePlan, recording the arguments a planned call packs for
+    mlaGpuDecodeRunPacked, so the Python half of a planned call runs on CPU tensors."""
 
     def __init__(self):
         self.runs = []
@@ -352,8 +356,9 @@ class FakeRunLibrary:
     def mlaGpuDecodePlanDestroy(self, handle):
         pass
 
-    def mlaGpuDecodeRun(self, handle, *args):
-        self.runs.append(args)
+    def mlaGpuDecodeRunPacked(self, handle, args, err, error_bytes):
+        self.runs.append((args.q, args.cache, args.blockTable, args.seqLens, args.out, args.lse,
+                          args.softmaxScale, args.kvScale, args.stream, err, error_bytes.value))
         return gpu.SUCCESS
 
 
@@ -391,4 +396,15 @@ def test_planned_call_checks_against_the_plan(monkeypatch):
             out=torch.empty(2, 1, 16, 512))
     rejects(r"lse must be a contiguous torch.float32 tensor of shape \[2, 16, 1\]", lse=torch.empty(2, 1, 16))
     rejects("softmax_scale must be a number", softmax_scale="big")
+    rejects("kv_cache has dtype torch.float16; the plan was made for torch.bfloat16",
+            kv_cache=inputs["kv_cache"].half())
+    rejects(r"the plan was made for \[\[2, 1, 16, 576\], \[4, 64, 576\]",
+            kv_cache=torch.zeros(9, 64, 576, dtype=torch.bfloat16))
     assert len(fake.runs) == 1, "a rejected call launches nothing"
+    # Another cache of the planned kind is checked, then launched at its own address (the cache checked last
+    # passes on identity; a rejected one never becomes that cache).
+    other = inputs["kv_cache"].clone()
+    gpu.decode(**dict(inputs, kv_cache=other), head_dim_v=512, softmax_scale=SCALE, plan=plan, out=out, lse=lse)
+    gpu.decode(**inputs, head_dim_v=512, softmax_scale=SCALE, plan=plan, out=out, lse=lse)
+    assert [run[1] for run in fake.runs] == [inputs["kv_cache"].data_ptr(), other.data_ptr(),
+                                             inputs["kv_cache"].data_ptr()]

@@ -223,3 +223,73 @@ def test_single_token_rows_are_exact(kv_format, tile):
     got = out.float().cpu().numpy()[:, 0]  # [batch, N, L]
     rtol = 1e-6 if kv_format == "fp8_e4m3" else 2.0**-8 + 2.0**-20
     np.testing.assert_allclose(got, np.broadcast_to(expected[:, None, :], got.shape), rtol=rtol, atol=0)
+
+
+# The issue's varlen batch: seq_lens {0, 1, 63, 64, 65, 8191} and three more requests, so that every draft
+# length 1..8 occurs (q_b = 0 for the empty request).
+VARLEN_SEQ_LENS = (0, 1, 63, 64, 65, 8191, 7, 130, 200)
+VARLEN_Q_LENS = (0, 1, 8, 3, 5, 2, 7, 4, 6)
+
+
+@functools.lru_cache(maxsize=None)
+def varlen_problem(kv_format, n, causal):
+    """A varlen batch over an fp8 cache on the GPU and the float64 reference (out [T, n, L], lse [T, n])."""
+    rng = np.random.default_rng(7000 + 100 * FORMATS.index(kv_format) + n + int(causal))
+    cache = ref.make_paged_cache(rng, VARLEN_SEQ_LENS, PAGE, L, R, kv_format=kv_format,
+                                 kv_scale=kv_scale_of(kv_format))
+    qsl = np.concatenate([[0], np.cumsum(VARLEN_Q_LENS)]).astype(np.int32)
+    q = torch.from_numpy(rng.standard_normal((int(qsl[-1]), n, D)).astype(np.float32)).to(torch.bfloat16)
+    out, lse = ref.decode_varlen_ref(q.float().numpy(), cache.kv_cache, cache.block_table, cache.seq_lens, qsl,
+                                     L, SCALE, causal, kv_format, kv_scale_of(kv_format))
+    inputs = dict(q=q.cuda(), kv_cache=torch.from_numpy(cache.kv_cache).cuda(),
+                  block_table=torch.from_numpy(cache.block_table).cuda(),
+                  seq_lens=torch.tensor(VARLEN_SEQ_LENS, dtype=torch.int32, device="cuda"),
+                  query_start_loc=torch.from_numpy(qsl).cuda())
+    return inputs, out, lse
+
+
+def check_varlen(result, out_ref, lse_ref):
+    """check() for token-major results: out [T, n, L], lse [T, n]."""
+    out, lse = result
+    check((out[:, None], lse[:, :, None]), out_ref[:, None], lse_ref[:, :, None])
+
+
+@pytest.mark.parametrize("kv_format", FORMATS)
+@pytest.mark.parametrize("n, causal", ((16, True), (16, False), (128, True)))
+def test_varlen_matches_reference(kv_format, n, causal):
+    """One launch for a batch of mixed draft lengths 0..8 over an fp8 cache (the issue's MTP batch)."""
+    inputs, out_ref, lse_ref = varlen_problem(kv_format, n, causal)
+    result = mla.decode(**inputs, head_dim_v=L, softmax_scale=SCALE, causal=causal, kv_format=kv_format,
+                        kv_scale=kv_scale_of(kv_format))
+    check_varlen(result, out_ref, lse_ref)
+
+
+@pytest.mark.parametrize("kv_format", FORMATS)
+def test_varlen_planned_decode_matches(kv_format):
+    """A varlen plan fixes the fp8 kernel; fp8_e4m3's kv_scale is a device tensor given per call, read at
+    launch (a later write to it changes the next call's result)."""
+    inputs, out_ref, lse_ref = varlen_problem(kv_format, 128, True)
+    plan = mla.plan_decode(**inputs, head_dim_v=L, causal=True, kv_format=kv_format)
+    kv_scale = None
+    if kv_format == "fp8_e4m3":
+        kv_scale = torch.tensor([KV_SCALE], dtype=torch.float32, device="cuda")
+    out = torch.empty(out_ref.shape, dtype=torch.bfloat16, device="cuda")
+    lse = torch.empty(lse_ref.shape, dtype=torch.float32, device="cuda")
+    result = mla.decode(**inputs, head_dim_v=L, softmax_scale=SCALE, causal=True, kv_scale=kv_scale, plan=plan,
+                        out=out, lse=lse)
+    plan.check()
+    assert result[0] is out and result[1] is lse
+    check_varlen(result, out_ref, lse_ref)
+    if kv_format == "fp8_e4m3":
+        kv_scale.fill_(2 * KV_SCALE)  # V doubles, so out doubles; the scores use the new scale too
+        twice, _ = ref.decode_varlen_ref(inputs["q"].float().cpu().numpy(), *varlen_cache_arrays(inputs), L,
+                                         SCALE, True, kv_format, 2 * KV_SCALE)
+        result = mla.decode(**inputs, head_dim_v=L, softmax_scale=SCALE, causal=True, kv_scale=kv_scale,
+                            plan=plan)
+        out_err = np.abs(result[0].float().cpu().numpy() - twice).max() / np.abs(twice).max()
+        assert out_err <= REL_TOL, f"max |out err| {out_err:.3e} relative after the scale changed"
+
+
+def varlen_cache_arrays(inputs):
+    """kv_cache, block_table, seq_lens and query_start_loc of `inputs` as numpy arrays."""
+    return [inputs[k].cpu().numpy() for k in ("kv_cache", "block_table", "seq_lens", "query_start_loc")]

@@ -27,26 +27,34 @@ def c_tensor(dtype, shape):
     return t
 
 
+# The uint8 row bytes of each fp8 format at L = 512, R = 64 (the primer's row formats).
+FP8_ROW_BYTES = {"fp8_e4m3": 576, "fp8_e4m3_token": 584, "fp8_ds_mla": 656}
+
+
 def c_varlen(lib, *, q_lens=(2, 0, 3), lens=(64, 0, 100), qsl=None, max_rows=3, num_splits=2, heads=16,
-             tokens=None, host_qsl=True):
+             tokens=None, host_qsl=True, kv_format="auto", kv_scale=0, extra_row_bytes=0):
     """mlaGpuDecodeVarlen's size query, as mla.gpu calls it; returns (code, message, workspace bytes)."""
-    spec = gpu.decode_varlen_spec(heads, max_rows, 512, 64, 64, "bf16", True, "sm_90a").encode()
+    spec = gpu.decode_varlen_spec(heads, max_rows, 512, 64, 64, "bf16", True, "sm_90a",
+                                  kv_format=kv_format).encode()
     if qsl is None:
         qsl = [0]
         for q in q_lens:
             qsl.append(qsl[-1] + q)
     b, t = len(lens), qsl[-1] if tokens is None else tokens
     bf16, i32 = gpu._DTYPE_BF16, gpu._DTYPE_INT32
-    tensors = [c_tensor(bf16, (t, heads, 576)), c_tensor(bf16, (8, 64, 576)), c_tensor(i32, (b, 2)),
+    cache = c_tensor(bf16, (8, 64, 576)) if kv_format == "auto" else \
+        c_tensor(gpu._DTYPE_UINT8, (8, 64, FP8_ROW_BYTES[kv_format] + extra_row_bytes))
+    tensors = [c_tensor(bf16, (t, heads, 576)), cache, c_tensor(i32, (b, 2)),
                c_tensor(i32, (b,)), c_tensor(i32, (len(qsl),))]
     opts = gpu._DecodeOptions(headDimV=512, softmaxScale=SCALE, causal=1, splitPolicy=3)
+    opts.cache = opts.keep = gpu._cache_format(kv_format, None)
     opts.hasNumSplits, opts.numSplits = 1, num_splits
     as_ptr = lambda values: ctypes.cast((ctypes.c_int32 * len(values))(*values),  # noqa: E731
                                         ctypes.POINTER(ctypes.c_int32))
     size = ctypes.c_size_t(0)
     err = ctypes.create_string_buffer(4096)
     code = lib.mlaGpuDecodeVarlen(spec, 0, *[ctypes.byref(x) for x in tensors], as_ptr(lens), None,
-                                  as_ptr(qsl) if host_qsl else None, ctypes.byref(opts), 0, 0, 0,
+                                  as_ptr(qsl) if host_qsl else None, ctypes.byref(opts), 0, 0, kv_scale, 0,
                                   ctypes.byref(size), None, err, len(err))
     return code, err.value.decode(), size.value
 
@@ -61,20 +69,38 @@ def test_varlen_spec_text():
         gpu.decode_varlen_spec(16, 9, 512, 64, 64, "bf16", True, "sm_90a")
 
 
-def test_varlen_refuses_the_pipelined_and_fp8_builds(lib):
-    """A varlen kernel is a wgmma or mma.sync build over a cache of q's dtype: the pipelined tile and the
-    fp8 caches are refused by name, the same tile without varlen stays usable."""
+def test_varlen_refuses_the_pipelined_build(lib):
+    """A varlen kernel is a wgmma or mma.sync build: the pipelined tile is refused by name, the same tile
+    without varlen stays usable."""
     with pytest.raises(ValueError, match=r"not built for the pipelined decode \(tile suffix p\)"):
         gpu.decode_varlen_spec(16, 4, 512, 64, 64, "bf16", True, "sm_90a", tile="64x2x64x2p")
     assert gpu.decode_spec(16, 4, 512, 64, 64, "bf16", True, "sm_90a", tile="64x2x64x2p").endswith("p")
     assert " varlen=1" in gpu.decode_varlen_spec(16, 4, 512, 64, 64, "bf16", True, "sm_90a", tile="64x2x64x2w")
-    for kwargs in ({"kv_format": "fp8_e4m3", "kv_scale": 0.5}, {"kv_format": "fp8_ds_mla"}):
-        with pytest.raises(ValueError, match="varlen decode .query_start_loc. reads a cache of q's dtype"):
-            gpu.decode(None, None, None, None, head_dim_v=512, softmax_scale=SCALE, query_start_loc=[0, 1],
-                       **kwargs)
-        with pytest.raises(ValueError, match="varlen decode .query_start_loc. reads a cache of q's dtype"):
-            gpu.plan_decode(None, None, None, None, head_dim_v=512, query_start_loc=[0, 1],
-                            kv_format=kwargs["kv_format"])
+
+
+@pytest.mark.parametrize("kv_format", sorted(FP8_ROW_BYTES))
+@pytest.mark.parametrize("heads", [16, 128])
+def test_varlen_fp8_spec_takes_an_fp8_build(lib, kv_format, heads):
+    """A varlen kernel over an fp8 cache: the spec names the format and varlen, and the tiling is one that
+    dequantises (wgmma or mma.sync; never the seesaw or pipelined build, which read bf16/f16 only)."""
+    text = gpu.decode_varlen_spec(heads, 8, 512, 64, 64, "bf16", True, "sm_90a", kv_format=kv_format)
+    assert f" format={kv_format}" in text and text.endswith(" varlen=1"), text
+    tile = text.split(" tile=")[1].split()[0]
+    assert not tile.endswith(("p", "s")), text
+    with pytest.raises(ValueError, match=r"seesaw decode \(tile suffix s\) reads bf16/f16 caches"):
+        gpu.decode_varlen_spec(heads, 8, 512, 64, 64, "bf16", True, "sm_90a", tile="64x2x64x2s",
+                               kv_format=kv_format)
+
+
+@pytest.mark.parametrize("kv_format", sorted(FP8_ROW_BYTES))
+def test_varlen_fp8_size_query(lib, kv_format):
+    """The size query of a varlen decode over an fp8 cache passes the argument rules (the workspace is that
+    of a bf16 cache: partial rows are f32 either way), and a cache of another row width is refused."""
+    code, message, size = c_varlen(lib, kv_format=kv_format, kv_scale=4096)
+    assert code == gpu.SUCCESS, message
+    assert size == c_varlen(lib)[2]
+    code, message, _ = c_varlen(lib, kv_format=kv_format, kv_scale=4096, extra_row_bytes=16)
+    assert code == gpu.ERROR_INVALID_ARGUMENT and "kv_cache" in message, message
 
 
 def test_workspace_is_sized_for_b_times_sq_tokens(lib):
@@ -102,7 +128,7 @@ def test_varlen_rules_run_before_the_gpu(lib, kwargs, message):
 
 def test_varlen_plan_functions_reject_a_null_plan(lib):
     err = ctypes.create_string_buffer(512)
-    code = lib.mlaGpuDecodeVarlenRun(None, 1, 2, 3, 4, 5, 6, 7, SCALE, None, err, len(err))
+    code = lib.mlaGpuDecodeVarlenRun(None, 1, 2, 3, 4, 5, 6, 7, SCALE, 0, None, err, len(err))
     assert code == gpu.ERROR_INVALID_ARGUMENT and b"plan is null" in err.value
     t = c_tensor(gpu._DTYPE_INT32, (3,))
     code = lib.mlaGpuDecodeVarlenPlanUpdate(None, None, None, None, None, ctypes.byref(t), None, err, len(err))

@@ -170,16 +170,16 @@ TEST(ArgRules, VarlenDecodeNamesTheBrokenRule) {
             "block_table dim 0 is 3 but B (query_start_loc dim 0 - 1) is 2");
 }
 
-// The GPU varlen kernels stage bf16/f16 rows only (checkDecodeTiling); the
-// argument rules say so before any table is read.
-TEST(ArgRules, GpuVarlenDecodeRefusesFp8Caches) {
+// The GPU varlen kernels dequantise fp8 rows as the uniform ones do: an fp8
+// cache of the format's row bytes passes, one of another width is refused.
+TEST(ArgRules, GpuVarlenDecodeTakesFp8Caches) {
   VarlenCase c;
   c.q = tensor(DType::bf16, {5, 3, 80});
   c.options.cache.kvFormat = "fp8_e4m3_token";
-  EXPECT_EQ(messageOf(c.check(Device::GPU)),
-            "the GPU varlen decode (query_start_loc) reads bf16/f16 caches "
-            "(kv_format='auto') only, got kv_format='fp8_e4m3_token'; pad "
-            "the batch to a uniform s_q");
+  c.cache = tensor(DType::u8, {12, 16, 88}); // 80 codes, two f32 scales
+  EXPECT_EQ(messageOf(c.check(Device::GPU)), "");
+  c.cache = tensor(DType::u8, {12, 16, 80});
+  EXPECT_NE(messageOf(c.check(Device::GPU)), "");
 }
 
 TEST(ArgRules, CpuNumSplitsAreBoundedByTheTableCapacity) {

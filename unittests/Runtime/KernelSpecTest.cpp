@@ -78,9 +78,10 @@ TEST(KernelSpecTest, VarlenIsWrittenOnlyWhenSetAndSm90Only) {
   EXPECT_NE(error.find("built for sm_90a only"), std::string::npos) << error;
 }
 
-// The varlen row mapping is built into the mma.sync and wgmma kernels over
-// bf16/f16 caches only; the other builds refuse it by name.
-TEST(KernelSpecTest, VarlenRejectsPipelinedAndFp8Builds) {
+// The varlen row mapping is built into the mma.sync and wgmma kernels; the
+// pipelined build refuses it by name. Those kernels dequantise fp8 caches, so
+// a varlen spec may name an fp8 format: it gets a wgmma or mma.sync tiling.
+TEST(KernelSpecTest, VarlenRejectsPipelinedBuildsAndTakesFp8) {
   const std::string varlen = "decode chip=sm_90a N=128 Sq=4 L=512 R=64 "
                              "page=64 dtype=bf16 causal=1 varlen=1";
   EXPECT_TRUE(parseOrDie(varlen + " tile=64x2x64x2w").shape.varlen);
@@ -88,23 +89,22 @@ TEST(KernelSpecTest, VarlenRejectsPipelinedAndFp8Builds) {
                 .find("varlen decode (query_start_loc) is not built for the "
                       "pipelined decode"),
             std::string::npos);
-  for (const char *format : {"fp8_e4m3", "fp8_e4m3_token", "fp8_ds_mla"})
-    EXPECT_NE(parseError(varlen + " format=" + format)
-                  .find("varlen decode (query_start_loc) reads bf16/f16 "
-                        "caches"),
-              std::string::npos)
-        << format;
+  for (const char *format : {"fp8_e4m3", "fp8_e4m3_token", "fp8_ds_mla"}) {
+    DecodeKernelSpec spec = parseOrDie(varlen + " format=" + format);
+    EXPECT_TRUE(spec.shape.varlen && spec.shape.fp8()) << format;
+    EXPECT_FALSE(spec.tiling.pipelined) << format;
+  }
   // The same shapes without varlen=1 stay usable.
   EXPECT_TRUE(parseOrDie("decode chip=sm_90a N=128 Sq=4 L=512 R=64 page=64 "
                          "dtype=bf16 causal=1 tile=64x2x64x2p")
                   .tiling.pipelined);
-  EXPECT_TRUE(parseOrDie("decode chip=sm_90a N=128 Sq=4 L=512 R=64 page=64 "
-                         "dtype=bf16 causal=1 format=fp8_e4m3")
-                  .shape.fp8());
   // A varlen kernel's query_start_loc and T follow the eleven shared
-  // parameters (KernelABI.h).
+  // parameters and, for fp8_e4m3, kv_scale (KernelABI.h).
   EXPECT_EQ(decodePartialNumParams(parseOrDie(varlen).shape),
             kDecodePartialVarlenNumParams);
+  EXPECT_EQ(
+      decodePartialNumParams(parseOrDie(varlen + " format=fp8_e4m3").shape),
+      kDecodePartialVarlenNumParams + 1);
 }
 
 TEST(KernelSpecTest, RoundTripsExactly) {

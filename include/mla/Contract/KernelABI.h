@@ -163,8 +163,9 @@ int64_t decodeSharedBytes(Chip chip, const DecodeShape &shape,
 ///
 /// The optional parameters follow the eleven above in one order: kv_scale
 /// (fp8_e4m3), then query_start_loc and T (varlen), then the pipelined
-/// build's two tensor maps. checkDecodeTiling rejects varlen with an fp8
-/// cache or with the pipelined build, so a kernel has at most one group.
+/// build's two tensor maps. checkDecodeTiling rejects varlen with the
+/// pipelined build (or its seesaw schedule), so the tensor maps never meet
+/// the varlen group.
 inline constexpr const char *kDecodePartialKernel = "mla_decode_partial";
 /// Whether mla_decode_partial of `chip` launched with `numSplits` pieces
 /// writes the final out and lse itself (see above).

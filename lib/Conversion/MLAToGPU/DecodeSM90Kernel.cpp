@@ -122,10 +122,12 @@ void DecodeSM90Kernel::computeQueryRows() {
     tokensPerSplit = d.mul(batch, d.c32(Sq));
     return;
   }
-  // checkDecodeTiling keeps varlen off fp8 caches, so no kv_scale comes
-  // before query_start_loc and T.
-  Value qsl = fn.getArgument(abi::kDecodePartialNumParams);
-  tokensPerSplit = fn.getArgument(abi::kDecodePartialNumParams + 1);
+  // query_start_loc and T follow the shared parameters and fp8_e4m3's
+  // kv_scale (KernelABI.h's order).
+  unsigned first = abi::kDecodePartialNumParams +
+                   (shape.kvFormat == abi::CacheFormat::FP8E4M3 ? 1 : 0);
+  Value qsl = fn.getArgument(first);
+  tokensPerSplit = fn.getArgument(first + 1);
   tokenBase = d.load(d.i32, d.gep(qsl, d.i32, bb), 4);
   Value next = d.load(d.i32, d.gep(qsl, d.i32, d.add(bb, d.c32(1))), 4);
   Value count = d.sub(next, tokenBase);
