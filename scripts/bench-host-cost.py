@@ -82,9 +82,10 @@ def main():
     # twelve-argument mlaGpuDecodeRun it replaced (the same launch; ctypes converts each argument).
     ptrs = [t.data_ptr() for t in (x["q"], x["kv_cache"], x["block_table"], x["seq_lens"], out, lse)]
     stream = torch.cuda.current_stream().cuda_stream
-    args = type(plan._args)()
-    plan._pack(args, 0, *ptrs, 0, stream, scale)
-    paths["  C run + launches (packed)"] = lambda: plan._launch(plan._handle, args, plan._err, plan._error_bytes)
+    packed = type(plan._args)()
+    plan._pack(packed, 0, *ptrs, 0, stream, scale)
+    paths["  C run + launches (packed)"] = lambda: plan._launch(plan._handle, packed, plan._err,
+                                                                plan._error_bytes)
     run12 = plan._lib.mlaGpuDecodeRun
     paths["  C run + launches (12 args)"] = lambda: run12(plan._handle, *ptrs, scale, 0, stream, plan._err,
                                                           len(plan._err))
