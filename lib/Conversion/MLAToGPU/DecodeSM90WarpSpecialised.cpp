@@ -181,6 +181,12 @@ void WarpSpecialisedDecode::convert(Value blocks) {
     // A block past the piece loads nothing; the producer marks it full.
     d.ifThen(d.slt(n, k.numBlocks), [&] {
       Value slot = this->slot(n), slotOff = slotBytes(n);
+      // The slot's previous block is released (every read and every P
+      // store done) before the producer loads these codes; waiting on the
+      // release here too orders those accesses before this block's stores
+      // directly (compute-sanitizer racecheck sees no chain through TMA).
+      for (size_t g = 0; g < groups.size(); ++g)
+        empty(slot, g).waitParity(d.bitXor(phase(n), d.c32(1)));
       for (int64_t c = 0; c < numBoxes; ++c) {
         raw(slot, c).waitParity(phase(n));
         Value codes = rawBox(slot, c);
