@@ -53,18 +53,6 @@ for format in fp8_e4m3 fp8_e4m3_token fp8_ds_mla; do
     done
   done
 done
-# The seesaw build over fp8_e4m3 (test_gpu_fp8_decode.py's SEESAW_TILE tests,
-# and `mla-bench [--check] --kv-format fp8_e4m3 --tile 64x2x64x2s`).
-for extra in "" --check; do
-  "$BUILD/bin/mla-bench" --list-specs --chip=sm_90a --kv-format=fp8_e4m3 --tile=64x2x64x2s $extra |
-    grep -E "^decode " >> "$specs"
-done
-for n in 16 128; do
-  for mode in "Sq=1 L=512 R=64 page=64 dtype=bf16 causal=0" "Sq=2 L=512 R=64 page=64 dtype=bf16 causal=0" \
-              "Sq=2 L=512 R=64 page=64 dtype=bf16 causal=1"; do
-    echo "decode chip=sm_90a N=$n $mode format=fp8_e4m3 tile=64x2x64x2s" >> "$specs"
-  done
-done
 # Varlen decodes (query_start_loc): test_gpu_varlen_decode.py's (largest draft
 # 8 and 3, causal and not, N = 16 and 128) and `mla-bench --varlen` with
 # drafts up to 2 (against the uniform Sq=2 kernel), 4 or 8 at N = 128.

@@ -49,7 +49,7 @@ DecodeTiling chooseDecodeTiling(Chip chip, const DecodeShape &shape) {
                             /*wgmma=*/true,
                             /*pipelined=*/true,
                             /*seesaw=*/true};
-  if (!shape.fp8() && checkDecodeTiling(chip, shape, seesawTiling).empty())
+  if (checkDecodeTiling(chip, shape, seesawTiling).empty())
     return seesawTiling;
   // Warpgroup MMAs on 128B-swizzled tiles when the shape allows them: on
   // the H200 2.1-2.3x the mma.sync kernel at N=128 and +5% at N=16, where
@@ -100,33 +100,24 @@ int64_t decodeSharedBytes(Chip chip, const DecodeShape &shape,
   if (chip == Chip::SM100a)
     return decodeSharedBytesSM100(shape, tiling);
   // An fp8 cache: one dequantised KV tile, after the other sections a ring
-  // of `stages` raw blocks; or, dequantised in the ring (the seesaw build),
-  // the ring of KV tiles and per stage the raw bytes of its last box (the
-  // others land inside the stage, DecodeSM90WarpSpecialised.h).
-  bool inRing = decodeDequantisesInRing(shape, tiling);
-  int64_t kvTiles = shape.fp8() && !inRing ? 1 : tiling.stages;
-  int64_t raw = !shape.fp8() ? 0
-                : inRing
-                    ? tiling.stages * tiling.kvBlock * 64
-                    : tiling.stages *
-                          alignTo(tiling.kvBlock * shape.cacheRowBytes(), 128);
+  // of `stages` raw blocks.
+  int64_t kvTiles = shape.fp8() ? 1 : tiling.stages;
+  int64_t raw =
+      shape.fp8()
+          ? tiling.stages * alignTo(tiling.kvBlock * shape.cacheRowBytes(), 128)
+          : 0;
   if (tiling.wgmma) {
     // 64-column boxes of 128-byte rows; every section 1024-byte aligned (the
     // 128-byte swizzle atom).
     int64_t row = shape.rowDim() * elemBytes(shape.elem);
     // The pipelined build adds its mbarriers: Q full, then per stage one
     // full barrier per 64-column box and an empty barrier per release group
-    // (the seesaw build frees V_L, V_R and the P box apart), and when it
-    // dequantises in the ring a "raw" barrier per stage and box.
+    // (the seesaw build frees V_L, V_R and the P box apart).
     int64_t boxes = shape.rowDim() / 64;
     int64_t releaseGroups = tiling.seesaw ? 3 : 1;
-    int64_t rawBarriers = inRing ? tiling.stages * boxes : 0;
     int64_t barriers =
         tiling.pipelined
-            ? alignTo(
-                  (1 + tiling.stages * (boxes + releaseGroups) + rawBarriers) *
-                      8,
-                  128)
+            ? alignTo((1 + tiling.stages * (boxes + releaseGroups)) * 8, 128)
             : 0;
     return alignTo(tiling.rowsPerCta * row, 1024) +
            alignTo(kvTiles * tiling.kvBlock * row, 1024) +
@@ -163,13 +154,12 @@ std::string checkDecodeTiling(Chip chip, const DecodeShape &shape,
       shape.latentDim % kDsMlaTile != 0)
     return "fp8_ds_mla needs L % " + std::to_string(kDsMlaTile) +
            " == 0, got L = " + std::to_string(shape.latentDim);
-  if (tiling.seesaw && shape.fp8() && shape.kvFormat != CacheFormat::FP8E4M3)
-    return "the seesaw decode (tile suffix s) reads bf16/f16 and fp8_e4m3 "
-           "caches; fp8_e4m3_token and fp8_ds_mla use the wgmma or mma.sync "
-           "builds";
-  if (tiling.pipelined && !tiling.seesaw && shape.fp8())
+  if (tiling.seesaw && shape.fp8())
+    return "the seesaw decode (tile suffix s) reads bf16/f16 caches; fp8 "
+           "caches use the wgmma or mma.sync builds";
+  if (tiling.pipelined && shape.fp8())
     return "the pipelined decode (tile suffix p) reads bf16/f16 caches; fp8 "
-           "caches use the seesaw, wgmma or mma.sync builds";
+           "caches use the wgmma or mma.sync builds";
   if (shape.varlen && chip == Chip::SM100a)
     return "varlen decode (query_start_loc) is built for sm_90a only; on "
            "sm_100a pad the batch to a uniform s_q";

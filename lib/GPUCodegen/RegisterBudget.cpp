@@ -32,18 +32,14 @@ void mla::gpu_codegen::decreaseRegisters(DeviceBuilder &d, int64_t registers) {
 
 void mla::gpu_codegen::splitWarpgroupRoles(DeviceBuilder &d, Value tid,
                                            function_ref<void()> producer,
-                                           function_ref<void()> consumer,
-                                           int64_t producerRegisters,
-                                           int64_t consumerRegisters) {
-  assert(128 * producerRegisters + 256 * consumerRegisters <= 65536 &&
-         "the two roles' registers exceed the register file");
+                                           function_ref<void()> consumer) {
   auto ifOp = scf::IfOp::create(d.b, d.slt(tid, d.c32(128)),
                                 /*withElseRegion=*/true);
   OpBuilder::InsertionGuard guard(d.b);
   d.b.setInsertionPointToStart(ifOp.thenBlock());
-  decreaseRegisters(d, producerRegisters);
+  decreaseRegisters(d, 24);
   producer();
   d.b.setInsertionPointToStart(ifOp.elseBlock());
-  increaseRegisters(d, consumerRegisters);
+  increaseRegisters(d, 240);
   consumer();
 }

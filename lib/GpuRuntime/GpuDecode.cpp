@@ -429,14 +429,9 @@ llvm::Error GpuDecoder::encodePipelinedMaps(const DecodeArgs &args,
       s.rowDim(), spec.tiling.rowsPerCta);
   if (!q)
     return q.takeError();
-  // An fp8 cache is read as its raw rows (dequantised in the ring).
   llvm::Expected<CUtensorMap> cache =
-      s.fp8()
-          ? encodeByteRowsMap(*driver, args.cache, args.numPages * s.pageSize,
-                              s.cacheRowBytes(), spec.tiling.kvBlock)
-          : encodeHeadRowsMap(*driver, args.cache, elem,
-                              args.numPages * s.pageSize, 1, s.rowDim(),
-                              spec.tiling.kvBlock);
+      encodeHeadRowsMap(*driver, args.cache, elem, args.numPages * s.pageSize,
+                        1, s.rowDim(), spec.tiling.kvBlock);
   if (!cache)
     return cache.takeError();
   maps.qMap = *q;

@@ -44,35 +44,3 @@ mla::gpu::encodeHeadRowsMap(const CudaDriver &driver, CUdeviceptr base,
     return std::move(err);
   return map;
 }
-
-llvm::Expected<CUtensorMap>
-mla::gpu::encodeByteRowsMap(const CudaDriver &driver, CUdeviceptr base,
-                            int64_t rows, int64_t rowBytes, int64_t boxRows) {
-  auto invalid = [](const llvm::Twine &msg) {
-    return llvm::createStringError(
-        std::make_error_code(std::errc::invalid_argument), msg);
-  };
-  if (base % 16 != 0)
-    return invalid("a TMA-loaded tensor must be 16-byte aligned (got 0x" +
-                   llvm::Twine::utohexstr(base) + ")");
-  if (rows <= 0 || rowBytes <= 0 || rowBytes % 64 != 0 || boxRows <= 0 ||
-      boxRows > 256)
-    return invalid("TMA map of " + llvm::Twine(rows) + " rows of " +
-                   llvm::Twine(rowBytes) + " bytes with boxes of " +
-                   llvm::Twine(boxRows) +
-                   " rows: counts must be positive, the row a multiple of 64 "
-                   "bytes, the box at most 256 rows");
-  cuuint64_t dims[2] = {cuuint64_t(rowBytes), cuuint64_t(rows)};
-  cuuint64_t strides[1] = {cuuint64_t(rowBytes)};
-  cuuint32_t box[2] = {64, cuuint32_t(boxRows)};
-  cuuint32_t elementStrides[2] = {1, 1};
-  CUtensorMap map;
-  CUresult r = driver.api().tensorMapEncodeTiled(
-      &map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, reinterpret_cast<void *>(base),
-      dims, strides, box, elementStrides, CU_TENSOR_MAP_INTERLEAVE_NONE,
-      CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-      CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  if (llvm::Error err = driver.check(r, "cuTensorMapEncodeTiled"))
-    return std::move(err);
-  return map;
-}

@@ -156,37 +156,6 @@ def test_gpu_cache_write_round_trip(kv_format):
     check(result, out_ref, lse_ref)
 
 
-# The seesaw build over fp8_e4m3 codes (dequantised in its ring by the producer warpgroup).
-SEESAW_TILE = "64x2x64x2s"
-
-
-@pytest.mark.parametrize("n", (16, 128))
-@pytest.mark.parametrize("sq, causal", ((1, False), (2, False), (2, True)))
-@pytest.mark.parametrize("num_splits", (None, 1, 7))
-def test_seesaw_fp8_e4m3_matches_reference(n, sq, causal, num_splits):
-    """The seesaw tile over fp8_e4m3: codes loaded by TMA into the ring, converted in place box by box, the
-    kv_scale folded into the scores and the output (final rows staged in the Q tile at one piece, partial
-    rows merged in the kernel or by the combine with seven)."""
-    from mla import gpu  # the tile override is the GPU entry point's
-
-    inputs, out_ref, lse_ref = problem("fp8_e4m3", n, sq, causal)
-    result = gpu.decode(**inputs, head_dim_v=L, softmax_scale=SCALE, causal=causal, kv_format="fp8_e4m3",
-                        kv_scale=KV_SCALE, tile=SEESAW_TILE, num_splits=num_splits)
-    check(result, out_ref, lse_ref)
-
-
-def test_seesaw_fp8_e4m3_planned_and_scale_at_launch():
-    """A plan over the seesaw fp8_e4m3 kernel; kv_scale is a device tensor read at launch."""
-    from mla import gpu
-
-    inputs, out_ref, lse_ref = problem("fp8_e4m3", 128, 1, False)
-    plan = gpu.plan_decode(**inputs, head_dim_v=L, kv_format="fp8_e4m3", tile=SEESAW_TILE)
-    kv_scale = torch.tensor([KV_SCALE], dtype=torch.float32, device="cuda")
-    result = gpu.decode(**inputs, head_dim_v=L, softmax_scale=SCALE, kv_scale=kv_scale, plan=plan)
-    plan.check()
-    check(result, out_ref, lse_ref)
-
-
 @pytest.mark.parametrize("kv_format", FORMATS)
 @pytest.mark.parametrize("tile", FP8_N16_TILES)
 @pytest.mark.parametrize("sq, causal", ((1, False), (2, True)))

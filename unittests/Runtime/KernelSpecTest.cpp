@@ -400,28 +400,10 @@ TEST(KernelSpecTest, SeesawTileRoundTrips) {
                       "64-column RoPE box) and stages = 2, got R = 64, "
                       "stages = 3"),
             std::string::npos);
-  // fp8_e4m3 is dequantised in the ring: the same ring, 18 more mbarriers
-  // (a raw one per slot and box) and the raw bytes of each slot's last box
-  // (64 x 64) beside it; a 17th parameter (kv_scale) before the maps. The
-  // formats with per-row scales stay off the seesaw build.
-  DecodeKernelSpec fp8 = parseOrDie(shape + " format=fp8_e4m3 tile=64x2x64x2s");
-  EXPECT_TRUE(decodeDequantisesInRing(fp8.shape, fp8.tiling));
-  EXPECT_EQ(decodeSharedBytes(fp8.chip, fp8.shape, fp8.tiling),
-            3 * 73728 + 512 + 384 + 2 * 4096);
-  EXPECT_EQ(decodeKernelNumParams(fp8.shape, fp8.tiling),
-            kDecodeSeesawNumParams + 1);
-  for (const char *format : {"fp8_e4m3_token", "fp8_ds_mla"})
-    EXPECT_NE(parseError(shape + " format=" + format + " tile=64x2x64x2s")
-                  .find("the seesaw decode (tile suffix s) reads bf16/f16 "
-                        "and fp8_e4m3 caches"),
-              std::string::npos)
-        << format;
-  EXPECT_NE(parseError(shape + " format=fp8_e4m3 tile=64x2x64x2p")
-                .find("the pipelined decode (tile suffix p) reads bf16/f16 "
+  EXPECT_NE(parseError(shape + " format=fp8_e4m3 tile=64x2x64x2s")
+                .find("the seesaw decode (tile suffix s) reads bf16/f16 "
                       "caches"),
             std::string::npos);
-  // The default tiling of an fp8 cache stays off the seesaw build.
-  EXPECT_FALSE(parseOrDie(shape + " format=fp8_e4m3").tiling.seesaw);
   EXPECT_NE(parseError("decode chip=sm_90a N=16 Sq=2 L=512 R=64 page=64 "
                        "dtype=bf16 causal=1 varlen=1 tile=64x2x64x2s")
                 .find("varlen decode (query_start_loc) is not built for the "

@@ -227,16 +227,8 @@ inline int64_t decodeRowBlocks(const DecodeShape &shape,
 inline int decodeKernelNumParams(const DecodeShape &shape,
                                  const DecodeTiling &tiling) {
   if (tiling.seesaw)
-    return kDecodeSeesawNumParams +
-           (shape.kvFormat == CacheFormat::FP8E4M3 ? 1 : 0);
+    return kDecodeSeesawNumParams;
   return decodePartialNumParams(shape) + (tiling.pipelined ? 2 : 0);
-}
-/// Whether the warp-specialised build (tiling.pipelined) reads an fp8 cache:
-/// the seesaw schedule over fp8_e4m3 rows, which its producer warpgroup
-/// dequantises in place in the ring (DecodeSM90WarpSpecialised.h).
-inline bool decodeDequantisesInRing(const DecodeShape &shape,
-                                    const DecodeTiling &tiling) {
-  return tiling.pipelined && shape.fp8();
 }
 /// The producer warpgroup of the pipelined build.
 inline constexpr int64_t kDecodeProducerThreads = 128;

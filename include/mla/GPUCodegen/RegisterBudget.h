@@ -24,14 +24,12 @@ void increaseRegisters(DeviceBuilder &d, int64_t registers);
 void decreaseRegisters(DeviceBuilder &d, int64_t registers);
 
 /// The warp-specialised split of a 384-thread CTA: warpgroup 0 (tid < 128)
-/// shrinks to `producerRegisters` (default 24) and runs `producer`,
-/// warpgroups 1 and 2 grow to `consumerRegisters` (default 240; FA3's split:
-/// 128 x 24 + 256 x 240 fits the 64K register file) and run `consumer`.
+/// shrinks to 24 registers and runs `producer`, warpgroups 1 and 2 grow to
+/// 240 (FA3's split: 128 x 24 + 256 x 240 fits the 64K register file) and
+/// run `consumer`.
 void splitWarpgroupRoles(DeviceBuilder &d, mlir::Value tid,
                          llvm::function_ref<void()> producer,
-                         llvm::function_ref<void()> consumer,
-                         int64_t producerRegisters = 24,
-                         int64_t consumerRegisters = 240);
+                         llvm::function_ref<void()> consumer);
 
 } // namespace mla::gpu_codegen
 

@@ -25,16 +25,6 @@ llvm::Expected<CUtensorMap> encodeHeadRowsMap(const CudaDriver &driver,
                                               int64_t rows, int64_t heads,
                                               int64_t width, int64_t boxRows);
 
-/// A CUtensorMap over `rows` rows of `rowBytes` bytes (a row-major uint8
-/// tensor, e.g. fp8 cache rows), read in boxes of 64 bytes x `boxRows`
-/// rows, unswizzled. Fails (std::errc::invalid_argument) when `base` is not
-/// 16-byte aligned, `rowBytes` is not a multiple of 64 or a count is not
-/// positive.
-llvm::Expected<CUtensorMap> encodeByteRowsMap(const CudaDriver &driver,
-                                              CUdeviceptr base, int64_t rows,
-                                              int64_t rowBytes,
-                                              int64_t boxRows);
-
 } // namespace mla::gpu
 
 #endif // MLA_GPURUNTIME_TENSORMAP_H

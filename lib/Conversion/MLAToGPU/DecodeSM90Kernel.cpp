@@ -19,10 +19,7 @@ DecodeSM90Layout DecodeSM90Layout::get(const abi::DecodeShape &shape,
   const int64_t M = tiling.rowsPerCta, Bk = tiling.kvBlock;
   const int64_t rowData = shape.rowDim() * 2;
   // An fp8 cache: one KV tile; the ring of raw blocks follows the scratch.
-  // The warp-specialised build dequantises in its ring of KV tiles instead
-  // (DecodeSM90WarpSpecialised.h places the raw bytes).
-  const bool inRing = abi::decodeDequantisesInRing(shape, tiling);
-  const int64_t kvTiles = shape.fp8() && !inRing ? 1 : tiling.stages;
+  const int64_t kvTiles = shape.fp8() ? 1 : tiling.stages;
   const int64_t rawSlot = llvm::alignTo(Bk * shape.cacheRowBytes(), 128);
   const int64_t redBytes = llvm::alignTo(M * tiling.warpsN * 4, 128);
   DecodeSM90Layout lay;
@@ -37,7 +34,7 @@ DecodeSM90Layout DecodeSM90Layout::get(const abi::DecodeShape &shape,
     lay.ring = {tiling.stages, Bk * rowData};
     // The seesaw build keeps P in the KV slots (DecodeSM90Seesaw.cpp).
     lay.redOff = pOff + (tiling.seesaw ? 0 : llvm::alignTo(M * Bk * 2, 1024));
-    if (shape.fp8() && !inRing) {
+    if (shape.fp8()) {
       lay.rawOff = lay.redOff + redBytes;
       lay.ring = {tiling.stages, rawSlot};
     }
@@ -595,7 +592,7 @@ void DecodeSM90Kernel::writeLse(ValueRange state, Value lRow[2], int h,
 
 void DecodeSM90Kernel::writeRowsStaged(ValueRange state, Value lRow[2],
                                        const RowStaging &st) {
-  assert(L % 64 == 0 && "16-byte chunks in swizzle groups of 8");
+  assert(L % 64 == 0 && !outScale && "16-byte chunks in swizzle groups of 8");
   Value firstChunk = d.mul(wj, d.c32(Lw / 8));
   Value nonEmpty[2];
   stageRows(state, lRow, st, firstChunk, nonEmpty);
@@ -614,11 +611,9 @@ void DecodeSM90Kernel::stageRows(ValueRange state, Value lRow[2],
   for (int h = 0; h < 2; ++h) {
     softmax::Normaliser norm = softmax::normaliser(d, lRow[h]);
     nonEmpty[h] = norm.nonEmpty;
-    // fp8_e4m3's per-tensor scale (V = kv_scale * codes), as in writeRows.
-    Value inv = outScale ? d.fmul(norm.inv, outScale) : norm.inv;
     for (int64_t j = 0; j < ntO; ++j) {
-      Value x0 = d.fmul(state[j * 4 + 2 * h], inv);
-      Value x1 = d.fmul(state[j * 4 + 2 * h + 1], inv);
+      Value x0 = d.fmul(state[j * 4 + 2 * h], norm.inv);
+      Value x1 = d.fmul(state[j * 4 + 2 * h + 1], norm.inv);
       Value chunk = d.add(firstChunk, d.c32(j));
       Value swizzled = d.bitXor(chunk, d.remu(rowLocal[h], d.c32(8)));
       Value off = d.add(d.mul(rowLocal[h], d.c32(L * 2)),

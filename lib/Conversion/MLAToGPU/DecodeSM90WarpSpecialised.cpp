@@ -2,8 +2,6 @@
 
 #include "DecodeSM90WarpSpecialised.h"
 
-#include "mla/GPUCodegen/AsyncCopy.h"
-#include "mla/GPUCodegen/Fp8Dequant.h"
 #include "mla/GPUCodegen/OnlineSoftmax.h"
 #include "mla/GPUCodegen/RegisterBudget.h"
 #include "mla/GPUCodegen/Tma.h"
@@ -19,13 +17,6 @@ namespace abi = mla::gpu;
 
 namespace {
 constexpr int64_t kBoxColumns = 64, kBoxBytes = 128;
-/// The converters: producer warps 1..3, and their named barrier (past the
-/// seesaw schedule's 1..6).
-constexpr int64_t kConverterFirstThread = 32, kConverterThreads = 96;
-constexpr int64_t kConverterBarrier = 7;
-/// The producer warpgroup's registers with converters, and what that leaves
-/// the consumers (128 x 40 + 256 x 232 <= 64K).
-constexpr int64_t kConverterRegisters = 40, kConverterConsumerRegisters = 232;
 } // namespace
 
 Value mla::gpu_codegen::sm90::opaqueI32(ImplicitLocOpBuilder &b, Value v) {
@@ -44,21 +35,7 @@ WarpSpecialisedDecode::WarpSpecialisedDecode(DecodeSM90Kernel &k,
                                              SmallVector<ReleaseGroup> groups)
     : k(k), d(k.d), stageBytes(k.Bk * k.D * 2), numBoxes(k.D / kBoxColumns),
       barrierOff(k.lay.redOff + llvm::alignTo(k.M * k.wn * 4, 128)),
-      inRing(abi::decodeDequantisesInRing(k.shape, k.tiling)),
-      groups(std::move(groups)) {
-  // Dequantising box b writes [b, b + 1) boxes of the slot; the codes of
-  // every later box j < numBoxes - 1 must lie past that.
-  assert((!inRing || k.shape.kvFormat == abi::CacheFormat::FP8E4M3) &&
-         "in-ring dequantisation reads one code per element");
-  for (int64_t b = 0; inRing && b < numBoxes; ++b)
-    for (int64_t j = b; j < numBoxes - 1; ++j)
-      assert(inSlotRawBytes(j) >= (b + 1) * k.Bk * kBoxBytes &&
-             "the codes of a box are overwritten before they are read");
-}
-
-int64_t WarpSpecialisedDecode::inSlotRawBytes(int64_t box) const {
-  return stageBytes - (numBoxes - 1 - box) * k.Bk * kBoxColumns;
-}
+      groups(std::move(groups)) {}
 
 MBarrier WarpSpecialisedDecode::barrier(Value index) {
   return MBarrier(d, k.sm(barrierOff, d.mul(index, d.c32(8))));
@@ -70,22 +47,6 @@ MBarrier WarpSpecialisedDecode::full(Value slot, int64_t box) {
 
 MBarrier WarpSpecialisedDecode::empty(Value slot, int64_t group) {
   return barrier(d.add(slot, d.c32(1 + k.St * (numBoxes + group))));
-}
-
-MBarrier WarpSpecialisedDecode::raw(Value slot, int64_t box) {
-  int64_t first = 1 + k.St * (numBoxes + int64_t(groups.size()));
-  return barrier(d.add(d.mul(slot, d.c32(numBoxes)), d.c32(first + box)));
-}
-
-Value WarpSpecialisedDecode::rawBox(Value slot, int64_t box) {
-  const int64_t rawBoxBytes = k.Bk * kBoxColumns;
-  if (box < numBoxes - 1)
-    return k.sm(k.lay.kv.base + inSlotRawBytes(box),
-                d.mul(slot, d.c32(stageBytes)));
-  // The last box's codes sit past the barriers (decodeSharedBytes).
-  int64_t barriers = 1 + k.St * (2 * numBoxes + int64_t(groups.size()));
-  int64_t off = barrierOff + llvm::alignTo(barriers * 8, 128);
-  return k.sm(off, d.mul(slot, d.c32(rawBoxBytes)));
 }
 
 Value WarpSpecialisedDecode::slot(Value n) { return d.remu(n, d.c32(k.St)); }
@@ -103,12 +64,6 @@ void WarpSpecialisedDecode::declare(StringRef name) {
   Type map = LLVM::LLVMPointerType::get(k.b.getContext());
   SmallVector<Type> types = {g, g, g, g, g, g, g, i32, i32, i32, d.f32};
   SmallVector<bool> byValue(types.size(), false);
-  // fp8_e4m3's kv_scale comes before the maps (KernelABI.h).
-  bool kvScale = k.shape.kvFormat == abi::CacheFormat::FP8E4M3;
-  if (kvScale) {
-    types.push_back(g);
-    byValue.push_back(false);
-  }
   types.append({map, map});
   byValue.append({true, true});
   // The seesaw build's in-kernel combine: counters, out, lse (KernelABI.h).
@@ -127,19 +82,10 @@ void WarpSpecialisedDecode::declare(StringRef name) {
   k.maxPages = entry->getArgument(8), k.numSplits = entry->getArgument(9);
   k.scaleLog2 =
       d.fmul(entry->getArgument(10), d.f(mla::gpu_codegen::softmax::kLog2e));
-  unsigned next = 11;
-  if (kvScale) {
-    // K = kv_scale * codes and V likewise: the scale goes into the scores'
-    // scale and the output, so the ring holds the codes' exact values.
-    Value scale = d.load(d.f32, entry->getArgument(next++), 4);
-    k.scaleLog2 = d.fmul(k.scaleLog2, scale);
-    k.outScale = scale;
-  }
-  qMap = entry->getArgument(next), kvMap = entry->getArgument(next + 1);
+  qMap = entry->getArgument(11), kvMap = entry->getArgument(12);
   if (k.tiling.seesaw)
-    counters = entry->getArgument(next + 2),
-    finalOut = entry->getArgument(next + 3),
-    finalLse = entry->getArgument(next + 4);
+    counters = entry->getArgument(13), finalOut = entry->getArgument(14),
+    finalLse = entry->getArgument(15);
 }
 
 void WarpSpecialisedDecode::awaitRelease(Value n, int64_t box) {
@@ -159,54 +105,6 @@ void WarpSpecialisedDecode::loadBlock(Value n, Value row) {
     Value box = k.sm(k.lay.kv.base + c * k.Bk * kBoxBytes, slotOff);
     desc.loadTile(box, bar, {d.c32(c * kBoxColumns), d.c32(0), row});
   }
-}
-
-void WarpSpecialisedDecode::loadRawBlock(Value n, Value row) {
-  Value slot = this->slot(n);
-  // The codes land all over the slot: every group must be free.
-  for (size_t g = 1; g < groups.size(); ++g)
-    empty(slot, g).waitParity(d.bitXor(phase(n), d.c32(1)));
-  TmaDescriptor desc(d, kvMap);
-  for (int64_t c = 0; c < numBoxes; ++c) {
-    MBarrier bar = raw(slot, c);
-    bar.arriveExpectTx(d.c32(k.Bk * kBoxColumns));
-    desc.loadTile(rawBox(slot, c), bar, {d.c32(c * kBoxColumns), row});
-  }
-}
-
-void WarpSpecialisedDecode::convert(Value blocks) {
-  Value ctid = d.sub(k.tid, d.c32(kConverterFirstThread));
-  auto v2 = VectorType::get({2}, d.i32);
-  d.forLoop(d.c32(0), blocks, d.c32(1), {}, [&](Value n, ValueRange) {
-    // A block past the piece loads nothing; the producer marks it full.
-    d.ifThen(d.slt(n, k.numBlocks), [&] {
-      Value slot = this->slot(n), slotOff = slotBytes(n);
-      // The slot's previous block is released (every read and every P
-      // store done) before the producer loads these codes; waiting on the
-      // release here too orders those accesses before this block's stores
-      // directly (compute-sanitizer racecheck sees no chain through TMA).
-      for (size_t g = 0; g < groups.size(); ++g)
-        empty(slot, g).waitParity(d.bitXor(phase(n), d.c32(1)));
-      for (int64_t c = 0; c < numBoxes; ++c) {
-        raw(slot, c).waitParity(phase(n));
-        Value codes = rawBox(slot, c);
-        // 8 codes (8 bytes, row-major 64-byte rows) -> one 16-byte chunk.
-        forEachStrided(d, ctid, kConverterThreads, k.Bk * 8, [&](Value idx) {
-          Value tok = d.divu(idx, d.c32(8)), q = d.remu(idx, d.c32(8));
-          Value src =
-              d.gep(codes, d.i8,
-                    d.add(d.mul(tok, d.c32(kBoxColumns)), d.mul(q, d.c32(8))));
-          Value chunk = convertE4M3x8(d, d.load(v2, src, 8), k.halfType);
-          Value off = k.lay.kv.byteOffset(d, tok, d.add(q, d.c32(c * 8)));
-          d.store(chunk, k.sm(k.lay.kv.base, d.add(slotOff, off)), 16);
-        });
-        fenceProxyAsyncShared(d);
-        namedSync(kConverterBarrier, kConverterThreads);
-        d.ifThen(d.eq(ctid, d.c32(0)), [&] { full(slot, c).arrive(); });
-      }
-    });
-    return SmallVector<Value>{};
-  });
 }
 
 void WarpSpecialisedDecode::loadQ() {
@@ -240,10 +138,7 @@ void WarpSpecialisedDecode::produce(Value blocks) {
             4);
         Value row =
             d.add(d.mul(phys, d.c32(k.page)), d.remu(start, d.c32(k.page)));
-        if (inRing)
-          loadRawBlock(n, row);
-        else
-          loadBlock(n, row);
+        loadBlock(n, row);
         // A block past the piece loads nothing.
         k.b.setInsertionPointToStart(ifOp.elseBlock());
         for (int64_t c = 0; c < numBoxes; ++c) {
@@ -354,11 +249,8 @@ void WarpSpecialisedDecode::emit(StringRef name, int64_t blockMultiple,
   d.ifThen(d.eq(k.tid, d.c32(0)), [&] {
     barrier(d.c32(0)).init(1);
     for (int64_t st = 0; st < k.St; ++st) {
-      for (int64_t c = 0; c < numBoxes; ++c) {
+      for (int64_t c = 0; c < numBoxes; ++c)
         full(d.c32(st), c).init(1);
-        if (inRing)
-          raw(d.c32(st), c).init(1);
-      }
       for (auto [g, group] : llvm::enumerate(groups))
         empty(d.c32(st), g).init(group.arrivals);
     }
@@ -374,16 +266,6 @@ void WarpSpecialisedDecode::emit(StringRef name, int64_t blockMultiple,
         d.c32(blockMultiple));
   d.barrier();
   splitWarpgroupRoles(
-      d, k.tid,
-      [&] {
-        produce(blocks);
-        if (inRing)
-          d.ifThen(d.sge(k.tid, d.c32(kConverterFirstThread)),
-                   [&] { convert(blocks); });
-      },
-      [&] { consume(blocks); },
-      // The converters hold a chunk's codes, its conversion and addresses.
-      inRing ? kConverterRegisters : 24,
-      inRing ? kConverterConsumerRegisters : 240);
+      d, k.tid, [&] { produce(blocks); }, [&] { consume(blocks); });
   LLVM::ReturnOp::create(k.b, ValueRange{});
 }

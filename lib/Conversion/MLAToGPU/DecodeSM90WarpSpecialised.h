@@ -21,19 +21,6 @@
 //    or the padding to a multiple of blocks the schedule needs) load
 //    nothing, so the consumers' wgmmas never sit behind a branch (ptxas
 //    C7520);
-//  * over an fp8_e4m3 cache (the seesaw build; decodeDequantisesInRing),
-//    the producer's thread loads each box's raw codes (64 tokens x 64
-//    bytes, a 2-D byte map of the cache) into its ring slot itself: box j <
-//    boxes - 1 at byte stageBytes - (boxes - 1 - j) * rawBoxBytes, inside the
-//    slot past where dequantised boxes 0..j land, and the last box's codes
-//    beside the ring, each completing a "raw" mbarrier. The producer's
-//    other three warps (the converters) turn each box's codes into bf16/f16
-//    in place in the Box128B layout (convertE4M3x8, exact; kv_scale is
-//    folded into the softmax scale and the output), fence them for the
-//    async proxy, meet on a named barrier of their own (which also orders
-//    every read of box j's codes before any write over them) and then one
-//    of them completes the box's "full" barrier. A slot is refilled only
-//    once all its release groups are free;
 //  * warpgroups 1 and 2 (the consumers), grown to 240 registers, with the
 //    wgmma steps of S = Q K^T and O += P V on the Box128B tiles of the ring
 //    and the zeroing of V for tokens outside the piece: the rows a TMA box
@@ -81,12 +68,10 @@ public:
             llvm::function_ref<void(mlir::Value blocks)> consume);
 
   /// Barrier 0 is "Q full"; then a "full" barrier per ring slot and box,
-  /// then an "empty" barrier per release group and slot, then (dequantising
-  /// in the ring) a "raw" barrier per slot and box.
+  /// then an "empty" barrier per release group and slot.
   MBarrier barrier(mlir::Value index);
   MBarrier full(mlir::Value slot, int64_t box);
   MBarrier empty(mlir::Value slot, int64_t group);
-  MBarrier raw(mlir::Value slot, int64_t box);
   mlir::Value slot(mlir::Value n);
   /// The parity of block `n`'s use of its slot.
   mlir::Value phase(mlir::Value n);
@@ -121,8 +106,6 @@ public:
   DecodeSM90Kernel &k;
   DeviceBuilder &d;
   const int64_t stageBytes, numBoxes, barrierOff;
-  /// fp8_e4m3 codes dequantised in the ring (decodeDequantisesInRing).
-  const bool inRing;
   mlir::Value qMap, kvMap, ctid;
   /// The seesaw build's in-kernel combine parameters (KernelABI.h), null in
   /// the pipelined build.
@@ -140,16 +123,6 @@ private:
   /// Loads block `n`, at cache row `row`, into its ring slot, each box
   /// signalling its own full barrier once its group has been released.
   void loadBlock(mlir::Value n, mlir::Value row);
-  /// loadBlock over fp8 codes: once the whole slot is free, each box's
-  /// codes to rawBox, signalling its raw barrier.
-  void loadRawBlock(mlir::Value n, mlir::Value row);
-  /// Shared-memory address of the codes of `box` of `slot`.
-  mlir::Value rawBox(mlir::Value slot, int64_t box);
-  /// Byte offset in a slot of the codes of `box` < numBoxes - 1.
-  int64_t inSlotRawBytes(int64_t box) const;
-  /// The converters (producer threads 32..127): every loaded block's boxes
-  /// dequantised in order, each then marked full.
-  void convert(mlir::Value blocks);
 
   const llvm::SmallVector<ReleaseGroup> groups;
 };
