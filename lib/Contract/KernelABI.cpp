@@ -51,6 +51,16 @@ DecodeTiling chooseDecodeTiling(Chip chip, const DecodeShape &shape) {
                             /*seesaw=*/true};
   if (checkDecodeTiling(chip, shape, seesawTiling).empty())
     return seesawTiling;
+  // fp8_e4m3 computes in f16 (one cvt per pair of codes), and at 16 query
+  // rows the mma.sync kernel, 16 rows and four warps per 64-token block,
+  // does not spend 48 padded MMA rows per block: on the H200 0.352 ms at
+  // (128, 16, 8192) against 0.442 ms for the wgmma kernel, same call
+  // (docs/benchmarks.md, 2026-12-04).
+  DecodeTiling narrowFp8{16, 4, 64, 2};
+  if (shape.kvFormat == CacheFormat::FP8E4M3 &&
+      shape.numHeads * shape.queryRows <= 16 &&
+      checkDecodeTiling(chip, shape, narrowFp8).empty())
+    return narrowFp8;
   // Warpgroup MMAs on 128B-swizzled tiles when the shape allows them: on
   // the H200 2.1-2.3x the mma.sync kernel at N=128 and +5% at N=16, where
   // the 64-row tile idles MMA rows but the kernel is bound by HBM anyway

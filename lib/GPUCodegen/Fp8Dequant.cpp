@@ -87,7 +87,7 @@ Value mla::gpu_codegen::dequantE4M3x8(DeviceBuilder &d, Value raw, Value scale,
 }
 
 Value mla::gpu_codegen::convertBF16x8(DeviceBuilder &d, Value raw,
-                                      Type halfType) {
+                                      Type halfType, Value scale) {
   if (halfType.isBF16())
     return raw;
   Value out = d.poison(VectorType::get({4}, d.i32));
@@ -96,7 +96,19 @@ Value mla::gpu_codegen::convertBF16x8(DeviceBuilder &d, Value raw,
     Value lo = bitsToF32(d, d.shl(word, d.c32(16)));
     Value hi =
         bitsToF32(d, d.bitAnd(word, d.c32(static_cast<int32_t>(0xFFFF0000u))));
+    if (scale)
+      lo = d.fmul(lo, scale), hi = d.fmul(hi, scale);
     out = d.insert(out, d.pack2(lo, hi, halfType), w);
   }
   return out;
+}
+
+Value mla::gpu_codegen::maxExponentBF16x8(DeviceBuilder &d, Value raw) {
+  Value e = d.c32(0);
+  for (int64_t w = 0; w < 4; ++w) {
+    Value word = d.extract(raw, w);
+    e = d.maxsi(e, d.bitAnd(d.shru(word, d.c32(7)), d.c32(0xFF)));
+    e = d.maxsi(e, d.bitAnd(d.shru(word, d.c32(23)), d.c32(0xFF)));
+  }
+  return e;
 }

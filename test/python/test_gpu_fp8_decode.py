@@ -17,8 +17,9 @@ test_single_token_rows_are_exact pins the conversion itself: every non-NaN E4M3 
 subnormals, +-448) decoded exactly, then at most one rounding of code * scale.
 
 Tolerance (the issue's bar): out within 2e-2 of the reference relative to the largest |out| of the
-reference, lse within 2e-2 relative to max(1, |lse|); empty rows exactly 0 and -inf. The kernel rounds
-the dequantised values to bf16 in shared memory and holds probabilities in bf16 for the PV product.
+reference, lse within 2e-2 relative to max(1, |lse|); empty rows exactly 0 and -inf. The kernels round
+the dequantised values to bf16 in shared memory and hold probabilities in bf16 for the PV product; over
+fp8_e4m3 they compute in f16 instead (exact codes, Q scaled by a power of two per CTA, probabilities in f16).
 """
 
 import functools
@@ -188,6 +189,30 @@ def test_kv_scale_far_from_one(kv_scale, n):
                         torch.from_numpy(cache.block_table).cuda(),
                         torch.tensor(lens, dtype=torch.int32, device="cuda"), head_dim_v=L, softmax_scale=SCALE,
                         kv_format="fp8_e4m3", kv_scale=kv_scale)
+    check(result, out_ref, lse_ref)
+
+
+@pytest.mark.parametrize("q_factor", (2.0**-20, 2.0**18))
+@pytest.mark.parametrize("n, tile", ((16, None), (16, "16x4x64x2"), (128, None)))
+def test_e4m3_q_outside_f16_range(q_factor, n, tile):
+    """fp8_e4m3 computes in f16: each CTA stages Q times the power of two that puts its largest |q| in
+    [2^14, 2^15) and puts the factor back into the scores' scale. q = N(0, 1) * 2^18 (beyond f16's 65504)
+    and * 2^-20 (below f16's normal range), with the softmax scale divided by the same factor so the
+    scores, and the reference, are those of the unit-scale problem."""
+    rng = np.random.default_rng(23 + n)
+    lens = seq_lens_for(1, False)
+    cache = ref.make_paged_cache(rng, lens, PAGE, L, R, kv_format="fp8_e4m3", kv_scale=KV_SCALE)
+    q = torch.from_numpy((rng.standard_normal((len(lens), 1, n, D)) * q_factor).astype(np.float32))
+    q = q.to(torch.bfloat16)
+    scale = SCALE / q_factor
+    out_ref, lse_ref = ref.decode_ref(q.float().numpy().astype(np.float64), cache.kv_cache, cache.block_table,
+                                      cache.seq_lens, L, scale, False, "fp8_e4m3", KV_SCALE)
+    from mla import gpu  # the tile override is the GPU entry point's
+
+    result = gpu.decode(q.cuda(), torch.from_numpy(cache.kv_cache).cuda(),
+                        torch.from_numpy(cache.block_table).cuda(),
+                        torch.tensor(lens, dtype=torch.int32, device="cuda"), head_dim_v=L, softmax_scale=scale,
+                        kv_format="fp8_e4m3", kv_scale=KV_SCALE, tile=tile)
     check(result, out_ref, lse_ref)
 
 

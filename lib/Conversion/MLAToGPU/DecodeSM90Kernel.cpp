@@ -67,8 +67,11 @@ DecodeSM90Kernel::DecodeSM90Kernel(ImplicitLocOpBuilder &b,
       Bk(tiling.kvBlock), St(tiling.stages),
       T(abi::decodeThreadsPerCta(tiling)), rows(N * Sq), Dc(D / 8), Lw(L / wn),
       ntO(Lw / 8), Tw(Bk / wn), ntS(Tw / 8),
-      bf16(shape.elem == abi::ElemType::BF16) {
+      bf16(shape.elem == abi::ElemType::BF16 &&
+           shape.kvFormat != abi::CacheFormat::FP8E4M3) {
   halfType = bf16 ? Type(b.getBF16Type()) : Type(b.getF16Type());
+  outType = shape.elem == abi::ElemType::BF16 ? Type(b.getBF16Type())
+                                              : Type(b.getF16Type());
 }
 
 void DecodeSM90Kernel::begin(StringRef name, WarpGrid grid) {
@@ -200,6 +203,8 @@ Value DecodeSM90Kernel::blockStart(Value k) {
 }
 
 void DecodeSM90Kernel::stageQ() {
+  if (halfType != outType)
+    return stageQInF16();
   // Rows past the request's q_b*N are zero-filled.
   Value qReqBase = d.mul(d.toI64(d.mul(tokenBase, d.c32(N))), d.c64(D));
   forEachStrided(d, tid, T, M * Dc, [&](Value idx) {
@@ -213,6 +218,55 @@ void DecodeSM90Kernel::stageQ() {
     Value size = zeroFillSize(d, valid);
     d.cpAsync16(sm(lay.q.base, lay.q.byteOffset(d, rr, ch)), src, size);
   });
+}
+
+void DecodeSM90Kernel::stageQInF16() {
+  auto v4 = VectorType::get({4}, d.i32);
+  Value qReqBase = d.mul(d.toI64(d.mul(tokenBase, d.c32(N))), d.c64(D));
+  const int64_t count = M * Dc, rounds = llvm::divideCeil(count, T);
+  // Every round's 16 bytes (zeros past the request's rows) in registers.
+  SmallVector<Value> chunks, offsets;
+  Value zero = LLVM::ZeroOp::create(b, v4), e = d.c32(0);
+  for (int64_t it = 0; it < rounds; ++it) {
+    Value idx = d.add(tid, d.c32(it * T));
+    Value inRange = d.slt(idx, d.c32(count));
+    idx = d.minsi(idx, d.c32(count - 1));
+    Value rr = d.divu(idx, d.c32(Dc)), ch = d.remu(idx, d.c32(Dc));
+    Value r = d.add(r0, rr);
+    Value valid = d.andi(inRange, d.slt(r, reqRows));
+    Value rc = d.maxsi(d.minsi(r, d.sub(reqRows, d.c32(1))), d.c32(0));
+    Value src = d.gep(qPtr, outType,
+                      d.add(qReqBase, d.add(d.mul(d.toI64(rc), d.c64(D)),
+                                            d.toI64(d.mul(ch, d.c32(8))))));
+    Value v = d.select(valid, d.load(v4, src, 16), zero);
+    e = d.maxsi(e, maxExponentBF16x8(d, v));
+    chunks.push_back(v);
+    offsets.push_back(
+        d.select(inRange, lay.q.byteOffset(d, rr, ch), d.c32(-1)));
+  }
+  // The CTA's largest exponent: the warp's, then every warp's through the
+  // row-reduction scratch (free until the first block's barrier).
+  for (int off = 16; off > 0; off /= 2)
+    e = d.maxsi(e, d.shflXor(e, off));
+  Value slot0 = d.gepBytes(smem, d.c32(lay.redOff));
+  d.store(e, d.gep(slot0, d.i32, warp), 4);
+  d.barrier();
+  for (int64_t w = 0; w < T / 32; ++w)
+    e = d.maxsi(e, d.load(d.i32, d.gep(slot0, d.i32, d.c32(w)), 4));
+  // max|q| < 2^(e - 126); with e clamped to [15, 254], q * 2^(141 - e) is
+  // below 2^15 and the factors' f32 exponents 268 - e and e - 14 are normal.
+  e = d.minsi(d.maxsi(e, d.c32(15)), d.c32(254));
+  auto pow2 = [&](Value biased) {
+    return arith::BitcastOp::create(b, d.f32, d.shl(biased, d.c32(23)));
+  };
+  Value down = pow2(d.sub(d.c32(268), e));
+  scaleLog2 = d.fmul(scaleLog2, pow2(d.sub(e, d.c32(14))));
+  for (auto [v, off] : llvm::zip(chunks, offsets))
+    d.ifThen(d.sge(off, d.c32(0)), [&, v = v, off = off] {
+      d.store(convertBF16x8(d, v, halfType, down), sm(lay.q.base, off), 16);
+    });
+  if (tiling.wgmma)
+    fenceProxyAsyncShared(d); // st.shared before the wgmmas read Q
 }
 
 void DecodeSM90Kernel::issueBlock(Value k) {
@@ -561,7 +615,7 @@ void DecodeSM90Kernel::writeRows(ValueRange state, Value lRow[2], bool final) {
         Value x1 = d.fmul(state[j * 4 + 2 * h + 1], inv);
         Value at = d.add(outRow, d.toI64(d.add(colBase, d.c32(8 * j))));
         if (final) {
-          d.store(d.pack2(x0, x1, halfType), d.gep(pout, halfType, at), 4);
+          d.store(d.pack2(x0, x1, outType), d.gep(pout, outType, at), 4);
           continue;
         }
         Value v = LLVM::UndefOp::create(b, v2);
@@ -618,7 +672,7 @@ void DecodeSM90Kernel::stageRows(ValueRange state, Value lRow[2],
       Value swizzled = d.bitXor(chunk, d.remu(rowLocal[h], d.c32(8)));
       Value off = d.add(d.mul(rowLocal[h], d.c32(L * 2)),
                         d.add(d.mul(swizzled, d.c32(16)), d.mul(tq, d.c32(4))));
-      d.store(d.pack2(x0, x1, halfType), sm(st.base, off), 4);
+      d.store(d.pack2(x0, x1, outType), sm(st.base, off), 4);
     }
   }
 }
@@ -645,7 +699,7 @@ void DecodeSM90Kernel::storeStagedRows(ValueRange state, Value lRow[2],
             auto store = [&] {
               Value v = d.load(v4, sm(st.base, stagedChunk(row, chunk)), 16);
               Value at = d.add(outRow, d.toI64(d.mul(chunk, d.c32(8))));
-              d.store(v, d.gep(pout, halfType, at), 16);
+              d.store(v, d.gep(pout, outType, at), 16);
             };
             if (c + 32 <= sliceChunks)
               store();

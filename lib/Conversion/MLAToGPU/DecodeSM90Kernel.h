@@ -146,8 +146,14 @@ public:
   // N*Sq rows, 16-byte chunks per row, output columns / token columns per
   // warp slice and their 8-wide tiles.
   const int64_t N, Sq, L, D, page, M, wn, Bk, St, T, rows, Dc, Lw, ntO, Tw, ntS;
+  /// The MMA operand type (bf16), the type of Q, P and the KV tile in shared
+  /// memory, and `outType`, that of q and out in global memory. They differ
+  /// for an fp8_e4m3 cache over bf16 activations: its codes convert to f16
+  /// with one instruction per pair (bf16 needs three more), so the kernel
+  /// computes in f16 and stages Q scaled by a power of two that keeps the
+  /// CTA's Q rows in f16's range (stageQ; the factor goes into scaleLog2).
   const bool bf16;
-  mlir::Type halfType;
+  mlir::Type halfType, outType;
 
   mlir::gpu::GPUFuncOp fn;
   mlir::Value qPtr, cache, blockTable, seqLens, bounds, pout, plse, batch,
@@ -215,6 +221,11 @@ private:
   /// returns at once; the rest of the kernel is emitted after the branch.
   void exitPastRequestRows();
   void stageQ();
+  /// stageQ when halfType != outType: Q is read once into registers, the
+  /// CTA's largest exponent fixes a scale 2^-e putting its largest value in
+  /// [2^14, 2^15), and Q * 2^-e is stored as f16 (exact for every value
+  /// above 2^(14-29) of the largest); scaleLog2 is multiplied by 2^e.
+  void stageQInF16();
   /// Issues the raw bytes of fp8 block `k` (from `start`, first cache row
   /// `firstRow`) into ring slot `stage`.
   void issueRawBlock(mlir::Value start, mlir::Value firstRow,

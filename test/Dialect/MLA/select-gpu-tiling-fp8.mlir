@@ -3,7 +3,8 @@
 // RUN: mla-opt %s --split-input-file --mla-select-gpu-tiling --verify-diagnostics | FileCheck %s
 
 // fp8_e4m3 and fp8_e4m3_token rows (576 and 584 bytes): two raw stages fit
-// next to the wgmma tiles, so every head count takes the wgmma kernel.
+// next to the wgmma tiles, so they take the wgmma kernel, but for fp8_e4m3
+// at 16 query rows, which takes the 16-row mma.sync kernel.
 // CHECK-LABEL: func.func @e4m3_heads128
 // CHECK: mla.decode {{.*}}mla.gpu_tiling = #mla.gpu_tiling<rows_per_cta = 64, warps_n = 2, kv_block = 64, stages = 2, wgmma = true>
 module attributes {mla.target = #mla.target<chip = sm90>} {
@@ -11,6 +12,31 @@ module attributes {mla.target = #mla.target<chip = sm90>} {
     %o, %s = mla.decode %q, %c[%bt, %l] layout #mla.cache_layout<format = fp8_e4m3, page_size = 64, scale = 0.5 : f32> scale 0.0721687824
         : (tensor<2x1x128x576xbf16>, tensor<8x64x576xi8>, tensor<2x4xi32>, tensor<2xi32>) -> (tensor<2x1x128x512xbf16>, tensor<2x128x1xf32>)
     return %o, %s : tensor<2x1x128x512xbf16>, tensor<2x128x1xf32>
+  }
+}
+
+// -----
+
+// CHECK-LABEL: func.func @e4m3_heads16
+// CHECK: mla.decode {{.*}}mla.gpu_tiling = #mla.gpu_tiling<rows_per_cta = 16, warps_n = 4, kv_block = 64, stages = 2>
+module attributes {mla.target = #mla.target<chip = sm90>} {
+  func.func @e4m3_heads16(%q: tensor<2x1x16x576xbf16>, %c: tensor<8x64x576xi8>, %bt: tensor<2x4xi32>, %l: tensor<2xi32>) -> (tensor<2x1x16x512xbf16>, tensor<2x16x1xf32>) {
+    %o, %s = mla.decode %q, %c[%bt, %l] layout #mla.cache_layout<format = fp8_e4m3, page_size = 64, scale = 0.5 : f32> scale 0.0721687824
+        : (tensor<2x1x16x576xbf16>, tensor<8x64x576xi8>, tensor<2x4xi32>, tensor<2xi32>) -> (tensor<2x1x16x512xbf16>, tensor<2x16x1xf32>)
+    return %o, %s : tensor<2x1x16x512xbf16>, tensor<2x16x1xf32>
+  }
+}
+
+// -----
+
+// The same at 32 rows (N = 16, Sq = 2): the wgmma kernel.
+// CHECK-LABEL: func.func @e4m3_heads16_sq2
+// CHECK: mla.decode {{.*}}mla.gpu_tiling = #mla.gpu_tiling<rows_per_cta = 64, warps_n = 2, kv_block = 64, stages = 2, wgmma = true>
+module attributes {mla.target = #mla.target<chip = sm90>} {
+  func.func @e4m3_heads16_sq2(%q: tensor<2x2x16x576xbf16>, %c: tensor<8x64x576xi8>, %bt: tensor<2x4xi32>, %l: tensor<2xi32>) -> (tensor<2x2x16x512xbf16>, tensor<2x16x2xf32>) {
+    %o, %s = mla.decode %q, %c[%bt, %l] layout #mla.cache_layout<format = fp8_e4m3, page_size = 64, scale = 0.5 : f32> scale 0.0721687824 causal
+        : (tensor<2x2x16x576xbf16>, tensor<8x64x576xi8>, tensor<2x4xi32>, tensor<2xi32>) -> (tensor<2x2x16x512xbf16>, tensor<2x16x2xf32>)
+    return %o, %s : tensor<2x2x16x512xbf16>, tensor<2x16x2xf32>
   }
 }
 
