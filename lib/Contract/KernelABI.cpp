@@ -51,16 +51,20 @@ DecodeTiling chooseDecodeTiling(Chip chip, const DecodeShape &shape) {
                             /*seesaw=*/true};
   if (checkDecodeTiling(chip, shape, seesawTiling).empty())
     return seesawTiling;
-  // fp8_e4m3 computes in f16 (one cvt per pair of codes), and at 16 query
-  // rows the mma.sync kernel, 16 rows and four warps per 64-token block,
-  // does not spend 48 padded MMA rows per block: on the H200 0.352 ms at
-  // (128, 16, 8192) against 0.442 ms for the wgmma kernel, same call
-  // (docs/benchmarks.md, 2026-12-04).
-  DecodeTiling narrowFp8{16, 4, 64, 2};
-  if (shape.kvFormat == CacheFormat::FP8E4M3 &&
-      shape.numHeads * shape.queryRows <= 16 &&
-      checkDecodeTiling(chip, shape, narrowFp8).empty())
-    return narrowFp8;
+  // fp8 at 16 query rows: the 16-row mma.sync kernel, which spends no
+  // padded MMA rows, over 64-token blocks; fp8_e4m3 (computed in f16, one
+  // cvt per pair of codes) with four warps and two stages, the formats
+  // that scale in f32 with eight warps of 8 tokens and three stages. On
+  // the H200 at (128, 16, 8192), same call: 0.290 ms (fp8_e4m3, bf16
+  // seesaw 0.299 ms), 0.396 (fp8_e4m3_token; wgmma 0.497) and 0.376 ms
+  // (fp8_ds_mla; 16x4x64x2 0.394) (docs/benchmarks.md, 2026-12-04).
+  if (shape.fp8() && shape.numHeads * shape.queryRows <= 16) {
+    DecodeTiling narrowFp8 = shape.kvFormat == CacheFormat::FP8E4M3
+                                 ? DecodeTiling{16, 4, 64, 2}
+                                 : DecodeTiling{16, 8, 64, 3};
+    if (checkDecodeTiling(chip, shape, narrowFp8).empty())
+      return narrowFp8;
+  }
   // Warpgroup MMAs on 128B-swizzled tiles when the shape allows them: on
   // the H200 2.1-2.3x the mma.sync kernel at N=128 and +5% at N=16, where
   // the 64-row tile idles MMA rows but the kernel is bound by HBM anyway
@@ -204,9 +208,13 @@ std::string checkDecodeTiling(Chip chip, const DecodeShape &shape,
     return "each of warps_n = " + str(tiling.warpsN) +
            " warps must own a multiple of 16 of the L = " +
            str(shape.latentDim) + " output columns";
-  if (tiling.kvBlock % (16 * tiling.warpsN) != 0)
+  // The mma.sync scores take n tiles in pairs (one ldmatrix.x4), or a
+  // warp's single tile of 8 tokens two k-steps at a time.
+  bool eightTokens = !tiling.wgmma && tiling.kvBlock == 8 * tiling.warpsN;
+  if (tiling.kvBlock % (16 * tiling.warpsN) != 0 && !eightTokens)
     return "kv_block = " + str(tiling.kvBlock) + " must give each of the " +
-           str(tiling.warpsN) + " warps a multiple of 16 tokens";
+           str(tiling.warpsN) + " warps a multiple of 16 tokens" +
+           (tiling.wgmma ? "" : " (or 8)");
   if (shape.pageSize % tiling.kvBlock != 0)
     return "kv_block = " + str(tiling.kvBlock) + " must divide the page size " +
            str(shape.pageSize) + " (a block never straddles pages)";

@@ -250,10 +250,15 @@ def test_fp8_cache_checks_raise_value_error(kv_format, width, kv_scale, message)
 
 
 def test_fp8_decode_spec_names_its_format(lib):
-    """The spec of an fp8 decode prints the row format before the tile; fp8_ds_mla's rows leave no room for
-    the wgmma kernel's raw stages, so its default is the mma.sync one."""
+    """The spec of an fp8 decode prints the row format before the tile; at 16 query rows every format takes
+    the 16-row mma.sync kernel; fp8_ds_mla's rows leave no room for the wgmma kernel's raw stages, so its
+    default is the mma.sync one at 128 heads too."""
     e4m3 = gpu.decode_spec(16, 1, 512, 64, 64, "bf16", False, "sm_90a", kv_format="fp8_e4m3")
+    assert e4m3.endswith(" format=fp8_e4m3 tile=16x4x64x2"), e4m3
+    e4m3 = gpu.decode_spec(128, 1, 512, 64, 64, "bf16", False, "sm_90a", kv_format="fp8_e4m3")
     assert e4m3.endswith(" format=fp8_e4m3 tile=64x2x64x2w"), e4m3
+    token = gpu.decode_spec(16, 1, 512, 64, 64, "bf16", False, "sm_90a", kv_format="fp8_e4m3_token")
+    assert token.endswith(" format=fp8_e4m3_token tile=16x8x64x3"), token
     ds = gpu.decode_spec(128, 1, 512, 64, 64, "bf16", False, "sm_90a", kv_format="fp8_ds_mla")
     assert ds.endswith(" format=fp8_ds_mla tile=64x2x32x3"), ds
     assert "format" not in gpu.decode_spec(16, 1, 512, 64, 64, "bf16", False, "sm_90a")

@@ -45,7 +45,7 @@ KV_SCALE = 0.02  # N(0, 1) values / 0.02 stay inside e4m3's +-448
 REL_TOL = 2e-2
 FORMATS = ("fp8_e4m3", "fp8_e4m3_token", "fp8_ds_mla")
 # The tiles chooseDecodeTiling may pick at N = 16 (mma.sync 16/32-row tiles and the wgmma kernel).
-FP8_N16_TILES = ("16x4x64x2", "16x2x32x2", "16x2x32x3", "16x1x32x3", "16x1x16x4", "32x2x32x2", "64x2x64x2w")
+FP8_N16_TILES = ("16x4x64x2", "16x8x64x2", "16x2x32x2", "16x2x32x3", "16x1x32x3", "16x1x16x4", "32x2x32x2", "64x2x64x2w")
 # Code bytes of a row (the rest holds f32 scales and, for fp8_ds_mla, bf16 RoPE values).
 CODE_BYTES = {"fp8_e4m3": D, "fp8_e4m3_token": D, "fp8_ds_mla": L}
 

@@ -374,12 +374,23 @@ void DecodeSM90Kernel::storeKvChunks(Value k, int64_t c0, int64_t c1,
       Value tokInTile = d.add(tok0, tok);
       Value row = d.add(slot, d.mul(tokInTile, d.c32(rowBytes)));
       Value dst0 = lay.kv.byteOffset(d, tokInTile, cLane);
-      d.forLoop(chunks / 8, {}, [&](Value i, ValueRange) {
-        Value v = chunk(row, d.add(cLane, d.mul(i, d.c32(8))));
-        if (valid)
-          v = d.select(d.slt(tok, valid), v, zero);
-        Value dst = d.add(dst0, d.mul(i, d.c32(lay.kv.eightChunkStride())));
-        d.store(v, sm(lay.kv.base, dst), 16);
+      // `unroll` chunks per iteration, all converted before any is stored:
+      // their shared loads overlap instead of forming one chain.
+      const int64_t steps = chunks / 8;
+      const int64_t unroll = steps % 3 == 0 ? 3 : steps % 2 == 0 ? 2 : 1;
+      d.forLoop(steps / unroll, {}, [&](Value i0, ValueRange) {
+        SmallVector<Value> vs, dsts;
+        for (int64_t u = 0; u < unroll; ++u) {
+          Value i = d.add(d.mul(i0, d.c32(unroll)), d.c32(u));
+          Value v = chunk(row, d.add(cLane, d.mul(i, d.c32(8))));
+          if (valid)
+            v = d.select(d.slt(tok, valid), v, zero);
+          vs.push_back(v);
+          dsts.push_back(
+              d.add(dst0, d.mul(i, d.c32(lay.kv.eightChunkStride()))));
+        }
+        for (int64_t u = 0; u < unroll; ++u)
+          d.store(vs[u], sm(lay.kv.base, dsts[u]), 16);
         return SmallVector<Value>{};
       });
       return SmallVector<Value>{};

@@ -2,8 +2,9 @@
 //
 // Warps form a (rows_per_cta/16) x warps_n grid. Warp (i, j) scores rows
 // 16i..16i+15 against its kv_block/warps_n tokens of each block (Q and K
-// fragments by ldmatrix from ChunkXor tiles), and owns output columns
-// [j*L/warps_n, ...) of O += P V in registers, V fragments being
+// fragments by ldmatrix from ChunkXor tiles; 16 tokens or more in pairs of
+// 8-token n tiles, or a single n tile two k-steps per ldmatrix), and owns
+// output columns [j*L/warps_n, ...) of O += P V in registers, V fragments being
 // ldmatrix.trans views of the same KV tile.
 //
 //===----------------------------------------------------------------------===//
@@ -27,6 +28,14 @@ public:
 private:
   /// S = Q K^T over this warp's tokens of the block in ring slot `stage`.
   SmallVector<MmaAccum> scores(Value stage);
+  /// scores() of a warp's single n tile (kv_block = 8 * warps_n).
+  MmaAccum scoresOfEightTokens(Value stage);
+  /// The tiles' sums of partial accumulators `parts` (part-major).
+  SmallVector<MmaAccum> sumParts(ArrayRef<MmaAccum> parts, int64_t tiles);
+  /// Independent accumulator chains a warp's scores keep at least (n tiles
+  /// times parts of the k-steps): mma.sync's latency over D/16 dependent
+  /// steps would otherwise set the pace at one or two n tiles per warp.
+  static constexpr int64_t kScoreChains = 4;
   /// o += P V over this warp's output columns.
   void accumulateOutput(MutableArrayRef<Value> o, Value stage);
 
@@ -49,10 +58,17 @@ MmaSyncDecode::MmaSyncDecode(DecodeSM90Kernel &k) : k(k), d(k.d) {
 
 SmallVector<MmaAccum> MmaSyncDecode::scores(Value stage) {
   const SmemTile &q = k.lay.q, &kv = k.lay.kv;
-  SmallVector<MmaAccum> s(k.ntS, MmaAccum::splat(d.f(0.0f)));
+  if (k.ntS == 1)
+    return {scoresOfEightTokens(stage)};
+  // k-step kk accumulates into part kk % parts of each n tile: with few
+  // tiles per warp one chain of D/16 dependent MMAs would set the pace.
+  const int64_t parts = std::max<int64_t>(1, kScoreChains / k.ntS);
+  SmallVector<MmaAccum> s(parts * k.ntS, MmaAccum::splat(d.f(0.0f)));
   for (int64_t kk = 0; kk < k.D / 16; ++kk) {
     MmaFragA a = loadFragA(
         d, k.sm(q.base, q.byteOffset(d, qRow, d.add(lHalf, d.c32(2 * kk)))));
+    MutableArrayRef<MmaAccum> part =
+        MutableArrayRef<MmaAccum>(s).slice((kk % parts) * k.ntS, k.ntS);
     for (int64_t p = 0; p < k.ntS / 2; ++p) {
       Value tok = d.add(kTokBase, d.c32(16 * p));
       std::array<MmaFragB, 2> bk = loadFragBPair(
@@ -60,11 +76,45 @@ SmallVector<MmaAccum> MmaSyncDecode::scores(Value stage) {
           k.sm(kv.base, d.add(stage, kv.byteOffset(
                                          d, tok, d.add(lMat1, d.c32(2 * kk))))),
           /*trans=*/false);
-      s[2 * p] = mmaSync(d, a, bk[0], s[2 * p], k.bf16);
-      s[2 * p + 1] = mmaSync(d, a, bk[1], s[2 * p + 1], k.bf16);
+      part[2 * p] = mmaSync(d, a, bk[0], part[2 * p], k.bf16);
+      part[2 * p + 1] = mmaSync(d, a, bk[1], part[2 * p + 1], k.bf16);
     }
   }
-  return s;
+  return sumParts(s, k.ntS);
+}
+
+MmaAccum MmaSyncDecode::scoresOfEightTokens(Value stage) {
+  const SmemTile &q = k.lay.q, &kv = k.lay.kv;
+  SmallVector<MmaAccum> s(kScoreChains, MmaAccum::splat(d.f(0.0f)));
+  // Lane l addresses token l % 8, 16-byte chunk 2kk + l / 8: one
+  // ldmatrix.x4 holds the B fragments of k-steps kk and kk + 1.
+  Value tok = d.add(d.mul(k.wj, d.c32(k.Tw)), l8);
+  Value chunkLane = d.divu(k.lane, d.c32(8));
+  for (int64_t kk = 0; kk < k.D / 16; kk += 2) {
+    std::array<MmaFragB, 2> bk = loadFragBPair(
+        d,
+        k.sm(kv.base,
+             d.add(stage,
+                   kv.byteOffset(d, tok, d.add(chunkLane, d.c32(2 * kk))))),
+        /*trans=*/false);
+    for (int64_t h = 0; h < 2; ++h) {
+      MmaFragA a = loadFragA(
+          d, k.sm(q.base,
+                  q.byteOffset(d, qRow, d.add(lHalf, d.c32(2 * (kk + h))))));
+      MmaAccum &part = s[(kk + h) % kScoreChains];
+      part = mmaSync(d, a, bk[h], part, k.bf16);
+    }
+  }
+  return sumParts(s, 1).front();
+}
+
+SmallVector<MmaAccum> MmaSyncDecode::sumParts(ArrayRef<MmaAccum> parts,
+                                              int64_t tiles) {
+  SmallVector<MmaAccum> sum(parts.take_front(tiles));
+  for (size_t i = tiles; i < parts.size(); ++i)
+    for (int e = 0; e < 4; ++e)
+      sum[i % tiles].regs[e] = d.fadd(sum[i % tiles].regs[e], parts[i].regs[e]);
+  return sum;
 }
 
 void MmaSyncDecode::accumulateOutput(MutableArrayRef<Value> o, Value stage) {

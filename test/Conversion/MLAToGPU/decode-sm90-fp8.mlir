@@ -74,7 +74,8 @@ module attributes {mla.target = #mla.target<chip = sm90>} {
 // fp8_e4m3_token: the two f32 scales after the L+R codes, read from the
 // staged row, multiply the codes in f32 before one rounding to bf16; 584-byte
 // rows share 16-byte chunks with the next row, so tokens past the piece are
-// selected to zero. Eleven parameters.
+// selected to zero. Eleven parameters. (128 heads: at 16 query rows the
+// fp8 formats take the 16-row mma.sync kernel.)
 // CHECK-LABEL: gpu.func @mla_decode_partial(
 // CHECK-SAME: %{{.*}}: i32, %{{.*}}: f32) kernel
 // CHECK: %[[ZERO:.*]] = llvm.mlir.zero : vector<4xi32>
@@ -86,7 +87,43 @@ module attributes {mla.target = #mla.target<chip = sm90>} {
 // CHECK: nvvm.barrier id = %c1_i32{{.*}} number_of_threads = %c128_i32
 // CHECK: wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16
 module attributes {mla.target = #mla.target<chip = sm90>} {
-  func.func @token(%q: tensor<?x1x16x576xbf16>, %cache: tensor<?x64x584xi8>, %bt: tensor<?x?xi32>, %lens: tensor<?xi32>)
+  func.func @token(%q: tensor<?x1x128x576xbf16>, %cache: tensor<?x64x584xi8>, %bt: tensor<?x?xi32>, %lens: tensor<?xi32>)
+      -> (tensor<?x1x128x512xbf16>, tensor<?x128x1xf32>) {
+    %o, %l = mla.decode %q, %cache[%bt, %lens]
+        layout #mla.cache_layout<format = fp8_e4m3_token, page_size = 64> scale 0.0721687824
+        : (tensor<?x1x128x576xbf16>, tensor<?x64x584xi8>, tensor<?x?xi32>, tensor<?xi32>)
+        -> (tensor<?x1x128x512xbf16>, tensor<?x128x1xf32>)
+    return %o, %l : tensor<?x1x128x512xbf16>, tensor<?x128x1xf32>
+  }
+}
+
+// -----
+
+// fp8_e4m3_token at 16 query rows: the 16-row mma.sync kernel with eight
+// warps of 8 tokens each and three raw stages (tile 16x8x64x3), 256
+// threads. Each warp dequantises its own tokens, two 16-byte chunks of a row
+// per loop iteration (both loaded and converted before either is stored),
+// and meets its own named barrier (ids 1..8, 32 threads); it scores its
+// single n tile two k-steps per ldmatrix.x4, into four independent
+// accumulator chains (the first four MMAs start from zero, the fifth
+// continues the first), summed (3 x 4 adds) after the last of the 36 MMAs.
+// CHECK-LABEL: gpu.func @mla_decode_partial(
+// CHECK-SAME: known_block_size = array<i32: 256, 1, 1>
+// CHECK: scf.for {{.*}} to %c4_i32
+// CHECK-COUNT-2: cvt.rn.f16x2.e4m3x2
+// CHECK-NOT: llvm.store
+// CHECK: cvt.rn.f16x2.e4m3x2
+// CHECK: llvm.store {{.*}} : vector<4xi32>, !llvm.ptr<3>
+// CHECK: llvm.store {{.*}} : vector<4xi32>, !llvm.ptr<3>
+// CHECK: nvvm.barrier id = %c8_i32{{.*}} number_of_threads = %c32_i32
+// CHECK-COUNT-4: nvvm.mma.sync {{.*}} C[%cst_{{[0-9]+}}, %cst_{{[0-9]+}},
+// CHECK-NOT: C[%cst
+// CHECK-COUNT-32: nvvm.mma.sync
+// CHECK-NOT: nvvm.mma.sync
+// CHECK-COUNT-12: arith.addf
+// CHECK: nvvm.shfl.sync bfly
+module attributes {mla.target = #mla.target<chip = sm90>} {
+  func.func @token16(%q: tensor<?x1x16x576xbf16>, %cache: tensor<?x64x584xi8>, %bt: tensor<?x?xi32>, %lens: tensor<?xi32>)
       -> (tensor<?x1x16x512xbf16>, tensor<?x16x1xf32>) {
     %o, %l = mla.decode %q, %cache[%bt, %lens]
         layout #mla.cache_layout<format = fp8_e4m3_token, page_size = 64> scale 0.0721687824

@@ -3,8 +3,10 @@
 // RUN: mla-opt %s --split-input-file --mla-select-gpu-tiling --verify-diagnostics | FileCheck %s
 
 // fp8_e4m3 and fp8_e4m3_token rows (576 and 584 bytes): two raw stages fit
-// next to the wgmma tiles, so they take the wgmma kernel, but for fp8_e4m3
-// at 16 query rows, which takes the 16-row mma.sync kernel.
+// next to the wgmma tiles, so they take the wgmma kernel, but at 16 query
+// rows every fp8 format takes the 16-row mma.sync kernel (four warps and
+// two stages for fp8_e4m3, eight warps of 8 tokens and three stages for
+// the formats scaled in f32).
 // CHECK-LABEL: func.func @e4m3_heads128
 // CHECK: mla.decode {{.*}}mla.gpu_tiling = #mla.gpu_tiling<rows_per_cta = 64, warps_n = 2, kv_block = 64, stages = 2, wgmma = true>
 module attributes {mla.target = #mla.target<chip = sm90>} {
@@ -43,7 +45,7 @@ module attributes {mla.target = #mla.target<chip = sm90>} {
 // -----
 
 // CHECK-LABEL: func.func @token_heads16
-// CHECK: mla.decode {{.*}}mla.gpu_tiling = #mla.gpu_tiling<rows_per_cta = 64, warps_n = 2, kv_block = 64, stages = 2, wgmma = true>
+// CHECK: mla.decode {{.*}}mla.gpu_tiling = #mla.gpu_tiling<rows_per_cta = 16, warps_n = 8, kv_block = 64, stages = 3>
 module attributes {mla.target = #mla.target<chip = sm90>} {
   func.func @token_heads16(%q: tensor<2x1x16x576xbf16>, %c: tensor<8x64x584xi8>, %bt: tensor<2x4xi32>, %l: tensor<2xi32>) -> (tensor<2x1x16x512xbf16>, tensor<2x16x1xf32>) {
     %o, %s = mla.decode %q, %c[%bt, %l] layout #mla.cache_layout<format = fp8_e4m3_token, page_size = 64> scale 0.0721687824
@@ -55,7 +57,8 @@ module attributes {mla.target = #mla.target<chip = sm90>} {
 // -----
 
 // fp8_ds_mla's 656-byte rows overflow shared memory next to the wgmma tiles:
-// the mma.sync kernel, tiled as for a bf16 cache of the head count.
+// the mma.sync kernel, tiled as for a bf16 cache of the head count at 64
+// rows and as the other fp8 formats at 16.
 // CHECK-LABEL: func.func @ds_heads128
 // CHECK: mla.decode {{.*}}mla.gpu_tiling = #mla.gpu_tiling<rows_per_cta = 64, warps_n = 2, kv_block = 32, stages = 3>
 module attributes {mla.target = #mla.target<chip = sm90>} {
@@ -69,7 +72,7 @@ module attributes {mla.target = #mla.target<chip = sm90>} {
 // -----
 
 // CHECK-LABEL: func.func @ds_heads16
-// CHECK: mla.decode {{.*}}mla.gpu_tiling = #mla.gpu_tiling<rows_per_cta = 16, warps_n = 4, kv_block = 64, stages = 2>
+// CHECK: mla.decode {{.*}}mla.gpu_tiling = #mla.gpu_tiling<rows_per_cta = 16, warps_n = 8, kv_block = 64, stages = 3>
 module attributes {mla.target = #mla.target<chip = sm90>} {
   func.func @ds_heads16(%q: tensor<2x1x16x576xbf16>, %c: tensor<8x64x656xi8>, %bt: tensor<2x4xi32>, %l: tensor<2xi32>) -> (tensor<2x1x16x512xbf16>, tensor<2x16x1xf32>) {
     %o, %s = mla.decode %q, %c[%bt, %l] layout #mla.cache_layout<format = fp8_ds_mla, page_size = 64> scale 0.0721687824

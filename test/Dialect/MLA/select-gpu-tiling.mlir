@@ -63,7 +63,7 @@ module attributes {mla.target = #mla.target<chip = sm90>} {
 module attributes {mla.target = #mla.target<chip = sm90>} {
   func.func @bad(%q: tensor<2x1x128x576xbf16>, %c: tensor<8x64x576xbf16>, %bt: tensor<2x4xi32>, %l: tensor<2xi32>)
       -> (tensor<2x1x128x512xbf16>, tensor<2x128x1xf32>) {
-    // expected-error @+1 {{kv_block = 48 must give each of the 2 warps a multiple of 16 tokens}}
+    // expected-error @+1 {{kv_block = 48 must give each of the 2 warps a multiple of 16 tokens (or 8)}}
     %o, %s = mla.decode %q, %c[%bt, %l] layout #mla.cache_layout<format = bf16, page_size = 64> scale 0.0721687824
         {mla.gpu_tiling = #mla.gpu_tiling<rows_per_cta = 64, warps_n = 2, kv_block = 48, stages = 2>}
         : (tensor<2x1x128x576xbf16>, tensor<8x64x576xbf16>, tensor<2x4xi32>, tensor<2xi32>) -> (tensor<2x1x128x512xbf16>, tensor<2x128x1xf32>)
