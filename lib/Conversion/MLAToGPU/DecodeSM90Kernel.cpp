@@ -206,23 +206,31 @@ void DecodeSM90Kernel::stageQ() {
   if (halfType != outType)
     return stageQInF16();
   // Rows past the request's q_b*N are zero-filled.
-  Value qReqBase = d.mul(d.toI64(d.mul(tokenBase, d.c32(N))), d.c64(D));
+  Value qReqBase = qRequestBase();
   forEachStrided(d, tid, T, M * Dc, [&](Value idx) {
     Value rr = d.divu(idx, d.c32(Dc)), ch = d.remu(idx, d.c32(Dc));
     Value r = d.add(r0, rr);
     Value valid = d.slt(r, reqRows);
-    Value rc = d.maxsi(d.minsi(r, d.sub(reqRows, d.c32(1))), d.c32(0));
-    Value src = d.gep(qPtr, halfType,
-                      d.add(qReqBase, d.add(d.mul(d.toI64(rc), d.c64(D)),
-                                            d.toI64(d.mul(ch, d.c32(8))))));
+    Value src = qChunkSource(qReqBase, r, ch);
     Value size = zeroFillSize(d, valid);
     d.cpAsync16(sm(lay.q.base, lay.q.byteOffset(d, rr, ch)), src, size);
   });
 }
 
+Value DecodeSM90Kernel::qRequestBase() {
+  return d.mul(d.toI64(d.mul(tokenBase, d.c32(N))), d.c64(D));
+}
+
+Value DecodeSM90Kernel::qChunkSource(Value qReqBase, Value r, Value chunk) {
+  Value rc = d.maxsi(d.minsi(r, d.sub(reqRows, d.c32(1))), d.c32(0));
+  return d.gep(qPtr, outType,
+               d.add(qReqBase, d.add(d.mul(d.toI64(rc), d.c64(D)),
+                                     d.toI64(d.mul(chunk, d.c32(8))))));
+}
+
 void DecodeSM90Kernel::stageQInF16() {
   auto v4 = VectorType::get({4}, d.i32);
-  Value qReqBase = d.mul(d.toI64(d.mul(tokenBase, d.c32(N))), d.c64(D));
+  Value qReqBase = qRequestBase();
   const int64_t count = M * Dc, rounds = llvm::divideCeil(count, T);
   // Every round's 16 bytes (zeros past the request's rows) in registers.
   SmallVector<Value> chunks, offsets;
@@ -234,10 +242,7 @@ void DecodeSM90Kernel::stageQInF16() {
     Value rr = d.divu(idx, d.c32(Dc)), ch = d.remu(idx, d.c32(Dc));
     Value r = d.add(r0, rr);
     Value valid = d.andi(inRange, d.slt(r, reqRows));
-    Value rc = d.maxsi(d.minsi(r, d.sub(reqRows, d.c32(1))), d.c32(0));
-    Value src = d.gep(qPtr, outType,
-                      d.add(qReqBase, d.add(d.mul(d.toI64(rc), d.c64(D)),
-                                            d.toI64(d.mul(ch, d.c32(8))))));
+    Value src = qChunkSource(qReqBase, r, ch);
     Value v = d.select(valid, d.load(v4, src, 16), zero);
     e = d.maxsi(e, maxExponentBF16x8(d, v));
     chunks.push_back(v);

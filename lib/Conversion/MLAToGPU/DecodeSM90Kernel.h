@@ -146,12 +146,13 @@ public:
   // N*Sq rows, 16-byte chunks per row, output columns / token columns per
   // warp slice and their 8-wide tiles.
   const int64_t N, Sq, L, D, page, M, wn, Bk, St, T, rows, Dc, Lw, ntO, Tw, ntS;
-  /// The MMA operand type (bf16), the type of Q, P and the KV tile in shared
-  /// memory, and `outType`, that of q and out in global memory. They differ
-  /// for an fp8_e4m3 cache over bf16 activations: its codes convert to f16
-  /// with one instruction per pair (bf16 needs three more), so the kernel
-  /// computes in f16 and stages Q scaled by a power of two that keeps the
-  /// CTA's Q rows in f16's range (stageQ; the factor goes into scaleLog2).
+  /// `halfType` is the MMA operand type (bf16 true: bf16, else f16), that of
+  /// Q, P and the KV tile in shared memory; `outType` is that of q and out
+  /// in global memory. They differ for an fp8_e4m3 cache over bf16
+  /// activations: its codes convert to f16 with one instruction per pair
+  /// (bf16 needs three more), so the kernel computes in f16 and stages Q
+  /// scaled by a power of two that keeps the CTA's Q rows in f16's range
+  /// (stageQ; the factor goes into scaleLog2).
   const bool bf16;
   mlir::Type halfType, outType;
 
@@ -224,8 +225,14 @@ private:
   /// stageQ when halfType != outType: Q is read once into registers, the
   /// CTA's largest exponent fixes a scale 2^-e putting its largest value in
   /// [2^14, 2^15), and Q * 2^-e is stored as f16 (exact for every value
-  /// above 2^(14-29) of the largest); scaleLog2 is multiplied by 2^e.
+  /// down to 2^-29 times the largest); scaleLog2 is multiplied by 2^e.
   void stageQInF16();
+  /// Element offset of the request's first Q row in q.
+  mlir::Value qRequestBase();
+  /// Address in q of 16-byte chunk `chunk` of request row `r`, clamped into
+  /// the request's rows (rows past them are zero-filled by the callers).
+  mlir::Value qChunkSource(mlir::Value qReqBase, mlir::Value r,
+                           mlir::Value chunk);
   /// Issues the raw bytes of fp8 block `k` (from `start`, first cache row
   /// `firstRow`) into ring slot `stage`.
   void issueRawBlock(mlir::Value start, mlir::Value firstRow,
