@@ -47,7 +47,7 @@ done
 # --tile T` at N = 16; 16x8x64x3 and 16x4x64x3 for timing only): fp8_ds_mla
 # does not fit the wgmma tile.
 for format in fp8_e4m3 fp8_e4m3_token fp8_ds_mla; do
-  for tile in 16x4x64x2 16x8x64x2 16x8x64x3 16x4x64x3 16x2x32x2 16x2x32x3 16x1x32x3 16x1x16x4 32x2x32x2 64x2x64x2w; do
+  for tile in 16x4x64x2 16x8x64x2 16x8x64x3 16x4x64x3 16x4x32x2 16x4x32x3 16x2x32x2 16x2x32x3 16x2x16x2 16x2x16x3 16x1x32x3 16x1x16x4 32x2x32x2 64x2x64x2w; do
     if [ "$format" = fp8_ds_mla ] && [ "$tile" = 64x2x64x2w ]; then continue; fi
     for mode in "Sq=1 L=512 R=64 page=64 dtype=bf16 causal=0" "Sq=2 L=512 R=64 page=64 dtype=bf16 causal=1"; do
       echo "decode chip=sm_90a N=16 $mode format=$format tile=$tile" >> "$specs"

@@ -52,16 +52,18 @@ DecodeTiling chooseDecodeTiling(Chip chip, const DecodeShape &shape) {
   if (checkDecodeTiling(chip, shape, seesawTiling).empty())
     return seesawTiling;
   // fp8 at 16 query rows: the 16-row mma.sync kernel, which spends no
-  // padded MMA rows, over 64-token blocks; fp8_e4m3 (computed in f16, one
-  // cvt per pair of codes) with four warps and two stages, the formats
-  // that scale in f32 with eight warps of 8 tokens and three stages. On
-  // the H200 at (128, 16, 8192), same call: 0.290 ms (fp8_e4m3, bf16
-  // seesaw 0.299 ms), 0.396 (fp8_e4m3_token; wgmma 0.497) and 0.376 ms
-  // (fp8_ds_mla; 16x4x64x2 0.394) (docs/benchmarks.md, 2026-12-04).
+  // padded MMA rows. fp8_e4m3 over 64-token blocks, its fragments read
+  // from the raw ring (decodeReadsRawFp8: 95 KB of shared memory, two CTAs
+  // per SM); the formats that scale in f32 over 32-token blocks (four warps
+  // of 8 tokens), whose 94 KB also let two CTAs share an SM. On the H200 at
+  // (128, 16, 8192), same call: 0.194 ms (fp8_e4m3; bf16 seesaw 0.300;
+  // 16x2x32x2 0.211, 16x4x64x3 0.225), and in another call 0.371
+  // (fp8_e4m3_token; 16x8x64x3 0.396) and 0.356 ms (fp8_ds_mla; 16x8x64x3
+  // 0.376) (docs/benchmarks.md, 2026-12-04).
   if (shape.fp8() && shape.numHeads * shape.queryRows <= 16) {
     DecodeTiling narrowFp8 = shape.kvFormat == CacheFormat::FP8E4M3
                                  ? DecodeTiling{16, 4, 64, 2}
-                                 : DecodeTiling{16, 8, 64, 3};
+                                 : DecodeTiling{16, 4, 32, 2};
     if (checkDecodeTiling(chip, shape, narrowFp8).empty())
       return narrowFp8;
   }
@@ -109,13 +111,24 @@ int64_t decodeThreadsPerCta(const DecodeTiling &tiling) {
   return producer + 32 * (tiling.rowsPerCta / 16) * tiling.warpsN;
 }
 
+bool decodeReadsRawFp8(const DecodeShape &shape, const DecodeTiling &tiling) {
+  return shape.kvFormat == CacheFormat::FP8E4M3 &&
+         shape.elem == ElemType::BF16 && !tiling.wgmma &&
+         shape.rowDim() % 64 == 0 && tiling.warpsN > 0 &&
+         shape.latentDim % tiling.warpsN == 0 &&
+         (shape.latentDim / tiling.warpsN) % 128 == 0 &&
+         tiling.kvBlock % 16 == 0;
+}
+
 int64_t decodeSharedBytes(Chip chip, const DecodeShape &shape,
                           const DecodeTiling &tiling) {
   if (chip == Chip::SM100a)
     return decodeSharedBytesSM100(shape, tiling);
   // An fp8 cache: one dequantised KV tile, after the other sections a ring
   // of `stages` raw blocks.
-  int64_t kvTiles = shape.fp8() ? 1 : tiling.stages;
+  int64_t kvTiles = decodeReadsRawFp8(shape, tiling) ? 0
+                    : shape.fp8()                    ? 1
+                                                     : tiling.stages;
   int64_t raw =
       shape.fp8()
           ? tiling.stages * alignTo(tiling.kvBlock * shape.cacheRowBytes(), 128)

@@ -71,6 +71,26 @@ Value mla::gpu_codegen::convertE4M3x8(DeviceBuilder &d, Value raw,
   return out;
 }
 
+std::array<Value, 4>
+mla::gpu_codegen::transposeBytes4x4(DeviceBuilder &d,
+                                    std::array<Value, 4> words) {
+  // Rows 0-1 and 2-3 interleaved by byte (bytes 0,1 then 2,3 of each), then
+  // the halves of those interleavings put side by side.
+  Value lo01 = ptx::prmt(d.b, words[0], words[1], 0x5140);
+  Value hi01 = ptx::prmt(d.b, words[0], words[1], 0x7362);
+  Value lo23 = ptx::prmt(d.b, words[2], words[3], 0x5140);
+  Value hi23 = ptx::prmt(d.b, words[2], words[3], 0x7362);
+  return {
+      ptx::prmt(d.b, lo01, lo23, 0x5410), ptx::prmt(d.b, lo01, lo23, 0x7632),
+      ptx::prmt(d.b, hi01, hi23, 0x5410), ptx::prmt(d.b, hi01, hi23, 0x7632)};
+}
+
+std::array<Value, 2> mla::gpu_codegen::convertE4M3x4(DeviceBuilder &d,
+                                                     Value word) {
+  auto [lo, hi] = ptx::cvtE4M3x4ToF16x2(d.b, word);
+  return {lo, hi};
+}
+
 Value mla::gpu_codegen::dequantE4M3x8(DeviceBuilder &d, Value raw, Value scale,
                                       Type halfType) {
   Value out = d.poison(VectorType::get({4}, d.i32));

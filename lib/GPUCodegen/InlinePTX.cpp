@@ -3,6 +3,7 @@
 #include "mla/GPUCodegen/InlinePTX.h"
 
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include <cstdio>
 #include <string>
 
 using namespace mlir;
@@ -39,6 +40,19 @@ mla::gpu_codegen::ptx::cvtE4M3x4ToF16x2(ImplicitLocOpBuilder &b, Value bytes) {
           .getResult(0);
   return {LLVM::ExtractValueOp::create(b, r, 0),
           LLVM::ExtractValueOp::create(b, r, 1)};
+}
+
+Value mla::gpu_codegen::ptx::prmt(ImplicitLocOpBuilder &b, Value a, Value bb,
+                                  uint32_t selector) {
+  char hex[8];
+  std::snprintf(hex, sizeof(hex), "0x%04x", unsigned(selector & 0xFFFF));
+  std::string asmText = std::string("prmt.b32 $0, $1, $2, ") + hex + ";";
+  return LLVM::InlineAsmOp::create(
+             b, b.getI32Type(), ValueRange{a, bb}, asmText, "=r,r,r",
+             /*has_side_effects=*/false,
+             /*is_align_stack=*/false, LLVM::tailcallkind::TailCallKind::None,
+             LLVM::AsmDialectAttr(), ArrayAttr())
+      .getResult(0);
 }
 
 Value mla::gpu_codegen::ptx::prmtHighHalves(ImplicitLocOpBuilder &b, Value lo,

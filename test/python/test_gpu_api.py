@@ -258,7 +258,7 @@ def test_fp8_decode_spec_names_its_format(lib):
     e4m3 = gpu.decode_spec(128, 1, 512, 64, 64, "bf16", False, "sm_90a", kv_format="fp8_e4m3")
     assert e4m3.endswith(" format=fp8_e4m3 tile=64x2x64x2w"), e4m3
     token = gpu.decode_spec(16, 1, 512, 64, 64, "bf16", False, "sm_90a", kv_format="fp8_e4m3_token")
-    assert token.endswith(" format=fp8_e4m3_token tile=16x8x64x3"), token
+    assert token.endswith(" format=fp8_e4m3_token tile=16x4x32x2"), token
     ds = gpu.decode_spec(128, 1, 512, 64, 64, "bf16", False, "sm_90a", kv_format="fp8_ds_mla")
     assert ds.endswith(" format=fp8_ds_mla tile=64x2x32x3"), ds
     assert "format" not in gpu.decode_spec(16, 1, 512, 64, 64, "bf16", False, "sm_90a")

@@ -118,6 +118,14 @@ DecodeTiling chooseDecodeTiling(Chip chip, const DecodeShape &shape);
 std::string checkDecodeTiling(Chip chip, const DecodeShape &shape,
                               const DecodeTiling &tiling);
 int64_t decodeThreadsPerCta(const DecodeTiling &tiling);
+/// Whether the sm_90a mma.sync decode of an fp8_e4m3 cache (bf16
+/// activations) takes its MMA fragments straight from the raw fp8 blocks,
+/// with no dequantised KV tile: K fragments are 16 codes of one row per
+/// lane (Q staged with the matching k order), V fragments four rows' codes
+/// transposed in registers (P stored with the matching token order). Needs
+/// L+R a multiple of 64, output slices of whole 128 columns (L / warpsN a
+/// multiple of 128: 16 columns per lane) and 16-token k-steps.
+bool decodeReadsRawFp8(const DecodeShape &shape, const DecodeTiling &tiling);
 /// Dynamic shared memory of mla_decode_partial, in bytes.
 int64_t decodeSharedBytes(Chip chip, const DecodeShape &shape,
                           const DecodeTiling &tiling);

@@ -29,6 +29,8 @@
 
 #include "mla/GPUCodegen/DeviceBuilder.h"
 
+#include <array>
+
 namespace mla::gpu_codegen {
 
 /// float8 E4M3FN code (i8) -> f32.
@@ -42,6 +44,17 @@ mlir::Value decodeBF16(DeviceBuilder &d, mlir::Value bits);
 /// as vector<4xi32>, element 0 in the low half of word 0.
 mlir::Value convertE4M3x8(DeviceBuilder &d, mlir::Value raw,
                           mlir::Type halfType);
+
+/// The 4x4 byte transpose of four i32 words: byte i of result word j is
+/// byte j of `words[i]` (six prmt). Four codes of four cache rows become
+/// four columns of four rows each, ready for convertE4M3x4.
+std::array<mlir::Value, 4> transposeBytes4x4(DeviceBuilder &d,
+                                             std::array<mlir::Value, 4> words);
+
+/// Four E4M3 codes (i32, code 0 in the low byte) as two f16x2 words (codes
+/// 0-1, then 2-3; the lower code in the low half), exactly: one mma.sync B
+/// fragment when the codes are its four k values.
+std::array<mlir::Value, 2> convertE4M3x4(DeviceBuilder &d, mlir::Value word);
 
 /// Eight E4M3 codes (`raw` as for convertE4M3x8) times `scale` (f32), rounded
 /// to `halfType` (bf16 or f16): one 16-byte chunk of a KV tile as

@@ -36,6 +36,11 @@ mlir::Value lg2ApproxFtz(mlir::ImplicitLocOpBuilder &b, mlir::Value x);
 std::pair<mlir::Value, mlir::Value>
 cvtE4M3x4ToF16x2(mlir::ImplicitLocOpBuilder &b, mlir::Value bytes);
 
+/// `prmt.b32 $0, a, b, selector`: byte k of the result is byte nibble k of
+/// `selector` of the eight bytes a0..a3 b0..b3 (0-3 from `a`, 4-7 from `b`).
+mlir::Value prmt(mlir::ImplicitLocOpBuilder &b, mlir::Value a, mlir::Value bb,
+                 uint32_t selector);
+
 /// `prmt.b32 $0, lo, hi, 0x7632`: the high 16 bits of `lo` (i32) in the
 /// low half of the result, the high 16 bits of `hi` in the high half. Two
 /// f32 whose values are bf16 values give their bf16x2 word in one integer

@@ -18,8 +18,11 @@ DecodeSM90Layout DecodeSM90Layout::get(const abi::DecodeShape &shape,
                                        const abi::DecodeTiling &tiling) {
   const int64_t M = tiling.rowsPerCta, Bk = tiling.kvBlock;
   const int64_t rowData = shape.rowDim() * 2;
-  // An fp8 cache: one KV tile; the ring of raw blocks follows the scratch.
-  const int64_t kvTiles = shape.fp8() ? 1 : tiling.stages;
+  // An fp8 cache: one KV tile (none when the MMAs read the raw blocks);
+  // the ring of raw blocks follows the scratch.
+  const int64_t kvTiles = abi::decodeReadsRawFp8(shape, tiling) ? 0
+                          : shape.fp8()                         ? 1
+                                                                : tiling.stages;
   const int64_t rawSlot = llvm::alignTo(Bk * shape.cacheRowBytes(), 128);
   const int64_t redBytes = llvm::alignTo(M * tiling.warpsN * 4, 128);
   DecodeSM90Layout lay;
@@ -68,7 +71,8 @@ DecodeSM90Kernel::DecodeSM90Kernel(ImplicitLocOpBuilder &b,
       T(abi::decodeThreadsPerCta(tiling)), rows(N * Sq), Dc(D / 8), Lw(L / wn),
       ntO(Lw / 8), Tw(Bk / wn), ntS(Tw / 8),
       bf16(shape.elem == abi::ElemType::BF16 &&
-           shape.kvFormat != abi::CacheFormat::FP8E4M3) {
+           shape.kvFormat != abi::CacheFormat::FP8E4M3),
+      rawFp8(abi::decodeReadsRawFp8(shape, tiling)) {
   halfType = bf16 ? Type(b.getBF16Type()) : Type(b.getF16Type());
   outType = shape.elem == abi::ElemType::BF16 ? Type(b.getBF16Type())
                                               : Type(b.getF16Type());
@@ -233,7 +237,7 @@ void DecodeSM90Kernel::stageQInF16() {
   Value qReqBase = qRequestBase();
   const int64_t count = M * Dc, rounds = llvm::divideCeil(count, T);
   // Every round's 16 bytes (zeros past the request's rows) in registers.
-  SmallVector<Value> chunks, offsets;
+  SmallVector<Value> chunks, offsets, chunkRow, chunkIdx;
   Value zero = LLVM::ZeroOp::create(b, v4), e = d.c32(0);
   for (int64_t it = 0; it < rounds; ++it) {
     Value idx = d.add(tid, d.c32(it * T));
@@ -248,6 +252,7 @@ void DecodeSM90Kernel::stageQInF16() {
     chunks.push_back(v);
     offsets.push_back(
         d.select(inRange, lay.q.byteOffset(d, rr, ch), d.c32(-1)));
+    chunkRow.push_back(rr), chunkIdx.push_back(ch);
   }
   // The CTA's largest exponent: the warp's, then every warp's through the
   // row-reduction scratch (free until the first block's barrier).
@@ -266,12 +271,31 @@ void DecodeSM90Kernel::stageQInF16() {
   };
   Value down = pow2(d.sub(d.c32(268), e));
   scaleLog2 = d.fmul(scaleLog2, pow2(d.sub(e, d.c32(14))));
-  for (auto [v, off] : llvm::zip(chunks, offsets))
-    d.ifThen(d.sge(off, d.c32(0)), [&, v = v, off = off] {
-      d.store(convertBF16x8(d, v, halfType, down), sm(lay.q.base, off), 16);
+  for (auto [i, v, off] : llvm::enumerate(chunks, offsets))
+    d.ifThen(d.sge(off, d.c32(0)), [&, i = i, v = v, off = off] {
+      Value f16 = convertBF16x8(d, v, halfType, down);
+      if (rawFp8)
+        storeQChunkForRawK(f16, chunkRow[i], chunkIdx[i]);
+      else
+        d.store(f16, sm(lay.q.base, off), 16);
     });
   if (tiling.wgmma)
     fenceProxyAsyncShared(d); // st.shared before the wgmmas read Q
+}
+
+void DecodeSM90Kernel::storeQChunkForRawK(Value f16, Value rr, Value ch) {
+  // Source chunk s of a 64-column group holds the f16 pairs 4s..4s+3; pair
+  // p goes to k-step j = (p % 8) / 2 of the group, half h = p % 2 (columns
+  // 8h..8h+7 of the step), word p / 8: so chunk s's word w lands in the
+  // group's chunk 4(s % 2) + w, word s / 2 (the k order of rawKFragments).
+  Value s = d.remu(ch, d.c32(8));
+  for (int64_t w = 0; w < 4; ++w) {
+    Value dst = d.add(d.sub(ch, s),
+                      d.add(d.mul(d.remu(s, d.c32(2)), d.c32(4)), d.c32(w)));
+    Value at = d.add(lay.q.byteOffset(d, rr, dst),
+                     d.mul(d.divu(s, d.c32(2)), d.c32(4)));
+    d.store(d.extract(f16, w), sm(lay.q.base, at), 4);
+  }
 }
 
 void DecodeSM90Kernel::issueBlock(Value k) {
@@ -326,7 +350,7 @@ Value DecodeSM90Kernel::beginBlock(Value k, bool asyncProxy, bool dequantise) {
   // before this block's dequantisation overwrites it.
   d.barrier();
   lay.ring.refill(d, k, [&](Value next) { issueBlock(next); });
-  if (!shape.fp8())
+  if (!shape.fp8() || rawFp8)
     return lay.ring.slotOffset(d, k);
   if (dequantise) {
     dequantSlice(k, 0, Dc);
@@ -545,14 +569,31 @@ void DecodeSM90Kernel::storeProbabilities(ArrayRef<MmaAccum> s, Value mUse[2],
       pv[e] = softmax::probability(d, s[q].regs[e], mUse[e / 2]);
       l[e / 2] = d.fadd(l[e / 2], pv[e]);
     }
-    Value col =
-        d.add(d.mul(wj, d.c32(Tw)), d.add(d.c32(8 * q), d.mul(tq, d.c32(2))));
+    Value col = pColumn(
+        d.add(d.mul(wj, d.c32(Tw)), d.add(d.c32(8 * q), d.mul(tq, d.c32(2)))));
     for (int h = 0; h < 2; ++h) {
       Value off = lay.p.elementOffset(d, rowLocal[h], col, 2);
       d.store(d.pack2(pv[2 * h], pv[2 * h + 1], halfType), sm(lay.p.base, off),
               4);
     }
   }
+}
+
+Value DecodeSM90Kernel::pColumn(Value col) {
+  if (!rawFp8)
+    return col;
+  // Token t = 16i + 4c + e (e even) -> 16i + 8(e / 2) + 2c.
+  Value t = d.remu(col, d.c32(16));
+  Value c = d.divu(t, d.c32(4)), half = d.remu(d.divu(t, d.c32(2)), d.c32(2));
+  return d.add(d.sub(col, t), d.add(d.mul(half, d.c32(8)), d.mul(c, d.c32(2))));
+}
+
+Value DecodeSM90Kernel::outColumn(int64_t j, int64_t x) {
+  Value slice = d.mul(wj, d.c32(Lw));
+  if (!rawFp8)
+    return d.add(slice, d.add(d.mul(tq, d.c32(2)), d.c32(8 * j + x)));
+  Value slot = d.add(d.mul(tq, d.c32(2)), d.c32(x));
+  return d.add(slice, d.add(d.mul(slot, d.c32(Lw / 8)), d.c32(j)));
 }
 
 SmallVector<Value> DecodeSM90Kernel::softmaxBlock(MutableArrayRef<MmaAccum> s,
@@ -624,12 +665,17 @@ void DecodeSM90Kernel::writeRows(ValueRange state, Value lRow[2], bool final) {
     d.ifThen(d.slt(rowGlobal[h], reqRows), [&] {
       Value partialRow = d.add(splitRow0, rowGlobal[h]);
       Value outRow = d.mul(d.toI64(partialRow), d.c64(L));
-      Value colBase = d.add(d.mul(wj, d.c32(Lw)), d.mul(tq, d.c32(2)));
       Value inv = outScale ? d.fmul(norm.inv, outScale) : norm.inv;
-      for (int64_t j = 0; j < ntO; ++j) {
-        Value x0 = d.fmul(state[j * 4 + 2 * h], inv);
-        Value x1 = d.fmul(state[j * 4 + 2 * h + 1], inv);
-        Value at = d.add(outRow, d.toI64(d.add(colBase, d.c32(8 * j))));
+      for (int64_t q = 0; q < ntO; ++q) {
+        // Two adjacent columns: elements 0 and 1 of tile q, or with rawFp8
+        // element x of tiles j and j + 1.
+        int64_t j = rawFp8 ? q - q % 2 : q, x = rawFp8 ? q % 2 : 0;
+        auto elem = [&](int64_t n) {
+          int64_t e = rawFp8 ? (j + n) * 4 + 2 * h + x : j * 4 + 2 * h + n;
+          return d.fmul(state[e], inv);
+        };
+        Value x0 = elem(0), x1 = elem(1);
+        Value at = d.add(outRow, d.toI64(outColumn(j, x)));
         if (final) {
           d.store(d.pack2(x0, x1, outType), d.gep(pout, outType, at), 4);
           continue;
@@ -662,7 +708,8 @@ void DecodeSM90Kernel::writeLse(ValueRange state, Value lRow[2], int h,
 
 void DecodeSM90Kernel::writeRowsStaged(ValueRange state, Value lRow[2],
                                        const RowStaging &st) {
-  assert(L % 64 == 0 && !outScale && "16-byte chunks in swizzle groups of 8");
+  assert(L % 64 == 0 && !outScale && !rawFp8 &&
+         "16-byte chunks in swizzle groups of 8");
   Value firstChunk = d.mul(wj, d.c32(Lw / 8));
   Value nonEmpty[2];
   stageRows(state, lRow, st, firstChunk, nonEmpty);

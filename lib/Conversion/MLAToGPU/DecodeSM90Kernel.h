@@ -154,6 +154,10 @@ public:
   /// scaled by a power of two that keeps the CTA's Q rows in f16's range
   /// (stageQ; the factor goes into scaleLog2).
   const bool bf16;
+  /// abi::decodeReadsRawFp8: the MMAs read the raw fp8 ring (no KV tile);
+  /// Q's columns, P's tokens and O's columns are then stored in the orders
+  /// that the raw fragments imply (storeQChunkForRawK, pColumn, outColumn).
+  const bool rawFp8;
   mlir::Type halfType, outType;
 
   mlir::gpu::GPUFuncOp fn;
@@ -183,6 +187,14 @@ public:
   void computeQueryRows();
   void computePiece();
   void computeRowLimits();
+  /// The P tile column of the even token column `col` (of a pair): itself,
+  /// or with rawFp8 the k order of the raw V fragments (within 16 tokens,
+  /// tokens 4c, 4c+1 at columns 2c, 2c+1 and 4c+2, 4c+3 at 2c+8, 2c+9).
+  mlir::Value pColumn(mlir::Value col);
+  /// The output column of element `x` of the thread's n tile `j`: wj*Lw +
+  /// 8j + 2tq + x, or with rawFp8 wj*Lw + (Lw/8)(2tq + x) + j (raw V
+  /// fragments hold Lw/8 consecutive columns per n slot).
+  mlir::Value outColumn(int64_t j, int64_t x);
   /// The f32 slot (rowLocal[h], j) of the row-reduction scratch.
   mlir::Value redSlot(int h, mlir::Value j);
   /// The block's max of row rowLocal[h] over the warps sharing it.
@@ -227,6 +239,11 @@ private:
   /// [2^14, 2^15), and Q * 2^-e is stored as f16 (exact for every value
   /// down to 2^-29 times the largest); scaleLog2 is multiplied by 2^e.
   void stageQInF16();
+  /// Stores the f16 chunk `f16` (vector<4xi32>) of Q column chunk `ch` of
+  /// tile row `rr` in the k order of the raw K fragments: within each group
+  /// of 64 columns, k-step j's column 2c + e (+8) holds column
+  /// 16c + 4j + e (+2), the codes that lane c of a quad holds.
+  void storeQChunkForRawK(mlir::Value f16, mlir::Value rr, mlir::Value ch);
   /// Element offset of the request's first Q row in q.
   mlir::Value qRequestBase();
   /// Address in q of 16-byte chunk `chunk` of request row `r`, clamped into

@@ -7,9 +7,20 @@
 // output columns [j*L/warps_n, ...) of O += P V in registers, V fragments being
 // ldmatrix.trans views of the same KV tile.
 //
+// An fp8_e4m3 cache (abi::decodeReadsRawFp8) has no KV tile: the fragments
+// come from the raw ring. K: lane (g, c) loads 16 codes of token g at
+// columns 16c.. of each 64-column group, the B fragments of the group's four
+// k-steps (Q is staged in that k order). V: lane (g, c) loads its Lw/8
+// columns (from (Lw/8)g of the warp's slice, 16 per load) of tokens
+// 4c..4c+3 of a 16-token k-step, transposes the bytes and converts each
+// column's four codes: one B fragment per n tile (P is stored in that token
+// order; O's columns come out in the order outColumn gives).
+//
 //===----------------------------------------------------------------------===//
 
 #include "DecodeSM90Kernel.h"
+
+#include "mla/GPUCodegen/Fp8Dequant.h"
 
 using namespace mlir;
 using namespace mla::gpu_codegen;
@@ -38,6 +49,13 @@ private:
   static constexpr int64_t kScoreChains = 4;
   /// o += P V over this warp's output columns.
   void accumulateOutput(MutableArrayRef<Value> o, Value stage);
+  /// scores() from the raw fp8 block at ring offset `stage`.
+  SmallVector<MmaAccum> scoresFromRaw(Value stage);
+  /// accumulateOutput() from the raw fp8 block at ring offset `stage`.
+  void accumulateOutputFromRaw(MutableArrayRef<Value> o, Value stage);
+  /// Lane (g, c)'s four 16-byte loads of V codes for k-step kk, unit u (16
+  /// columns), as the rows of tokens 4c..4c+3 in order.
+  std::array<Value, 4> loadVCodes(Value slot, int64_t kk, int64_t u);
 
   DecodeSM90Kernel &k;
   DeviceBuilder &d;
@@ -139,13 +157,102 @@ void MmaSyncDecode::accumulateOutput(MutableArrayRef<Value> o, Value stage) {
   }
 }
 
+SmallVector<MmaAccum> MmaSyncDecode::scoresFromRaw(Value stage) {
+  const SmemTile &q = k.lay.q;
+  const int64_t rowBytes = k.shape.cacheRowBytes();
+  const int64_t parts = std::max<int64_t>(1, kScoreChains / k.ntS);
+  auto v4 = VectorType::get({4}, d.i32);
+  SmallVector<MmaAccum> s(parts * k.ntS, MmaAccum::splat(d.f(0.0f)));
+  // Lane (g, c) of n tile t: token wj*Tw + 8t + g, bytes 16c.. of a group.
+  SmallVector<Value> rows;
+  for (int64_t t = 0; t < k.ntS; ++t) {
+    Value tok = d.add(d.mul(k.wj, d.c32(k.Tw)), d.add(d.c32(8 * t), k.gq));
+    rows.push_back(
+        d.add(d.add(d.c32(k.lay.rawOff), stage),
+              d.add(d.mul(tok, d.c32(rowBytes)), d.mul(k.tq, d.c32(16)))));
+  }
+  for (int64_t g = 0; g < k.D / 64; ++g) {
+    SmallVector<Value> codes;
+    for (int64_t t = 0; t < k.ntS; ++t)
+      codes.push_back(d.load(v4, k.sm(0, d.add(rows[t], d.c32(64 * g))), 16));
+    for (int64_t j = 0; j < 4; ++j) {
+      int64_t kk = 4 * g + j;
+      MmaFragA a = loadFragA(
+          d, k.sm(q.base, q.byteOffset(d, qRow, d.add(lHalf, d.c32(2 * kk)))));
+      for (int64_t t = 0; t < k.ntS; ++t) {
+        std::array<Value, 2> bk = convertE4M3x4(d, d.extract(codes[t], j));
+        MmaAccum &part = s[(kk % parts) * k.ntS + t];
+        part = mmaSync(d, a, MmaFragB{{bk[0], bk[1]}}, part, k.bf16);
+      }
+    }
+  }
+  return sumParts(s, k.ntS);
+}
+
+std::array<Value, 4> MmaSyncDecode::loadVCodes(Value slot, int64_t kk,
+                                               int64_t u) {
+  auto v4 = VectorType::get({4}, d.i32);
+  const int64_t rowBytes = k.shape.cacheRowBytes();
+  // Odd quad lanes load their four rows in the order 1, 0, 3, 2: rows of a
+  // 16-token step are 64 bytes apart modulo 128, so lanes c and c + 1 then
+  // read opposite halves of the banks (two-way conflicts, not four).
+  Value odd = d.remu(k.tq, d.c32(2));
+  Value col = d.add(d.mul(k.wj, d.c32(k.Lw)),
+                    d.add(d.mul(k.gq, d.c32(k.Lw / 8)), d.c32(16 * u)));
+  Value first =
+      d.add(slot, d.add(d.mul(d.add(d.c32(16 * kk), d.mul(k.tq, d.c32(4))),
+                              d.c32(rowBytes)),
+                        col));
+  std::array<Value, 4> loaded, rows;
+  for (int64_t step = 0; step < 4; ++step) {
+    Value e = d.bitXor(d.c32(step), odd);
+    loaded[step] =
+        d.load(v4, k.sm(0, d.add(first, d.mul(e, d.c32(rowBytes)))), 16);
+  }
+  Value isOdd = d.eq(odd, d.c32(1));
+  for (int64_t e = 0; e < 4; ++e)
+    rows[e] = d.select(isOdd, loaded[e ^ 1], loaded[e]);
+  return rows;
+}
+
+void MmaSyncDecode::accumulateOutputFromRaw(MutableArrayRef<Value> o,
+                                            Value stage) {
+  const SmemTile &p = k.lay.p;
+  Value slot = d.add(d.c32(k.lay.rawOff), stage);
+  for (int64_t kk = 0; kk < k.Bk / 16; ++kk) {
+    MmaFragA a = loadFragA(
+        d, k.sm(p.base, p.byteOffset(d, qRow, d.add(lHalf, d.c32(2 * kk)))));
+    for (int64_t u = 0; u < k.Lw / 128; ++u) {
+      std::array<Value, 4> rows = loadVCodes(slot, kk, u);
+      for (int64_t w = 0; w < 4; ++w) {
+        std::array<Value, 4> cols = transposeBytes4x4(
+            d, {d.extract(rows[0], w), d.extract(rows[1], w),
+                d.extract(rows[2], w), d.extract(rows[3], w)});
+        for (int64_t x = 0; x < 4; ++x) {
+          // Column 16u + 4w + x of the lane's Lw/8: n tile 16u + 4w + x.
+          std::array<Value, 2> bv = convertE4M3x4(d, cols[x]);
+          MutableArrayRef<Value> tile = o.slice((16 * u + 4 * w + x) * 4, 4);
+          MmaAccum acc =
+              mmaSync(d, a, MmaFragB{{bv[0], bv[1]}},
+                      {{tile[0], tile[1], tile[2], tile[3]}}, k.bf16);
+          llvm::copy(acc.regs, tile.begin());
+        }
+      }
+    }
+  }
+}
+
 SmallVector<Value> MmaSyncDecode::step(Value kIdx, ValueRange carried) {
   Value stage = k.beginBlock(kIdx, /*asyncProxy=*/false);
   Value start = k.blockStart(kIdx);
-  SmallVector<MmaAccum> s = scores(stage);
+  SmallVector<MmaAccum> s = k.rawFp8 ? scoresFromRaw(stage) : scores(stage);
   SmallVector<Value> next = k.softmaxBlock(s, start, carried);
   d.barrier();
-  accumulateOutput(MutableArrayRef<Value>(next).take_front(k.ntO * 4), stage);
+  MutableArrayRef<Value> o = MutableArrayRef<Value>(next).take_front(k.ntO * 4);
+  if (k.rawFp8)
+    accumulateOutputFromRaw(o, stage);
+  else
+    accumulateOutput(o, stage);
   return next;
 }
 

@@ -1,7 +1,8 @@
 // sm_90a decode over fp8 caches: the raw rows of each KV block are staged
 // with 16-byte cp.async into a ring, then the warps that score a token slice
 // dequantise that slice into the KV tile the MMAs read and meet at a named
-// barrier of their own (id 1 + slice, 128 threads here) before Q K^T.
+// barrier of their own (id 1 + slice, 128 threads here) before Q K^T
+// (the mma.sync kernel of fp8_e4m3 reads the raw ring itself: see below).
 // fp8_e4m3 folds its per-tensor scale (the 12th parameter) into the scores'
 // scale and the output, and computes in f16: Q is read once, scaled by the
 // power of two 2^-e that puts the CTA's largest |q| below 2^15 (the largest
@@ -99,8 +100,50 @@ module attributes {mla.target = #mla.target<chip = sm90>} {
 
 // -----
 
-// fp8_e4m3_token at 16 query rows: the 16-row mma.sync kernel with eight
-// warps of 8 tokens each and three raw stages (tile 16x8x64x3), 256
+// fp8_e4m3 at 16 query rows (default 16x4x64x2, 128 threads): the MMAs read
+// the raw ring, no KV tile and no dequantisation or named barrier. Q is
+// staged in the raw K fragments' k order (4-byte stores of its f16 pairs).
+// Per block: each 64-column group is one 16-byte load of codes per n tile
+// (two here), then four k-steps, each one cvt.rn.f16x2.e4m3x2 pair per
+// MMA (9 x 4 x 2 = 72 score MMAs); after the CTA barrier that publishes P,
+// each 16-token k-step loads four rows of V codes (odd quad lanes in the
+// order 1, 0, 3, 2, put back by selects), transposes their bytes (prmt)
+// and converts each column: 4 x 16 = 64 output MMAs.
+// CHECK-LABEL: gpu.func @mla_decode_partial(
+// CHECK-SAME: known_block_size = array<i32: 128, 1, 1>
+// CHECK: llvm.store {{.*}} : i32, !llvm.ptr<3>
+// CHECK: scf.for
+// CHECK-NOT: nvvm.barrier id
+// CHECK-COUNT-2: llvm.load {{.*}} : !llvm.ptr<3> -> vector<4xi32>
+// CHECK: cvt.rn.f16x2.e4m3x2
+// CHECK-COUNT-72: nvvm.mma.sync
+// CHECK: nvvm.barrier0
+// CHECK-COUNT-4: llvm.load {{.*}} : !llvm.ptr<3> -> vector<4xi32>
+// CHECK-COUNT-4: arith.select {{.*}} : vector<4xi32>
+// CHECK: prmt.b32 $0, $1, $2, 0x5140;
+// CHECK: prmt.b32 $0, $1, $2, 0x7362;
+// CHECK: prmt.b32 $0, $1, $2, 0x5410;
+// CHECK: prmt.b32 $0, $1, $2, 0x7632;
+// CHECK: cvt.rn.f16x2.e4m3x2
+// CHECK-COUNT-64: nvvm.mma.sync
+// CHECK-NOT: nvvm.mma.sync
+// CHECK: scf.yield
+module attributes {mla.target = #mla.target<chip = sm90>} {
+  func.func @e4m3_16(%q: tensor<?x1x16x576xbf16>, %cache: tensor<?x64x576xi8>, %bt: tensor<?x?xi32>, %lens: tensor<?xi32>)
+      -> (tensor<?x1x16x512xbf16>, tensor<?x16x1xf32>) {
+    %o, %l = mla.decode %q, %cache[%bt, %lens]
+        layout #mla.cache_layout<format = fp8_e4m3, page_size = 64, scale = 0.5 : f32> scale 0.0721687824
+        : (tensor<?x1x16x576xbf16>, tensor<?x64x576xi8>, tensor<?x?xi32>, tensor<?xi32>)
+        -> (tensor<?x1x16x512xbf16>, tensor<?x16x1xf32>)
+    return %o, %l : tensor<?x1x16x512xbf16>, tensor<?x16x1xf32>
+  }
+}
+
+// -----
+
+// fp8_e4m3_token at 16 query rows, tiled 16x8x64x3 (the default is
+// 16x4x32x2): the 16-row mma.sync kernel with eight
+// warps of 8 tokens each and three raw stages, 256
 // threads. Each warp dequantises its own tokens, two 16-byte chunks of a row
 // per loop iteration (both loaded and converted before either is stored),
 // and meets its own named barrier (ids 1..8, 32 threads); it scores its
@@ -127,6 +170,7 @@ module attributes {mla.target = #mla.target<chip = sm90>} {
       -> (tensor<?x1x16x512xbf16>, tensor<?x16x1xf32>) {
     %o, %l = mla.decode %q, %cache[%bt, %lens]
         layout #mla.cache_layout<format = fp8_e4m3_token, page_size = 64> scale 0.0721687824
+        {mla.gpu_tiling = #mla.gpu_tiling<rows_per_cta = 16, warps_n = 8, kv_block = 64, stages = 3>}
         : (tensor<?x1x16x576xbf16>, tensor<?x64x584xi8>, tensor<?x?xi32>, tensor<?xi32>)
         -> (tensor<?x1x16x512xbf16>, tensor<?x16x1xf32>)
     return %o, %l : tensor<?x1x16x512xbf16>, tensor<?x16x1xf32>
