@@ -56,8 +56,8 @@ DecodeTiling chooseDecodeTiling(Chip chip, const DecodeShape &shape) {
   // from the raw ring (decodeReadsRawFp8: 95 KB of shared memory, two CTAs
   // per SM); the formats that scale in f32 over 32-token blocks (four warps
   // of 8 tokens), whose 94 KB also let two CTAs share an SM. On the H200 at
-  // (128, 16, 8192), same call: 0.194 ms (fp8_e4m3; bf16 seesaw 0.300;
-  // 16x2x32x2 0.211, 16x4x64x3 0.225), and in another call 0.371
+  // (128, 16, 8192), same call: 0.185 ms (fp8_e4m3; bf16 seesaw 0.300;
+  // 16x2x32x2 0.210; 16x4x64x3 0.225 in another), and in another call 0.371
   // (fp8_e4m3_token; 16x8x64x3 0.396) and 0.356 ms (fp8_ds_mla; 16x8x64x3
   // 0.376) (docs/benchmarks.md, 2026-12-04).
   if (shape.fp8() && shape.numHeads * shape.queryRows <= 16) {

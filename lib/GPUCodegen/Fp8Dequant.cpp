@@ -71,18 +71,29 @@ Value mla::gpu_codegen::convertE4M3x8(DeviceBuilder &d, Value raw,
   return out;
 }
 
+ByteTransposeSelectors
+mla::gpu_codegen::ByteTransposeSelectors::get(DeviceBuilder &d,
+                                              Value swapRowPairs) {
+  // Bytes 0, 1 of the interleavings of rows (0, 1) and (2, 3), i.e. rows
+  // 0..3 of one column; swapped pairs hold rows 1, 0 (3, 2) there.
+  return {d.select(swapRowPairs, d.c32(0x4501), d.c32(0x5410)),
+          d.select(swapRowPairs, d.c32(0x6723), d.c32(0x7632))};
+}
+
 std::array<Value, 4>
 mla::gpu_codegen::transposeBytes4x4(DeviceBuilder &d,
-                                    std::array<Value, 4> words) {
-  // Rows 0-1 and 2-3 interleaved by byte (bytes 0,1 then 2,3 of each), then
-  // the halves of those interleavings put side by side.
+                                    std::array<Value, 4> words,
+                                    const ByteTransposeSelectors &sel) {
+  // Words 0-1 and 2-3 interleaved by byte (bytes 0,1 then 2,3 of each),
+  // then the halves of those interleavings put side by side.
   Value lo01 = ptx::prmt(d.b, words[0], words[1], 0x5140);
   Value hi01 = ptx::prmt(d.b, words[0], words[1], 0x7362);
   Value lo23 = ptx::prmt(d.b, words[2], words[3], 0x5140);
   Value hi23 = ptx::prmt(d.b, words[2], words[3], 0x7362);
-  return {
-      ptx::prmt(d.b, lo01, lo23, 0x5410), ptx::prmt(d.b, lo01, lo23, 0x7632),
-      ptx::prmt(d.b, hi01, hi23, 0x5410), ptx::prmt(d.b, hi01, hi23, 0x7632)};
+  return {ptx::prmt(d.b, lo01, lo23, sel.even),
+          ptx::prmt(d.b, lo01, lo23, sel.odd),
+          ptx::prmt(d.b, hi01, hi23, sel.even),
+          ptx::prmt(d.b, hi01, hi23, sel.odd)};
 }
 
 std::array<Value, 2> mla::gpu_codegen::convertE4M3x4(DeviceBuilder &d,

@@ -55,6 +55,17 @@ Value mla::gpu_codegen::ptx::prmt(ImplicitLocOpBuilder &b, Value a, Value bb,
       .getResult(0);
 }
 
+Value mla::gpu_codegen::ptx::prmt(ImplicitLocOpBuilder &b, Value a, Value bb,
+                                  Value selector) {
+  return LLVM::InlineAsmOp::create(
+             b, b.getI32Type(), ValueRange{a, bb, selector},
+             "prmt.b32 $0, $1, $2, $3;", "=r,r,r,r",
+             /*has_side_effects=*/false,
+             /*is_align_stack=*/false, LLVM::tailcallkind::TailCallKind::None,
+             LLVM::AsmDialectAttr(), ArrayAttr())
+      .getResult(0);
+}
+
 Value mla::gpu_codegen::ptx::prmtHighHalves(ImplicitLocOpBuilder &b, Value lo,
                                             Value hi) {
   return LLVM::InlineAsmOp::create(b, b.getI32Type(), ValueRange{lo, hi},

@@ -45,11 +45,22 @@ mlir::Value decodeBF16(DeviceBuilder &d, mlir::Value bits);
 mlir::Value convertE4M3x8(DeviceBuilder &d, mlir::Value raw,
                           mlir::Type halfType);
 
+/// The last two byte selectors of transposeBytes4x4: with `swapRowPairs`
+/// (i1, e.g. lane-dependent) the words come in the row order 1, 0, 3, 2
+/// and the selectors put the rows back in order, so a caller may load rows
+/// in a lane-dependent order at no cost per transpose.
+struct ByteTransposeSelectors {
+  mlir::Value even, odd;
+  static ByteTransposeSelectors get(DeviceBuilder &d, mlir::Value swapRowPairs);
+};
+
 /// The 4x4 byte transpose of four i32 words: byte i of result word j is
-/// byte j of `words[i]` (six prmt). Four codes of four cache rows become
-/// four columns of four rows each, ready for convertE4M3x4.
+/// byte j of row i (six prmt), the rows being `words` in order, or in the
+/// order 1, 0, 3, 2 where `sel` says so. Four codes of four cache rows
+/// become four columns of four rows each, ready for convertE4M3x4.
 std::array<mlir::Value, 4> transposeBytes4x4(DeviceBuilder &d,
-                                             std::array<mlir::Value, 4> words);
+                                             std::array<mlir::Value, 4> words,
+                                             const ByteTransposeSelectors &sel);
 
 /// Four E4M3 codes (i32, code 0 in the low byte) as two f16x2 words (codes
 /// 0-1, then 2-3; the lower code in the low half), exactly: one mma.sync B

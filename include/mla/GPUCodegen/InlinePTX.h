@@ -41,6 +41,10 @@ cvtE4M3x4ToF16x2(mlir::ImplicitLocOpBuilder &b, mlir::Value bytes);
 mlir::Value prmt(mlir::ImplicitLocOpBuilder &b, mlir::Value a, mlir::Value bb,
                  uint32_t selector);
 
+/// The same with the selector in a register (i32, low 16 bits used).
+mlir::Value prmt(mlir::ImplicitLocOpBuilder &b, mlir::Value a, mlir::Value bb,
+                 mlir::Value selector);
+
 /// `prmt.b32 $0, lo, hi, 0x7632`: the high 16 bits of `lo` (i32) in the
 /// low half of the result, the high 16 bits of `hi` in the high half. Two
 /// f32 whose values are bf16 values give their bf16x2 word in one integer

@@ -54,8 +54,17 @@ private:
   /// accumulateOutput() from the raw fp8 block at ring offset `stage`.
   void accumulateOutputFromRaw(MutableArrayRef<Value> o, Value stage);
   /// Lane (g, c)'s four 16-byte loads of V codes for k-step kk, unit u (16
-  /// columns), as the rows of tokens 4c..4c+3 in order.
+  /// columns): the rows of tokens 4c..4c+3, for odd c in the order 1, 0,
+  /// 3, 2 (vSel puts them back in order).
   std::array<Value, 4> loadVCodes(Value slot, int64_t kk, int64_t u);
+  /// Raw fp8: the lane's V rows 4c + (0 or 1, swapped for odd c) at unit 0
+  /// of k-step 0, from the raw ring's slot base, and the matching transpose
+  /// selectors.
+  Value vRow[2];
+  ByteTransposeSelectors vSel;
+  /// Raw fp8: lane (g, c)'s K bytes 16c.. of token wj*Tw + g from the ring's
+  /// slot base.
+  Value kRow;
 
   DecodeSM90Kernel &k;
   DeviceBuilder &d;
@@ -72,6 +81,23 @@ MmaSyncDecode::MmaSyncDecode(DecodeSM90Kernel &k) : k(k), d(k.d) {
   qRow = d.add(d.mul(k.wi, d.c32(16)), l16);
   kTokBase = d.add(d.mul(k.wj, d.c32(k.Tw)), d.add(l8, d.mul(lHalf, d.c32(8))));
   vTokLane = d.add(l8, d.mul(lMat1, d.c32(8)));
+  if (!k.rawFp8)
+    return;
+  // Rows of a 16-token step are 64 bytes apart modulo 128: odd quad lanes
+  // load their four rows in the order 1, 0, 3, 2, so lanes c and c + 1
+  // read opposite halves of the banks (two-way conflicts, not four).
+  Value odd = d.remu(k.tq, d.c32(2));
+  const int64_t rowBytes = k.shape.cacheRowBytes();
+  Value col = d.add(d.mul(k.wj, d.c32(k.Lw)), d.mul(k.gq, d.c32(k.Lw / 8)));
+  for (int64_t p = 0; p < 2; ++p) {
+    Value tok = d.add(d.mul(k.tq, d.c32(4)), d.bitXor(odd, d.c32(p)));
+    vRow[p] =
+        d.add(d.c32(k.lay.rawOff), d.add(d.mul(tok, d.c32(rowBytes)), col));
+  }
+  vSel = ByteTransposeSelectors::get(d, d.eq(odd, d.c32(1)));
+  Value kTok = d.add(d.mul(k.wj, d.c32(k.Tw)), k.gq);
+  kRow = d.add(d.c32(k.lay.rawOff),
+               d.add(d.mul(kTok, d.c32(rowBytes)), d.mul(k.tq, d.c32(16))));
 }
 
 SmallVector<MmaAccum> MmaSyncDecode::scores(Value stage) {
@@ -165,12 +191,8 @@ SmallVector<MmaAccum> MmaSyncDecode::scoresFromRaw(Value stage) {
   SmallVector<MmaAccum> s(parts * k.ntS, MmaAccum::splat(d.f(0.0f)));
   // Lane (g, c) of n tile t: token wj*Tw + 8t + g, bytes 16c.. of a group.
   SmallVector<Value> rows;
-  for (int64_t t = 0; t < k.ntS; ++t) {
-    Value tok = d.add(d.mul(k.wj, d.c32(k.Tw)), d.add(d.c32(8 * t), k.gq));
-    rows.push_back(
-        d.add(d.add(d.c32(k.lay.rawOff), stage),
-              d.add(d.mul(tok, d.c32(rowBytes)), d.mul(k.tq, d.c32(16)))));
-  }
+  for (int64_t t = 0; t < k.ntS; ++t)
+    rows.push_back(d.add(stage, d.add(kRow, d.c32(8 * t * rowBytes))));
   for (int64_t g = 0; g < k.D / 64; ++g) {
     SmallVector<Value> codes;
     for (int64_t t = 0; t < k.ntS; ++t)
@@ -193,41 +215,30 @@ std::array<Value, 4> MmaSyncDecode::loadVCodes(Value slot, int64_t kk,
                                                int64_t u) {
   auto v4 = VectorType::get({4}, d.i32);
   const int64_t rowBytes = k.shape.cacheRowBytes();
-  // Odd quad lanes load their four rows in the order 1, 0, 3, 2: rows of a
-  // 16-token step are 64 bytes apart modulo 128, so lanes c and c + 1 then
-  // read opposite halves of the banks (two-way conflicts, not four).
-  Value odd = d.remu(k.tq, d.c32(2));
-  Value col = d.add(d.mul(k.wj, d.c32(k.Lw)),
-                    d.add(d.mul(k.gq, d.c32(k.Lw / 8)), d.c32(16 * u)));
-  Value first =
-      d.add(slot, d.add(d.mul(d.add(d.c32(16 * kk), d.mul(k.tq, d.c32(4))),
-                              d.c32(rowBytes)),
-                        col));
-  std::array<Value, 4> loaded, rows;
+  std::array<Value, 4> rows;
   for (int64_t step = 0; step < 4; ++step) {
-    Value e = d.bitXor(d.c32(step), odd);
-    loaded[step] =
-        d.load(v4, k.sm(0, d.add(first, d.mul(e, d.c32(rowBytes)))), 16);
+    int64_t off = (16 * kk + 2 * (step / 2)) * rowBytes + 16 * u;
+    rows[step] =
+        d.load(v4, k.sm(0, d.add(slot, d.add(vRow[step % 2], d.c32(off)))), 16);
   }
-  Value isOdd = d.eq(odd, d.c32(1));
-  for (int64_t e = 0; e < 4; ++e)
-    rows[e] = d.select(isOdd, loaded[e ^ 1], loaded[e]);
   return rows;
 }
 
 void MmaSyncDecode::accumulateOutputFromRaw(MutableArrayRef<Value> o,
                                             Value stage) {
   const SmemTile &p = k.lay.p;
-  Value slot = d.add(d.c32(k.lay.rawOff), stage);
+  Value slot = stage; // vRow holds the ring's offset
   for (int64_t kk = 0; kk < k.Bk / 16; ++kk) {
     MmaFragA a = loadFragA(
         d, k.sm(p.base, p.byteOffset(d, qRow, d.add(lHalf, d.c32(2 * kk)))));
     for (int64_t u = 0; u < k.Lw / 128; ++u) {
       std::array<Value, 4> rows = loadVCodes(slot, kk, u);
       for (int64_t w = 0; w < 4; ++w) {
-        std::array<Value, 4> cols = transposeBytes4x4(
-            d, {d.extract(rows[0], w), d.extract(rows[1], w),
-                d.extract(rows[2], w), d.extract(rows[3], w)});
+        std::array<Value, 4> cols =
+            transposeBytes4x4(d,
+                              {d.extract(rows[0], w), d.extract(rows[1], w),
+                               d.extract(rows[2], w), d.extract(rows[3], w)},
+                              vSel);
         for (int64_t x = 0; x < 4; ++x) {
           // Column 16u + 4w + x of the lane's Lw/8: n tile 16u + 4w + x.
           std::array<Value, 2> bv = convertE4M3x4(d, cols[x]);

@@ -107,11 +107,15 @@ module attributes {mla.target = #mla.target<chip = sm90>} {
 // (two here), then four k-steps, each one cvt.rn.f16x2.e4m3x2 pair per
 // MMA (9 x 4 x 2 = 72 score MMAs); after the CTA barrier that publishes P,
 // each 16-token k-step loads four rows of V codes (odd quad lanes in the
-// order 1, 0, 3, 2, put back by selects), transposes their bytes (prmt)
-// and converts each column: 4 x 16 = 64 output MMAs.
+// order 1, 0, 3, 2), transposes their bytes (four prmt with constant
+// selectors, four with the lane's selectors 0x5410/0x7632, or 0x4501/0x6723
+// (17665/26403) that put odd lanes' rows back in order) and converts each
+// column: 4 x 16 = 64 output MMAs.
 // CHECK-LABEL: gpu.func @mla_decode_partial(
 // CHECK-SAME: known_block_size = array<i32: 128, 1, 1>
 // CHECK: llvm.store {{.*}} : i32, !llvm.ptr<3>
+// CHECK: %[[SEL_EVEN:.*]] = arith.select %{{.*}}, %c17665_i32, %c21520_i32 : i32
+// CHECK: %[[SEL_ODD:.*]] = arith.select %{{.*}}, %c26403_i32, %c30258_i32 : i32
 // CHECK: scf.for
 // CHECK-NOT: nvvm.barrier id
 // CHECK-COUNT-2: llvm.load {{.*}} : !llvm.ptr<3> -> vector<4xi32>
@@ -119,11 +123,11 @@ module attributes {mla.target = #mla.target<chip = sm90>} {
 // CHECK-COUNT-72: nvvm.mma.sync
 // CHECK: nvvm.barrier0
 // CHECK-COUNT-4: llvm.load {{.*}} : !llvm.ptr<3> -> vector<4xi32>
-// CHECK-COUNT-4: arith.select {{.*}} : vector<4xi32>
+// CHECK-NOT: arith.select {{.*}} : vector<4xi32>
 // CHECK: prmt.b32 $0, $1, $2, 0x5140;
 // CHECK: prmt.b32 $0, $1, $2, 0x7362;
-// CHECK: prmt.b32 $0, $1, $2, 0x5410;
-// CHECK: prmt.b32 $0, $1, $2, 0x7632;
+// CHECK: prmt.b32 $0, $1, $2, $3;", "=r,r,r,r" %{{.*}}, %{{.*}}, %[[SEL_EVEN]]
+// CHECK: prmt.b32 $0, $1, $2, $3;", "=r,r,r,r" %{{.*}}, %{{.*}}, %[[SEL_ODD]]
 // CHECK: cvt.rn.f16x2.e4m3x2
 // CHECK-COUNT-64: nvvm.mma.sync
 // CHECK-NOT: nvvm.mma.sync
