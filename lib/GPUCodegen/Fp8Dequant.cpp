@@ -96,12 +96,6 @@ mla::gpu_codegen::transposeBytes4x4(DeviceBuilder &d,
           ptx::prmt(d.b, hi01, hi23, sel.odd)};
 }
 
-std::array<Value, 2> mla::gpu_codegen::convertE4M3x4(DeviceBuilder &d,
-                                                     Value word) {
-  auto [lo, hi] = ptx::cvtE4M3x4ToF16x2(d.b, word);
-  return {lo, hi};
-}
-
 Value mla::gpu_codegen::dequantE4M3x8(DeviceBuilder &d, Value raw, Value scale,
                                       Type halfType) {
   Value out = d.poison(VectorType::get({4}, d.i32));

@@ -68,13 +68,7 @@ Value mla::gpu_codegen::ptx::prmt(ImplicitLocOpBuilder &b, Value a, Value bb,
 
 Value mla::gpu_codegen::ptx::prmtHighHalves(ImplicitLocOpBuilder &b, Value lo,
                                             Value hi) {
-  return LLVM::InlineAsmOp::create(b, b.getI32Type(), ValueRange{lo, hi},
-                                   "prmt.b32 $0, $1, $2, 0x7632;", "=r,r,r",
-                                   /*has_side_effects=*/false,
-                                   /*is_align_stack=*/false,
-                                   LLVM::tailcallkind::TailCallKind::None,
-                                   LLVM::AsmDialectAttr(), ArrayAttr())
-      .getResult(0);
+  return prmt(b, lo, hi, 0x7632);
 }
 
 /// The asm text and constraints of a wgmma: operands $0..$(c-1) are the

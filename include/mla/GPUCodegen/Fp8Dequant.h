@@ -57,15 +57,10 @@ struct ByteTransposeSelectors {
 /// The 4x4 byte transpose of four i32 words: byte i of result word j is
 /// byte j of row i (six prmt), the rows being `words` in order, or in the
 /// order 1, 0, 3, 2 where `sel` says so. Four codes of four cache rows
-/// become four columns of four rows each, ready for convertE4M3x4.
+/// become four columns of four rows each, ready for ptx::cvtE4M3x4ToF16x2.
 std::array<mlir::Value, 4> transposeBytes4x4(DeviceBuilder &d,
                                              std::array<mlir::Value, 4> words,
                                              const ByteTransposeSelectors &sel);
-
-/// Four E4M3 codes (i32, code 0 in the low byte) as two f16x2 words (codes
-/// 0-1, then 2-3; the lower code in the low half), exactly: one mma.sync B
-/// fragment when the codes are its four k values.
-std::array<mlir::Value, 2> convertE4M3x4(DeviceBuilder &d, mlir::Value word);
 
 /// Eight E4M3 codes (`raw` as for convertE4M3x8) times `scale` (f32), rounded
 /// to `halfType` (bf16 or f16): one 16-byte chunk of a KV tile as

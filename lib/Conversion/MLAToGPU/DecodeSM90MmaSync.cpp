@@ -21,6 +21,7 @@
 #include "DecodeSM90Kernel.h"
 
 #include "mla/GPUCodegen/Fp8Dequant.h"
+#include "mla/GPUCodegen/InlinePTX.h"
 
 using namespace mlir;
 using namespace mla::gpu_codegen;
@@ -202,9 +203,9 @@ SmallVector<MmaAccum> MmaSyncDecode::scoresFromRaw(Value stage) {
       MmaFragA a = loadFragA(
           d, k.sm(q.base, q.byteOffset(d, qRow, d.add(lHalf, d.c32(2 * kk)))));
       for (int64_t t = 0; t < k.ntS; ++t) {
-        std::array<Value, 2> bk = convertE4M3x4(d, d.extract(codes[t], j));
+        auto [b0, b1] = ptx::cvtE4M3x4ToF16x2(d.b, d.extract(codes[t], j));
         MmaAccum &part = s[(kk % parts) * k.ntS + t];
-        part = mmaSync(d, a, MmaFragB{{bk[0], bk[1]}}, part, k.bf16);
+        part = mmaSync(d, a, MmaFragB{{b0, b1}}, part, k.bf16);
       }
     }
   }
@@ -241,10 +242,10 @@ void MmaSyncDecode::accumulateOutputFromRaw(MutableArrayRef<Value> o,
                               vSel);
         for (int64_t x = 0; x < 4; ++x) {
           // Column 16u + 4w + x of the lane's Lw/8: n tile 16u + 4w + x.
-          std::array<Value, 2> bv = convertE4M3x4(d, cols[x]);
+          auto [b0, b1] = ptx::cvtE4M3x4ToF16x2(d.b, cols[x]);
           MutableArrayRef<Value> tile = o.slice((16 * u + 4 * w + x) * 4, 4);
           MmaAccum acc =
-              mmaSync(d, a, MmaFragB{{bv[0], bv[1]}},
+              mmaSync(d, a, MmaFragB{{b0, b1}},
                       {{tile[0], tile[1], tile[2], tile[3]}}, k.bf16);
           llvm::copy(acc.regs, tile.begin());
         }
