@@ -52,18 +52,18 @@ DecodeTiling chooseDecodeTiling(Chip chip, const DecodeShape &shape) {
   if (checkDecodeTiling(chip, shape, seesawTiling).empty())
     return seesawTiling;
   // fp8 at 16 query rows: the 16-row mma.sync kernel, which spends no
-  // padded MMA rows. fp8_e4m3 over 64-token blocks, its fragments read
-  // from the raw ring (decodeReadsRawFp8: 95 KB of shared memory, two CTAs
-  // per SM); the formats that scale in f32 over 32-token blocks (four warps
-  // of 8 tokens), whose 94 KB also let two CTAs share an SM. On the H200 at
-  // (128, 16, 8192), same call: 0.185 ms (fp8_e4m3; bf16 seesaw 0.300;
-  // 16x2x32x2 0.210; 16x4x64x3 0.225 in another), and in another call 0.371
-  // (fp8_e4m3_token; 16x8x64x3 0.396) and 0.356 ms (fp8_ds_mla; 16x8x64x3
-  // 0.376) (docs/benchmarks.md, 2026-12-04).
+  // padded MMA rows. fp8_e4m3 and fp8_ds_mla over 64-token blocks, their
+  // fragments read from the raw ring (decodeReadsRawFp8: 95 and 109 KB of
+  // shared memory, two CTAs per SM); fp8_e4m3_token scales in f32 over
+  // 32-token blocks (four warps of 8 tokens), whose 94 KB also let two CTAs
+  // share an SM. On the H200 at (128, 16, 8192), same call: 0.185 ms
+  // (fp8_e4m3), 0.208 ms (fp8_ds_mla; 16x8x64x3 0.376), bf16 seesaw 0.300;
+  // and in another call 0.371 ms (fp8_e4m3_token; 16x8x64x3 0.396)
+  // (docs/benchmarks.md, 2026-12-04).
   if (shape.fp8() && shape.numHeads * shape.queryRows <= 16) {
-    DecodeTiling narrowFp8 = shape.kvFormat == CacheFormat::FP8E4M3
-                                 ? DecodeTiling{16, 4, 64, 2}
-                                 : DecodeTiling{16, 4, 32, 2};
+    DecodeTiling raw{16, 4, 64, 2};
+    DecodeTiling narrowFp8 =
+        decodeReadsRawFp8(shape, raw) ? raw : DecodeTiling{16, 4, 32, 2};
     if (checkDecodeTiling(chip, shape, narrowFp8).empty())
       return narrowFp8;
   }
@@ -112,12 +112,29 @@ int64_t decodeThreadsPerCta(const DecodeTiling &tiling) {
 }
 
 bool decodeReadsRawFp8(const DecodeShape &shape, const DecodeTiling &tiling) {
-  return shape.kvFormat == CacheFormat::FP8E4M3 &&
-         shape.elem == ElemType::BF16 && !tiling.wgmma &&
-         shape.rowDim() % 64 == 0 && tiling.warpsN > 0 &&
-         shape.latentDim % tiling.warpsN == 0 &&
-         (shape.latentDim / tiling.warpsN) % 128 == 0 &&
-         tiling.kvBlock % 16 == 0;
+  bool common = shape.elem == ElemType::BF16 && !tiling.wgmma &&
+                tiling.warpsN > 0 && shape.latentDim % tiling.warpsN == 0 &&
+                (shape.latentDim / tiling.warpsN) % 128 == 0 &&
+                tiling.kvBlock % 16 == 0;
+  if (!common)
+    return false;
+  if (shape.kvFormat == CacheFormat::FP8E4M3)
+    return shape.rowDim() % 64 == 0;
+  if (shape.kvFormat == CacheFormat::FP8DsMla) {
+    int64_t ropeOff = shape.latentDim + 4 * (shape.latentDim / kDsMlaTile);
+    return shape.latentDim / tiling.warpsN == kDsMlaTile &&
+           shape.ropeDim % 32 == 0 && ropeOff % 16 == 0 &&
+           shape.cacheRowBytes() % 16 == 0;
+  }
+  return false;
+}
+
+int64_t decodeRawScaleTiles(const DecodeShape &shape,
+                            const DecodeTiling &tiling) {
+  return decodeReadsRawFp8(shape, tiling) &&
+                 shape.kvFormat == CacheFormat::FP8DsMla
+             ? shape.latentDim / kDsMlaTile
+             : 0;
 }
 
 int64_t decodeSharedBytes(Chip chip, const DecodeShape &shape,
@@ -157,9 +174,15 @@ int64_t decodeSharedBytes(Chip chip, const DecodeShape &shape,
   int64_t rowBytes = alignTo(shape.rowDim() * elemBytes(shape.elem), 128);
   int64_t q = alignTo(tiling.rowsPerCta * rowBytes, 128);
   int64_t kv = alignTo(kvTiles * tiling.kvBlock * rowBytes, 128);
-  // P rows are padded by 16 bytes so ldmatrix reads are conflict-free.
-  int64_t p = alignTo(tiling.rowsPerCta * (tiling.kvBlock * 2 + 16), 128);
-  int64_t red = alignTo(tiling.rowsPerCta * tiling.warpsN * 4, 128);
+  // P rows are padded by 16 bytes so ldmatrix reads are conflict-free; a
+  // raw fp8_ds_mla decode keeps a P tile per scale tile.
+  int64_t scaleTiles = decodeRawScaleTiles(shape, tiling);
+  int64_t p = alignTo(std::max<int64_t>(1, scaleTiles) * tiling.rowsPerCta *
+                          (tiling.kvBlock * 2 + 16),
+                      128);
+  // The row-reduction scratch, and with scale tiles their running maxima.
+  int64_t red = alignTo(tiling.rowsPerCta * tiling.warpsN * 4, 128) +
+                (scaleTiles > 0 ? 128 : 0);
   return q + kv + p + red + raw;
 }
 

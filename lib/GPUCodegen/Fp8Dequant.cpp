@@ -113,7 +113,7 @@ Value mla::gpu_codegen::dequantE4M3x8(DeviceBuilder &d, Value raw, Value scale,
 
 Value mla::gpu_codegen::convertBF16x8(DeviceBuilder &d, Value raw,
                                       Type halfType, Value scale) {
-  if (halfType.isBF16())
+  if (halfType.isBF16() && !scale)
     return raw;
   Value out = d.poison(VectorType::get({4}, d.i32));
   for (int64_t w = 0; w < 4; ++w) {

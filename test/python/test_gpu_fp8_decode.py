@@ -250,6 +250,37 @@ def test_single_token_rows_are_exact(kv_format, tile):
     np.testing.assert_allclose(got, np.broadcast_to(expected[:, None, :], got.shape), rtol=rtol, atol=0)
 
 
+@pytest.mark.parametrize("tile", (None, "16x4x32x2", "16x8x64x3"))
+def test_ds_mla_scales_far_apart(tile):
+    """fp8_ds_mla at N = 16 scales each tile's scores per token after the MMAs and stores P once per scale
+    tile as p * s / sigma, sigma the tile's running maximum scale (O kept in units of sigma, rescaled when
+    it grows). Here every token's four scales are multiplied by independent powers of two that rise along
+    the sequence, from 2^-14..2^-12 at its start to 2^-3..2^-1 at its end, so sigma grows block by block
+    and P spans many binades; the reference dequantises the same bytes. (Factors above 1 would make the
+    scores large enough that rounding the dequantised K to bf16, as the 16x8x64x3 kernel does, moves
+    them by whole units.)"""
+    from mla import gpu  # the tile override is the GPU entry point's
+
+    rng = np.random.default_rng(31)
+    lens = [0, 1, 63, 64, 65, 1000, 4000]
+    cache = ref.make_paged_cache(rng, lens, PAGE, L, R, kv_format="fp8_ds_mla")
+    flat = cache.kv_cache.reshape(-1, cache.kv_cache.shape[-1])
+    for b, n in enumerate(lens):
+        slots = cache.slots(b, np.arange(n))
+        scales = flat[slots, L:L + 16].copy().view(np.float32)  # [n, 4]
+        rise = (12 * np.arange(n) // max(n, 1))[:, None] - 12
+        scales *= np.exp2(rise + rng.integers(-2, 1, size=scales.shape)).astype(np.float32)
+        flat[slots, L:L + 16] = scales.view(np.uint8)
+    q = torch.from_numpy(rng.standard_normal((len(lens), 1, 16, D)).astype(np.float32)).to(torch.bfloat16)
+    out_ref, lse_ref = ref.decode_ref(q.float().numpy(), cache.kv_cache, cache.block_table, cache.seq_lens, L,
+                                      SCALE, False, "fp8_ds_mla", None)
+    result = gpu.decode(q.cuda(), torch.from_numpy(cache.kv_cache).cuda(),
+                        torch.from_numpy(cache.block_table).cuda(),
+                        torch.tensor(lens, dtype=torch.int32, device="cuda"), head_dim_v=L, softmax_scale=SCALE,
+                        kv_format="fp8_ds_mla", tile=tile)
+    check(result, out_ref, lse_ref)
+
+
 # The issue's varlen batch: seq_lens {0, 1, 63, 64, 65, 8191} and three more requests, so that every draft
 # length 1..8 occurs (q_b = 0 for the empty request).
 VARLEN_SEQ_LENS = (0, 1, 63, 64, 65, 8191, 7, 130, 200)

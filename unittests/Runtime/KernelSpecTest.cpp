@@ -199,6 +199,43 @@ TEST(KernelSpecTest, Fp8CachesAddTheirFormatAndKeepBf16Keys) {
             std::string::npos);
 }
 
+TEST(KernelSpecTest, RawFp8DecodeRules) {
+  // The 16-row mma.sync kernel reads fp8_e4m3 and fp8_ds_mla from the raw
+  // ring (no KV tile): fp8_ds_mla when each warp's output slice is one
+  // 128-column scale tile, with a P tile per scale tile and the tiles'
+  // running maxima (128 bytes) in shared memory.
+  auto spec = [](const char *format, const char *tile) {
+    return parseOrDie(std::string("decode chip=sm_90a N=16 Sq=1 L=512 R=64 "
+                                  "page=64 dtype=bf16 causal=0 format=") +
+                      format + " tile=" + tile);
+  };
+  DecodeKernelSpec ds = spec("fp8_ds_mla", "16x4x64x2");
+  EXPECT_TRUE(decodeReadsRawFp8(ds.shape, ds.tiling));
+  EXPECT_EQ(decodeRawScaleTiles(ds.shape, ds.tiling), 4);
+  // Q 16 x 1152, four P tiles of 16 x 144, the row-reduction scratch and
+  // the maxima (256 + 128), two raw stages of 64 x 656.
+  EXPECT_EQ(decodeSharedBytes(ds.chip, ds.shape, ds.tiling),
+            16 * 1152 + 4 * 16 * 144 + 256 + 128 + 2 * 64 * 656);
+  // Two CTAs share an SM (228 KB, 1 KB reserved per CTA).
+  EXPECT_LE(2 * (decodeSharedBytes(ds.chip, ds.shape, ds.tiling) + 1024),
+            228 * 1024);
+  EXPECT_EQ(chooseDecodeTiling(ds.chip, ds.shape).kvBlock, 64);
+  // Two scale tiles per warp (8 warps over 64 columns, or 2 over 256): the
+  // dequantising kernel.
+  for (const char *tile : {"16x8x64x3", "16x2x32x2"}) {
+    DecodeKernelSpec other = spec("fp8_ds_mla", tile);
+    EXPECT_FALSE(decodeReadsRawFp8(other.shape, other.tiling)) << tile;
+    EXPECT_EQ(decodeRawScaleTiles(other.shape, other.tiling), 0) << tile;
+  }
+  DecodeKernelSpec e4m3 = spec("fp8_e4m3", "16x4x64x2");
+  EXPECT_TRUE(decodeReadsRawFp8(e4m3.shape, e4m3.tiling));
+  EXPECT_EQ(decodeRawScaleTiles(e4m3.shape, e4m3.tiling), 0);
+  // 584-byte rows are not 16-byte aligned: fp8_e4m3_token dequantises.
+  DecodeKernelSpec token = spec("fp8_e4m3_token", "16x4x64x2");
+  EXPECT_FALSE(decodeReadsRawFp8(token.shape, token.tiling));
+  EXPECT_EQ(chooseDecodeTiling(token.chip, token.shape).kvBlock, 32);
+}
+
 TEST(KernelSpecTest, KeysInAnyOrderAndOptionalTile) {
   DecodeKernelSpec spec = parseOrDie(
       "decode tile=64x2x64x2s scale=0x3d93cd3a causal=0 dtype=bf16 page=64 "

@@ -118,14 +118,25 @@ DecodeTiling chooseDecodeTiling(Chip chip, const DecodeShape &shape);
 std::string checkDecodeTiling(Chip chip, const DecodeShape &shape,
                               const DecodeTiling &tiling);
 int64_t decodeThreadsPerCta(const DecodeTiling &tiling);
-/// Whether the sm_90a mma.sync decode of an fp8_e4m3 cache (bf16
-/// activations) takes its MMA fragments straight from the raw fp8 blocks,
-/// with no dequantised KV tile: K fragments are 16 codes of one row per
-/// lane (Q staged with the matching k order), V fragments four rows' codes
+/// Whether the sm_90a mma.sync decode of an fp8 cache (bf16 activations)
+/// takes its MMA fragments straight from the raw fp8 blocks, with no
+/// dequantised KV tile: K fragments are 16 codes of one row per lane (Q
+/// staged with the matching k order), V fragments four rows' codes
 /// transposed in registers (P stored with the matching token order). Needs
-/// L+R a multiple of 64, output slices of whole 128 columns (L / warpsN a
-/// multiple of 128: 16 columns per lane) and 16-token k-steps.
+/// the codes in 64-column groups, output slices of whole 128 columns (L /
+/// warpsN a multiple of 128: 16 columns per lane) and 16-token k-steps.
+/// fp8_e4m3 (per-tensor scale); fp8_ds_mla when each warp's output slice
+/// is one scale tile (L / warpsN == kDsMlaTile) and its rows, scales and
+/// RoPE values sit on 16-byte boundaries (L = 512: 656-byte rows): the
+/// scores of each tile are scaled per token after their MMAs, the RoPE
+/// part is a bf16 MMA, and P is stored once per scale tile, scaled per
+/// token (decodeRawScaleTiles).
 bool decodeReadsRawFp8(const DecodeShape &shape, const DecodeTiling &tiling);
+/// The per-token scale tiles of a raw-fp8 decode, each with its own P tile:
+/// L / kDsMlaTile for fp8_ds_mla, 0 where there are none (fp8_e4m3, whose
+/// one scale is folded out, or a decode that does not read raw blocks).
+int64_t decodeRawScaleTiles(const DecodeShape &shape,
+                            const DecodeTiling &tiling);
 /// Dynamic shared memory of mla_decode_partial, in bytes.
 int64_t decodeSharedBytes(Chip chip, const DecodeShape &shape,
                           const DecodeTiling &tiling);

@@ -69,9 +69,10 @@ mlir::Value dequantE4M3x8(DeviceBuilder &d, mlir::Value raw, mlir::Value scale,
                           mlir::Type halfType);
 
 /// Eight bf16 values (`raw`: vector<4xi32>) as `halfType`: `raw` itself for
-/// bf16, else each value widened to f32, times `scale` (f32) if given, and
-/// rounded to f16 (exact for a power-of-two scale that keeps the value in
-/// f16's normal range: bf16 has 8 significant bits, f16 11).
+/// bf16 without a scale, else each value widened to f32, times `scale` (f32)
+/// if given, and rounded to `halfType` (exact for a power-of-two scale that
+/// keeps the value in the type's normal range: bf16 has 8 significant bits,
+/// f16 11).
 mlir::Value convertBF16x8(DeviceBuilder &d, mlir::Value raw,
                           mlir::Type halfType, mlir::Value scale = {});
 /// The largest biased exponent (bits 30..23 of the f32, 0..255) among the

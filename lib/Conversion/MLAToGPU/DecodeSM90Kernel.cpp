@@ -45,16 +45,22 @@ DecodeSM90Layout DecodeSM90Layout::get(const abi::DecodeShape &shape,
   }
   // P rows are padded by 16 bytes so that ldmatrix rows of P spread banks.
   int64_t rowBytes = SmemTile::paddedRowBytes(SmemSwizzle::ChunkXor, rowData);
+  // A raw fp8_ds_mla decode stores P once per scale tile: tile j's rows
+  // are rows jM.. of the P tile.
   int64_t pRowBytes = Bk * 2 + 16;
+  const int64_t scaleTiles = abi::decodeRawScaleTiles(shape, tiling);
+  int64_t pRows = std::max<int64_t>(1, scaleTiles) * M;
   int64_t kvOff = llvm::alignTo(M * rowBytes, 128);
   int64_t pOff = kvOff + llvm::alignTo(kvTiles * Bk * rowBytes, 128);
   lay.q = SmemTile::chunkXor(0, M, rowData);
   lay.kv = SmemTile::chunkXor(kvOff, Bk, rowData);
-  lay.p = SmemTile::linear(pOff, M, pRowBytes);
+  lay.p = SmemTile::linear(pOff, pRows, pRowBytes);
   lay.ring = {tiling.stages, Bk * rowBytes};
-  lay.redOff = pOff + llvm::alignTo(M * pRowBytes, 128);
+  lay.redOff = pOff + llvm::alignTo(pRows * pRowBytes, 128);
+  // The scale tiles' running maxima (f32 each) follow the scratch.
+  lay.scaleMaxOff = lay.redOff + redBytes;
   if (shape.fp8()) {
-    lay.rawOff = lay.redOff + redBytes;
+    lay.rawOff = lay.scaleMaxOff + (scaleTiles > 0 ? 128 : 0);
     lay.ring = {tiling.stages, rawSlot};
   }
   return lay;
@@ -71,8 +77,10 @@ DecodeSM90Kernel::DecodeSM90Kernel(ImplicitLocOpBuilder &b,
       T(abi::decodeThreadsPerCta(tiling)), rows(N * Sq), Dc(D / 8), Lw(L / wn),
       ntO(Lw / 8), Tw(Bk / wn), ntS(Tw / 8),
       bf16(shape.elem == abi::ElemType::BF16 &&
-           shape.kvFormat != abi::CacheFormat::FP8E4M3),
-      rawFp8(abi::decodeReadsRawFp8(shape, tiling)) {
+           shape.kvFormat != abi::CacheFormat::FP8E4M3 &&
+           !abi::decodeReadsRawFp8(shape, tiling)),
+      rawFp8(abi::decodeReadsRawFp8(shape, tiling)),
+      scaleTiles(abi::decodeRawScaleTiles(shape, tiling)) {
   halfType = bf16 ? Type(b.getBF16Type()) : Type(b.getF16Type());
   outType = shape.elem == abi::ElemType::BF16 ? Type(b.getBF16Type())
                                               : Type(b.getF16Type());
@@ -271,13 +279,26 @@ void DecodeSM90Kernel::stageQInF16() {
   };
   Value down = pow2(d.sub(d.c32(268), e));
   scaleLog2 = d.fmul(scaleLog2, pow2(d.sub(e, d.c32(14))));
+  // A raw fp8_ds_mla decode keeps the RoPE columns in bf16 (its cache's
+  // RoPE values are bf16): chunks from L/8 go there.
+  const bool bf16Rope = rawFp8 && shape.kvFormat == abi::CacheFormat::FP8DsMla;
   for (auto [i, v, off] : llvm::enumerate(chunks, offsets))
     d.ifThen(d.sge(off, d.c32(0)), [&, i = i, v = v, off = off] {
-      Value f16 = convertBF16x8(d, v, halfType, down);
-      if (rawFp8)
-        storeQChunkForRawK(f16, chunkRow[i], chunkIdx[i]);
-      else
-        d.store(f16, sm(lay.q.base, off), 16);
+      Value rr = chunkRow[i], ch = chunkIdx[i];
+      auto latent = [&, v = v] {
+        Value f16 = convertBF16x8(d, v, halfType, down);
+        if (rawFp8)
+          storeQChunkForRawK(f16, rr, ch);
+        else
+          d.store(f16, sm(lay.q.base, off), 16);
+      };
+      if (!bf16Rope)
+        return latent();
+      d.ifThen(d.slt(ch, d.c32(L / 8)), latent);
+      d.ifThen(d.sge(ch, d.c32(L / 8)), [&, v = v] {
+        storeQChunkForRawRope(convertBF16x8(d, v, b.getBF16Type(), down), rr,
+                              ch);
+      });
     });
   if (tiling.wgmma)
     fenceProxyAsyncShared(d); // st.shared before the wgmmas read Q
@@ -295,6 +316,17 @@ void DecodeSM90Kernel::storeQChunkForRawK(Value f16, Value rr, Value ch) {
     Value at = d.add(lay.q.byteOffset(d, rr, dst),
                      d.mul(d.divu(s, d.c32(2)), d.c32(4)));
     d.store(d.extract(f16, w), sm(lay.q.base, at), 4);
+  }
+}
+
+void DecodeSM90Kernel::storeQChunkForRawRope(Value bf16, Value rr, Value ch) {
+  // Rope chunk s's word p goes to chunk L/8 + 4(s / 4) + p, word s % 4.
+  Value s = d.sub(ch, d.c32(L / 8));
+  Value first = d.add(d.c32(L / 8), d.mul(d.divu(s, d.c32(4)), d.c32(4)));
+  Value word = d.mul(d.remu(s, d.c32(4)), d.c32(4));
+  for (int64_t p = 0; p < 4; ++p) {
+    Value at = d.add(lay.q.byteOffset(d, rr, d.add(first, d.c32(p))), word);
+    d.store(d.extract(bf16, p), sm(lay.q.base, at), 4);
   }
 }
 
@@ -519,12 +551,24 @@ void DecodeSM90Kernel::stageQAndPrefill() {
   lay.ring.prefill(d, [&](Value k) { issueBlock(k); });
 }
 
+/// 1 / x to about an ulp (rcp.approx.ftz.f32), for the scale tiles' maxima
+/// (normal f32 values: at least kMinScaleMax).
+Value DecodeSM90Kernel::reciprocal(Value x) {
+  return NVVM::RcpApproxFtzF32Op::create(b, d.f32, x);
+}
+
+/// The floor of a scale tile's running maximum: an all-zero tile keeps
+/// p * 0 / sigma at 0 (not NaN), and sigma_old / sigma_new stays finite.
+static constexpr float kMinScaleMax = 1e-30f;
+
 SmallVector<Value> DecodeSM90Kernel::initialState() {
   SmallVector<Value> inits;
   Value fzero = d.f(0.0f), ninf = d.negInf();
   for (int64_t j = 0; j < ntO * 4; ++j)
     inits.push_back(fzero);
   inits.append({ninf, ninf, fzero, fzero});
+  if (scaleTiles > 0)
+    inits.push_back(d.f(kMinScaleMax));
   return inits;
 }
 
@@ -536,12 +580,10 @@ Value DecodeSM90Kernel::redSlot(int h, Value j) {
 void DecodeSM90Kernel::maskAndPublishRowMax(MutableArrayRef<MmaAccum> s,
                                             Value start) {
   Value rowMax[2] = {d.negInf(), d.negInf()};
-  Value tokBase =
-      d.add(start, d.add(d.mul(wj, d.c32(Tw)), d.mul(tq, d.c32(2))));
   for (int64_t q = 0; q < ntS; ++q)
     for (int e = 0; e < 4; ++e) {
       int h = e / 2;
-      Value pos = d.add(tokBase, d.c32(8 * q + e % 2));
+      Value pos = d.add(start, scoreToken(q, e % 2));
       Value valid = d.andi(d.sge(pos, lo), d.slt(pos, rowLimit[h]));
       s[q].regs[e] = softmax::scaleAndMask(d, s[q].regs[e], valid, scaleLog2);
       rowMax[h] = softmax::max(d, rowMax[h], s[q].regs[e]);
@@ -562,25 +604,78 @@ Value DecodeSM90Kernel::blockRowMax(int h) {
 }
 
 void DecodeSM90Kernel::storeProbabilities(ArrayRef<MmaAccum> s, Value mUse[2],
-                                          Value l[2]) {
+                                          Value l[2],
+                                          const RawBlockScales *scales) {
+  // With scale tiles: P of tile j is p * s_tj / sigma_j (softmaxBlock).
+  SmallVector<Value> invSigma;
+  for (int64_t j = 0; scales && j < scaleTiles; ++j)
+    invSigma.push_back(reciprocal(
+        d.load(d.f32, d.gepBytes(smem, d.c32(lay.scaleMaxOff + 4 * j)), 4)));
   for (int64_t q = 0; q < ntS; ++q) {
     Value pv[4];
     for (int e = 0; e < 4; ++e) {
       pv[e] = softmax::probability(d, s[q].regs[e], mUse[e / 2]);
       l[e / 2] = d.fadd(l[e / 2], pv[e]);
     }
-    Value col = pColumn(
-        d.add(d.mul(wj, d.c32(Tw)), d.add(d.c32(8 * q), d.mul(tq, d.c32(2)))));
-    for (int h = 0; h < 2; ++h) {
-      Value off = lay.p.elementOffset(d, rowLocal[h], col, 2);
-      d.store(d.pack2(pv[2 * h], pv[2 * h + 1], halfType), sm(lay.p.base, off),
-              4);
+    for (int64_t j = 0; j < (scales ? scaleTiles : 1); ++j) {
+      Value f[2];
+      for (int x = 0; x < 2; ++x)
+        f[x] = scales ? d.fmul(scales->tok[(2 * q + x) * scaleTiles + j],
+                               invSigma[j])
+                      : Value();
+      for (int h = 0; h < 2; ++h) {
+        Value p[2] = {pv[2 * h], pv[2 * h + 1]};
+        if (scales)
+          p[0] = d.fmul(p[0], f[0]), p[1] = d.fmul(p[1], f[1]);
+        Value row = d.add(rowLocal[h], d.c32(j * M));
+        if (!scoreColumnsApart()) {
+          Value off = lay.p.elementOffset(d, row, pColumn(scoreToken(q, 0)), 2);
+          d.store(d.pack2(p[0], p[1], halfType), sm(lay.p.base, off), 4);
+          continue;
+        }
+        for (int x = 0; x < 2; ++x) {
+          Value off = lay.p.elementOffset(d, row, scoreToken(q, x), 2);
+          d.store(arith::TruncFOp::create(b, halfType, p[x]),
+                  sm(lay.p.base, off), 2);
+        }
+      }
     }
   }
 }
 
+Value DecodeSM90Kernel::publishScaleMax(Value stage, Value sigmaOld) {
+  // Lane l reads the scales of tokens l, l + 32, ... (clamped to the
+  // block), zero for tokens past the piece (issueRawBlock's zero fill).
+  const int64_t rowBytes = shape.cacheRowBytes();
+  Value sigma = sigmaOld;
+  for (int64_t i = 0; i < llvm::divideCeil(Bk, 32); ++i) {
+    Value tok = d.minsi(d.add(lane, d.c32(32 * i)), d.c32(Bk - 1));
+    Value at = d.add(d.add(stage, d.mul(tok, d.c32(rowBytes))),
+                     d.add(d.c32(L), d.mul(wj, d.c32(4))));
+    sigma = d.fmax(sigma, d.load(d.f32, sm(lay.rawOff, at), 4));
+  }
+  for (int off = 16; off > 0; off /= 2)
+    sigma = d.fmax(sigma, d.shflXor(sigma, off));
+  d.ifThen(d.andi(d.eq(lane, d.c32(0)), d.eq(wi, d.c32(0))), [&] {
+    d.store(
+        sigma,
+        d.gepBytes(smem, d.add(d.c32(lay.scaleMaxOff), d.mul(wj, d.c32(4)))),
+        4);
+  });
+  return sigma;
+}
+
+bool DecodeSM90Kernel::scoreColumnsApart() const { return scaleTiles > 0; }
+
+Value DecodeSM90Kernel::scoreToken(int64_t q, int x) {
+  Value slice = d.add(d.mul(wj, d.c32(Tw)), d.c32(8 * q));
+  if (scoreColumnsApart())
+    return d.add(slice, d.add(tq, d.c32(4 * x)));
+  return d.add(slice, d.add(d.mul(tq, d.c32(2)), d.c32(x)));
+}
+
 Value DecodeSM90Kernel::pColumn(Value col) {
-  if (!rawFp8)
+  if (!rawFp8 || scoreColumnsApart())
     return col;
   // Token t = 16i + 4c + e (e even) -> 16i + 8(e / 2) + 2c.
   Value t = d.remu(col, d.c32(16));
@@ -596,10 +691,17 @@ Value DecodeSM90Kernel::outColumn(int64_t j, int64_t x) {
   return d.add(slice, d.add(d.mul(slot, d.c32(Lw / 8)), d.c32(j)));
 }
 
-SmallVector<Value> DecodeSM90Kernel::softmaxBlock(MutableArrayRef<MmaAccum> s,
-                                                  Value start,
-                                                  ValueRange carried) {
+SmallVector<Value>
+DecodeSM90Kernel::softmaxBlock(MutableArrayRef<MmaAccum> s, Value start,
+                               ValueRange carried,
+                               const RawBlockScales *scales) {
   SmallVector<Value> o(carried.begin(), carried.begin() + ntO * 4);
+  // The tiles' running maxima go out before maskAndPublishRowMax's barrier.
+  Value sigmaOld, sigmaNew;
+  if (scales) {
+    sigmaOld = carried[ntO * 4 + 4];
+    sigmaNew = publishScaleMax(scales->stage, sigmaOld);
+  }
   maskAndPublishRowMax(s, start);
   Value mNew[2], mUse[2], alpha[2], lNew[2];
   for (int h = 0; h < 2; ++h) {
@@ -607,12 +709,17 @@ SmallVector<Value> DecodeSM90Kernel::softmaxBlock(MutableArrayRef<MmaAccum> s,
     softmax::Rescale r = softmax::rescale(d, carried[ntO * 4 + h],
                                           carried[ntO * 4 + 2 + h], blockMax);
     mNew[h] = r.mNew, mUse[h] = r.mUse, alpha[h] = r.alpha, lNew[h] = r.l;
+    // O changes unit from sigma_old to sigma_new.
+    if (scales)
+      alpha[h] = d.fmul(alpha[h], d.fmul(sigmaOld, reciprocal(sigmaNew)));
   }
-  storeProbabilities(s, mUse, lNew);
+  storeProbabilities(s, mUse, lNew, scales);
   for (int64_t j = 0; j < ntO; ++j)
     for (int e = 0; e < 4; ++e)
       o[j * 4 + e] = d.fmul(o[j * 4 + e], alpha[e / 2]);
   o.append({mNew[0], mNew[1], lNew[0], lNew[1]});
+  if (scales)
+    o.push_back(sigmaNew);
   return o;
 }
 
@@ -631,6 +738,9 @@ void DecodeSM90Kernel::finish(ValueRange state) {
     for (int64_t j = 0; j < wn; ++j)
       lRow[h] = d.fadd(lRow[h], d.load(d.f32, redSlot(h, d.c32(j)), 4));
   }
+  // With scale tiles O is in units of its tile's running maximum.
+  if (scaleTiles > 0)
+    outScale = state[ntO * 4 + 4];
   writeOutput(state, lRow);
   mlir::gpu::ReturnOp::create(b);
 }

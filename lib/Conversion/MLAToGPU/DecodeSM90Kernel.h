@@ -61,11 +61,23 @@ struct DecodeSM90Layout {
   int64_t redOff;
   /// Offset of the raw fp8 ring (0 for a bf16/f16 cache).
   int64_t rawOff = 0;
+  /// Offset of a raw fp8_ds_mla decode's f32 running maxima of the scale
+  /// tiles' per-token scales (one per tile).
+  int64_t scaleMaxOff = 0;
 
   /// ChunkXor Q/KV tiles and a padded Linear P tile (mma.sync), or Box128B
   /// tiles in 1024-byte-aligned sections (wgmma).
   static DecodeSM90Layout get(const gpu::DecodeShape &shape,
                               const gpu::DecodeTiling &tiling);
+};
+
+/// The per-token scales of a raw fp8_ds_mla block (the MMA composition reads
+/// them for its scores, the softmax scales P with them): scale tile j of
+/// the thread's score column x (0, 1) of n tile q at tok[(2q + x) * tiles +
+/// j], and the block's slot offset in the raw ring.
+struct RawBlockScales {
+  llvm::SmallVector<mlir::Value> tok;
+  mlir::Value stage;
 };
 
 /// How warps map onto (row block i, column/token slice j).
@@ -127,15 +139,25 @@ public:
   /// Shared-memory pointer `base + byteOffset`.
   mlir::Value sm(int64_t base, mlir::Value byteOffset);
 
-  /// Loop-carried state: O (ntO * 4), row max (2), partial row sum (2).
+  /// Loop-carried state: O (ntO * 4), row max (2), partial row sum (2),
+  /// and with scale tiles the running maximum of the thread's output tile's
+  /// scales, O's unit (see softmaxBlock).
   llvm::SmallVector<mlir::Value> initialState();
   /// The online softmax of one block of scores `s` (this thread's ntS
   /// accumulator tiles) starting at KV position `start`: masks and scales
   /// `s`, rescales `o`, stores P to the P tile and returns the next state
   /// (o, m, l). Ends before the barrier that publishes P.
-  llvm::SmallVector<mlir::Value> softmaxBlock(llvm::MutableArrayRef<MmaAccum> s,
-                                              mlir::Value start,
-                                              mlir::ValueRange carried);
+  ///
+  /// With scale tiles (`scales`, the block's per-token scales): O of output
+  /// tile j is kept in units of sigma_j, the running maximum of the tile's
+  /// scales over the blocks so far (never decreasing, so O's rescale
+  /// sigma_old / sigma_new stays at most 1), and P is stored once per tile
+  /// as p * s_tj / sigma_j: at most p, so f16 holds it. The written rows
+  /// are multiplied by the final sigma (finish).
+  llvm::SmallVector<mlir::Value>
+  softmaxBlock(llvm::MutableArrayRef<MmaAccum> s, mlir::Value start,
+               mlir::ValueRange carried,
+               const RawBlockScales *scales = nullptr);
   /// Waits for the copies, merges the row sums, writes out and lse.
   void finish(mlir::ValueRange state);
 
@@ -160,6 +182,9 @@ public:
   /// Q's columns, P's tokens and O's columns are then stored in the orders
   /// that the raw fragments imply (storeQChunkForRawK, pColumn, outColumn).
   const bool rawFp8;
+  /// abi::decodeRawScaleTiles: the per-token scale tiles (0: none), each
+  /// with its own P tile; warp slice j's output columns are tile j.
+  const int64_t scaleTiles;
   mlir::Type halfType, outType;
 
   mlir::gpu::GPUFuncOp fn;
@@ -189,9 +214,22 @@ public:
   void computeQueryRows();
   void computePiece();
   void computeRowLimits();
+  /// Whether the thread's two score columns of an n tile are tokens 4
+  /// apart (8q + tq and 8q + tq + 4) rather than a pair (8q + 2tq, + 1):
+  /// the raw fp8_ds_mla decode, whose K fragment of column g is token
+  /// g/2 + 4(g%2) of the n tile, so that lanes 4g + c of a 16-byte load
+  /// phase meet no bank conflict over 656-byte rows (41 16-byte units, 1
+  /// modulo 8: tokens 4 apart shift the banks by half a row of banks).
+  bool scoreColumnsApart() const;
+  /// The block token (from the block's first) of the thread's score column
+  /// x (0, 1) of n tile q.
+  mlir::Value scoreToken(int64_t q, int x);
   /// The P tile column of the even token column `col` (of a pair): itself,
   /// or with rawFp8 the k order of the raw V fragments (within 16 tokens,
   /// tokens 4c, 4c+1 at columns 2c, 2c+1 and 4c+2, 4c+3 at 2c+8, 2c+9).
+  /// The raw fp8_ds_mla decode's V fragments are in token order: lane c
+  /// loads tokens 2c, 2c+1, 2c+8, 2c+9, whose 656-byte rows meet no bank
+  /// conflict.
   mlir::Value pColumn(mlir::Value col);
   /// The output column of element `x` of the thread's n tile `j`: wj*Lw +
   /// 8j + 2tq + x, or with rawFp8 wj*Lw + (Lw/8)(2tq + x) + j (raw V
@@ -246,6 +284,16 @@ private:
   /// of 64 columns, k-step j's column 2c + e (+8) holds column
   /// 16c + 4j + e (+2), the codes that lane c of a quad holds.
   void storeQChunkForRawK(mlir::Value f16, mlir::Value rr, mlir::Value ch);
+  /// Stores the bf16 chunk `bf16` of RoPE column chunk `ch` (from L/8) of
+  /// tile row `rr` in the k order of the raw RoPE fragments: within each 32
+  /// columns, k-step 2(s/4) + p/2's column 2c + e (+8 for odd p) holds
+  /// column 8s + 2p + e of rope chunk s, c = s % 4: lane c's 16 bytes from
+  /// 16c hold the B fragments of two k-steps.
+  void storeQChunkForRawRope(mlir::Value bf16, mlir::Value rr, mlir::Value ch);
+  /// The largest scale of tile wj over the block in ring slot `stage`, and
+  /// the new running maximum from `sigmaOld`, stored to the tile's slot.
+  mlir::Value publishScaleMax(mlir::Value stage, mlir::Value sigmaOld);
+  mlir::Value reciprocal(mlir::Value x);
   /// Element offset of the request's first Q row in q.
   mlir::Value qRequestBase();
   /// Address in q of 16-byte chunk `chunk` of request row `r`, clamped into
@@ -269,7 +317,8 @@ private:
                             mlir::Value start);
   /// p = 2^(s - m) to the P tile; adds p to the row sums `l`.
   void storeProbabilities(llvm::ArrayRef<MmaAccum> s, mlir::Value mUse[2],
-                          mlir::Value l[2]);
+                          mlir::Value l[2],
+                          const RawBlockScales *scales = nullptr);
 };
 
 /// The mma.sync and wgmma compositions (tiling.wgmma picks one).

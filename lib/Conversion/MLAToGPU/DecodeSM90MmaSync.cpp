@@ -52,6 +52,15 @@ private:
   void accumulateOutput(MutableArrayRef<Value> o, Value stage);
   /// scores() from the raw fp8 block at ring offset `stage`.
   SmallVector<MmaAccum> scoresFromRaw(Value stage);
+  /// scoresFromRaw() of an fp8_ds_mla block: each scale tile's MMAs into
+  /// accumulators of their own, added times the tokens' scales (read into
+  /// `scales`), plus the bf16 RoPE part's MMAs.
+  SmallVector<MmaAccum> scoresFromRawScaled(Value stage,
+                                            RawBlockScales &scales);
+  /// The tiles `parts` (part-major, k-step kk into part kk % parts) plus
+  /// Q K^T of 64-column code groups [g0, g1) of the raw block.
+  void addCodeGroups(MutableArrayRef<MmaAccum> parts, ArrayRef<Value> rows,
+                     int64_t g0, int64_t g1);
   /// accumulateOutput() from the raw fp8 block at ring offset `stage`.
   void accumulateOutputFromRaw(MutableArrayRef<Value> o, Value stage);
   /// Lane (g, c)'s four 16-byte loads of V codes for k-step kk, unit u (16
@@ -63,6 +72,8 @@ private:
   /// selectors.
   Value vRow[2];
   ByteTransposeSelectors vSel;
+  /// Tokens from a lane's first V row pair to its second.
+  int64_t vPairStride;
   /// Raw fp8: lane (g, c)'s K bytes 16c.. of token wj*Tw + g from the ring's
   /// slot base.
   Value kRow;
@@ -84,19 +95,30 @@ MmaSyncDecode::MmaSyncDecode(DecodeSM90Kernel &k) : k(k), d(k.d) {
   vTokLane = d.add(l8, d.mul(lMat1, d.c32(8)));
   if (!k.rawFp8)
     return;
-  // Rows of a 16-token step are 64 bytes apart modulo 128: odd quad lanes
-  // load their four rows in the order 1, 0, 3, 2, so lanes c and c + 1
+  // fp8_e4m3's rows are 64 bytes apart modulo 128: lane c loads tokens
+  // 4c..4c+3, odd quad lanes in the order 1, 0, 3, 2, so lanes c and c + 1
   // read opposite halves of the banks (two-way conflicts, not four).
-  Value odd = d.remu(k.tq, d.c32(2));
+  // fp8_ds_mla's 656-byte rows are 16 bytes apart modulo 128: lane c loads
+  // tokens 2c, 2c+1, 2c+8, 2c+9 (k order = token order, see pColumn), and
+  // no two lanes of a load phase share a bank.
   const int64_t rowBytes = k.shape.cacheRowBytes();
+  const bool tokenOrder = k.scoreColumnsApart();
+  Value odd = tokenOrder ? d.c32(0) : d.remu(k.tq, d.c32(2));
+  vPairStride = tokenOrder ? 8 : 2;
   Value col = d.add(d.mul(k.wj, d.c32(k.Lw)), d.mul(k.gq, d.c32(k.Lw / 8)));
   for (int64_t p = 0; p < 2; ++p) {
-    Value tok = d.add(d.mul(k.tq, d.c32(4)), d.bitXor(odd, d.c32(p)));
+    Value tok =
+        d.add(d.mul(k.tq, d.c32(tokenOrder ? 2 : 4)), d.bitXor(odd, d.c32(p)));
     vRow[p] =
         d.add(d.c32(k.lay.rawOff), d.add(d.mul(tok, d.c32(rowBytes)), col));
   }
   vSel = ByteTransposeSelectors::get(d, d.eq(odd, d.c32(1)));
-  Value kTok = d.add(d.mul(k.wj, d.c32(k.Tw)), k.gq);
+  // K fragment column g is token g of the n tile, or with fp8_ds_mla token
+  // g/2 + 4(g%2) (scoreColumnsApart).
+  Value kCol = tokenOrder ? d.add(d.divu(k.gq, d.c32(2)),
+                                  d.mul(d.remu(k.gq, d.c32(2)), d.c32(4)))
+                          : k.gq;
+  Value kTok = d.add(d.mul(k.wj, d.c32(k.Tw)), kCol);
   kRow = d.add(d.c32(k.lay.rawOff),
                d.add(d.mul(kTok, d.c32(rowBytes)), d.mul(k.tq, d.c32(16))));
 }
@@ -185,16 +207,78 @@ void MmaSyncDecode::accumulateOutput(MutableArrayRef<Value> o, Value stage) {
 }
 
 SmallVector<MmaAccum> MmaSyncDecode::scoresFromRaw(Value stage) {
-  const SmemTile &q = k.lay.q;
   const int64_t rowBytes = k.shape.cacheRowBytes();
   const int64_t parts = std::max<int64_t>(1, kScoreChains / k.ntS);
-  auto v4 = VectorType::get({4}, d.i32);
   SmallVector<MmaAccum> s(parts * k.ntS, MmaAccum::splat(d.f(0.0f)));
   // Lane (g, c) of n tile t: token wj*Tw + 8t + g, bytes 16c.. of a group.
   SmallVector<Value> rows;
   for (int64_t t = 0; t < k.ntS; ++t)
     rows.push_back(d.add(stage, d.add(kRow, d.c32(8 * t * rowBytes))));
-  for (int64_t g = 0; g < k.D / 64; ++g) {
+  addCodeGroups(s, rows, 0, k.D / 64);
+  return sumParts(s, k.ntS);
+}
+
+SmallVector<MmaAccum>
+MmaSyncDecode::scoresFromRawScaled(Value stage, RawBlockScales &scales) {
+  const SmemTile &q = k.lay.q;
+  const int64_t rowBytes = k.shape.cacheRowBytes();
+  const int64_t tiles = k.scaleTiles, ropeOff = k.L + 4 * tiles;
+  const int64_t parts = std::max<int64_t>(1, kScoreChains / k.ntS);
+  auto v4 = VectorType::get({4}, d.i32);
+  SmallVector<Value> rows;
+  for (int64_t t = 0; t < k.ntS; ++t)
+    rows.push_back(d.add(stage, d.add(kRow, d.c32(8 * t * rowBytes))));
+  // The RoPE part, bf16 Q times bf16 K: lane (g, c)'s 16 bytes from 16c of
+  // each 32 columns are the B fragments of two k-steps (Q's k order:
+  // storeQChunkForRawRope).
+  SmallVector<MmaAccum> total(k.ntS, MmaAccum::splat(d.f(0.0f)));
+  for (int64_t h = 0; h < k.shape.ropeDim / 32; ++h) {
+    SmallVector<Value> words;
+    for (int64_t t = 0; t < k.ntS; ++t)
+      words.push_back(
+          d.load(v4, k.sm(0, d.add(rows[t], d.c32(ropeOff + 64 * h))), 16));
+    for (int64_t jj = 0; jj < 2; ++jj) {
+      int64_t kk = k.L / 16 + 2 * h + jj;
+      MmaFragA a = loadFragA(
+          d, k.sm(q.base, q.byteOffset(d, qRow, d.add(lHalf, d.c32(2 * kk)))));
+      for (int64_t t = 0; t < k.ntS; ++t)
+        total[t] = mmaSync(d, a,
+                           MmaFragB{{d.extract(words[t], 2 * jj),
+                                     d.extract(words[t], 2 * jj + 1)}},
+                           total[t], /*bf16=*/true);
+    }
+  }
+  // The scales of the thread's score columns (k.scoreToken).
+  scales.stage = stage;
+  for (int64_t t = 0; t < k.ntS; ++t)
+    for (int x = 0; x < 2; ++x) {
+      Value row = d.add(d.add(stage, d.c32(k.lay.rawOff + k.L)),
+                        d.mul(k.scoreToken(t, x), d.c32(rowBytes)));
+      for (int64_t j = 0; j < tiles; ++j)
+        scales.tok.push_back(
+            d.load(d.f32, k.sm(0, d.add(row, d.c32(4 * j))), 4));
+    }
+  const int64_t groups = abi::kDsMlaTile / 64;
+  for (int64_t j = 0; j < tiles; ++j) {
+    SmallVector<MmaAccum> s(parts * k.ntS, MmaAccum::splat(d.f(0.0f)));
+    addCodeGroups(s, rows, groups * j, groups * (j + 1));
+    SmallVector<MmaAccum> tile = sumParts(s, k.ntS);
+    for (int64_t t = 0; t < k.ntS; ++t)
+      for (int e = 0; e < 4; ++e)
+        total[t].regs[e] =
+            d.fma(tile[t].regs[e], scales.tok[(2 * t + e % 2) * tiles + j],
+                  total[t].regs[e]);
+  }
+  return total;
+}
+
+void MmaSyncDecode::addCodeGroups(MutableArrayRef<MmaAccum> s,
+                                  ArrayRef<Value> rows, int64_t g0,
+                                  int64_t g1) {
+  const SmemTile &q = k.lay.q;
+  const int64_t parts = s.size() / k.ntS;
+  auto v4 = VectorType::get({4}, d.i32);
+  for (int64_t g = g0; g < g1; ++g) {
     SmallVector<Value> codes;
     for (int64_t t = 0; t < k.ntS; ++t)
       codes.push_back(d.load(v4, k.sm(0, d.add(rows[t], d.c32(64 * g))), 16));
@@ -209,7 +293,6 @@ SmallVector<MmaAccum> MmaSyncDecode::scoresFromRaw(Value stage) {
       }
     }
   }
-  return sumParts(s, k.ntS);
 }
 
 std::array<Value, 4> MmaSyncDecode::loadVCodes(Value slot, int64_t kk,
@@ -218,7 +301,7 @@ std::array<Value, 4> MmaSyncDecode::loadVCodes(Value slot, int64_t kk,
   const int64_t rowBytes = k.shape.cacheRowBytes();
   std::array<Value, 4> rows;
   for (int64_t step = 0; step < 4; ++step) {
-    int64_t off = (16 * kk + 2 * (step / 2)) * rowBytes + 16 * u;
+    int64_t off = (16 * kk + vPairStride * (step / 2)) * rowBytes + 16 * u;
     rows[step] =
         d.load(v4, k.sm(0, d.add(slot, d.add(vRow[step % 2], d.c32(off)))), 16);
   }
@@ -229,9 +312,11 @@ void MmaSyncDecode::accumulateOutputFromRaw(MutableArrayRef<Value> o,
                                             Value stage) {
   const SmemTile &p = k.lay.p;
   Value slot = stage; // vRow holds the ring's offset
+  // With scale tiles, P of this warp's tile wj (rows from wj * M).
+  Value pRow = k.scaleTiles > 0 ? d.add(qRow, d.mul(k.wj, d.c32(k.M))) : qRow;
   for (int64_t kk = 0; kk < k.Bk / 16; ++kk) {
     MmaFragA a = loadFragA(
-        d, k.sm(p.base, p.byteOffset(d, qRow, d.add(lHalf, d.c32(2 * kk)))));
+        d, k.sm(p.base, p.byteOffset(d, pRow, d.add(lHalf, d.c32(2 * kk)))));
     for (int64_t u = 0; u < k.Lw / 128; ++u) {
       std::array<Value, 4> rows = loadVCodes(slot, kk, u);
       for (int64_t w = 0; w < 4; ++w) {
@@ -257,8 +342,13 @@ void MmaSyncDecode::accumulateOutputFromRaw(MutableArrayRef<Value> o,
 SmallVector<Value> MmaSyncDecode::step(Value kIdx, ValueRange carried) {
   Value stage = k.beginBlock(kIdx, /*asyncProxy=*/false);
   Value start = k.blockStart(kIdx);
-  SmallVector<MmaAccum> s = k.rawFp8 ? scoresFromRaw(stage) : scores(stage);
-  SmallVector<Value> next = k.softmaxBlock(s, start, carried);
+  RawBlockScales scales;
+  SmallVector<MmaAccum> s = k.scaleTiles > 0
+                                ? scoresFromRawScaled(stage, scales)
+                            : k.rawFp8 ? scoresFromRaw(stage)
+                                       : scores(stage);
+  SmallVector<Value> next =
+      k.softmaxBlock(s, start, carried, k.scaleTiles > 0 ? &scales : nullptr);
   d.barrier();
   MutableArrayRef<Value> o = MutableArrayRef<Value>(next).take_front(k.ntO * 4);
   if (k.rawFp8)

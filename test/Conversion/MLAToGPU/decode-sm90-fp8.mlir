@@ -205,3 +205,41 @@ module attributes {mla.target = #mla.target<chip = sm90>} {
     return %o, %l : tensor<?x1x128x512xbf16>, tensor<?x128x1xf32>
   }
 }
+
+// -----
+
+// fp8_ds_mla at 16 query rows (default 16x4x64x2, 128 threads): the MMAs
+// read the raw ring as for fp8_e4m3, no named barrier. Per block: the RoPE
+// part first, 8 bf16 MMAs (two 16-byte loads per n tile hold four k-steps'
+// B fragments); then per scale tile its 8 k-steps of f16 MMAs (16 per tile,
+// 64 in all) added to the scores times the tokens' scales; the warp's tile
+// maximum (a shuffle reduction) goes out before the barrier of the row
+// maxima; P is stored once per scale tile, scaled per token, two f16 stores
+// per pair (the score columns are tokens 4 apart: 2 n tiles x 4 tiles x 2
+// rows x 2); after the barrier that publishes P, 64 output MMAs whose V
+// rows need no lane-dependent transpose (k order = token order).
+// CHECK-LABEL: gpu.func @mla_decode_partial(
+// CHECK-SAME: known_block_size = array<i32: 128, 1, 1>
+// CHECK: scf.for
+// CHECK-NOT: nvvm.barrier id
+// CHECK-COUNT-8: nvvm.mma.sync {{.*}}multiplicandAPtxType = #nvvm.mma_type<bf16>
+// CHECK-COUNT-64: nvvm.mma.sync {{.*}} : (vector<2xf16>, vector<2xf16>, f32)
+// CHECK: nvvm.shfl.sync bfly {{.*}} : f32 -> f32
+// CHECK: nvvm.barrier0
+// CHECK: nvvm.rcp.approx.ftz.f
+// CHECK-COUNT-32: llvm.store {{.*}} : f16, !llvm.ptr<3>
+// CHECK-NOT: : f16, !llvm.ptr<3>
+// CHECK: nvvm.barrier0
+// CHECK-COUNT-64: nvvm.mma.sync {{.*}} : (vector<2xf16>, vector<2xf16>, f32)
+// CHECK-NOT: nvvm.mma.sync
+// CHECK: scf.yield
+module attributes {mla.target = #mla.target<chip = sm90>} {
+  func.func @ds16(%q: tensor<?x1x16x576xbf16>, %cache: tensor<?x64x656xi8>, %bt: tensor<?x?xi32>, %lens: tensor<?xi32>)
+      -> (tensor<?x1x16x512xbf16>, tensor<?x16x1xf32>) {
+    %o, %l = mla.decode %q, %cache[%bt, %lens]
+        layout #mla.cache_layout<format = fp8_ds_mla, page_size = 64> scale 0.0721687824
+        : (tensor<?x1x16x576xbf16>, tensor<?x64x656xi8>, tensor<?x?xi32>, tensor<?xi32>)
+        -> (tensor<?x1x16x512xbf16>, tensor<?x16x1xf32>)
+    return %o, %l : tensor<?x1x16x512xbf16>, tensor<?x16x1xf32>
+  }
+}

@@ -71,8 +71,10 @@ module attributes {mla.target = #mla.target<chip = sm90>} {
 
 // -----
 
+// fp8_ds_mla at 16 rows reads the raw ring (decodeReadsRawFp8): 64-token
+// blocks.
 // CHECK-LABEL: func.func @ds_heads16
-// CHECK: mla.decode {{.*}}mla.gpu_tiling = #mla.gpu_tiling<rows_per_cta = 16, warps_n = 4, kv_block = 32, stages = 2>
+// CHECK: mla.decode {{.*}}mla.gpu_tiling = #mla.gpu_tiling<rows_per_cta = 16, warps_n = 4, kv_block = 64, stages = 2>
 module attributes {mla.target = #mla.target<chip = sm90>} {
   func.func @ds_heads16(%q: tensor<2x1x16x576xbf16>, %c: tensor<8x64x656xi8>, %bt: tensor<2x4xi32>, %l: tensor<2xi32>) -> (tensor<2x1x16x512xbf16>, tensor<2x16x1xf32>) {
     %o, %s = mla.decode %q, %c[%bt, %l] layout #mla.cache_layout<format = fp8_ds_mla, page_size = 64> scale 0.0721687824
