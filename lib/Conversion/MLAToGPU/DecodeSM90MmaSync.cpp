@@ -254,20 +254,35 @@ MmaSyncDecode::scoresFromRawScaled(Value stage, RawBlockScales &scales) {
     for (int x = 0; x < 2; ++x) {
       Value row = d.add(d.add(stage, d.c32(k.lay.rawOff + k.L)),
                         d.mul(k.scoreToken(t, x), d.c32(rowBytes)));
-      for (int64_t j = 0; j < tiles; ++j)
-        scales.tok.push_back(
-            d.load(d.f32, k.sm(0, d.add(row, d.c32(4 * j))), 4));
+      // A token's scales are contiguous: 16-byte loads of four where the
+      // tiles come in fours (at row offset L, a multiple of 512).
+      const int64_t width = tiles % 4 == 0 ? 4 : 1;
+      auto type = VectorType::get({width}, d.f32);
+      for (int64_t j = 0; j < tiles; j += width) {
+        Value v = d.load(type, k.sm(0, d.add(row, d.c32(4 * j))), 4 * width);
+        for (int64_t i = 0; i < width; ++i)
+          scales.tok.push_back(d.extract(v, i));
+      }
     }
+  // The tiles in rounds of `round`, each tile's k-steps one chain per n
+  // tile, the round's chains interleaved (kScoreChains in flight, as
+  // scores() keeps), then added times the scales: no partial sums to add.
   const int64_t groups = abi::kDsMlaTile / 64;
-  for (int64_t j = 0; j < tiles; ++j) {
-    SmallVector<MmaAccum> s(parts * k.ntS, MmaAccum::splat(d.f(0.0f)));
-    addCodeGroups(s, rows, groups * j, groups * (j + 1));
-    SmallVector<MmaAccum> tile = sumParts(s, k.ntS);
-    for (int64_t t = 0; t < k.ntS; ++t)
-      for (int e = 0; e < 4; ++e)
-        total[t].regs[e] =
-            d.fma(tile[t].regs[e], scales.tok[(2 * t + e % 2) * tiles + j],
-                  total[t].regs[e]);
+  const int64_t round = std::min<int64_t>(tiles, parts);
+  for (int64_t j0 = 0; j0 < tiles; j0 += round) {
+    const int64_t n = std::min<int64_t>(round, tiles - j0);
+    SmallVector<SmallVector<MmaAccum>> acc(
+        n, SmallVector<MmaAccum>(k.ntS, MmaAccum::splat(d.f(0.0f))));
+    for (int64_t g = 0; g < groups; ++g)
+      for (int64_t i = 0; i < n; ++i)
+        addCodeGroups(acc[i], rows, groups * (j0 + i) + g,
+                      groups * (j0 + i) + g + 1);
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t t = 0; t < k.ntS; ++t)
+        for (int e = 0; e < 4; ++e)
+          total[t].regs[e] = d.fma(acc[i][t].regs[e],
+                                   scales.tok[(2 * t + e % 2) * tiles + j0 + i],
+                                   total[t].regs[e]);
   }
   return total;
 }
