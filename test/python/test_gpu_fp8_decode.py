@@ -19,7 +19,9 @@ subnormals, +-448) decoded exactly, then at most one rounding of code * scale.
 Tolerance (the issue's bar): out within 2e-2 of the reference relative to the largest |out| of the
 reference, lse within 2e-2 relative to max(1, |lse|); empty rows exactly 0 and -inf. The kernels round
 the dequantised values to bf16 in shared memory and hold probabilities in bf16 for the PV product; over
-fp8_e4m3 they compute in f16 instead (exact codes, Q scaled by a power of two per CTA, probabilities in f16).
+fp8_e4m3 they compute in f16 instead (exact codes, Q scaled by a power of two per CTA, probabilities in f16),
+and so does fp8_ds_mla's 16-row raw-ring kernel (scales applied in f32 to each tile's scores, probabilities
+stored per scale tile as p * s / sigma in f16, bf16 RoPE MMAs).
 """
 
 import functools
@@ -182,13 +184,22 @@ def test_kv_scale_far_from_one(kv_scale, n):
     rng = np.random.default_rng(11 + n)
     lens = seq_lens_for(1, False)
     cache = ref.make_paged_cache(rng, lens, PAGE, L, R, kv_format="fp8_e4m3", kv_scale=kv_scale)
+    check_decode_of_cache(rng, cache, n, "fp8_e4m3", kv_scale)
+
+
+def check_decode_of_cache(rng, cache, n, kv_format, kv_scale, tile=None):
+    """One decode (s_q = 1, N(0, 1) q rounded to bf16) over `cache` against the float64 reference:
+    mla.decode, or the GPU entry point with a forced `tile`."""
+    lens = cache.seq_lens
     q = torch.from_numpy(rng.standard_normal((len(lens), 1, n, D)).astype(np.float32)).to(torch.bfloat16)
-    out_ref, lse_ref = ref.decode_ref(q.float().numpy(), cache.kv_cache, cache.block_table, cache.seq_lens, L,
-                                      SCALE, False, "fp8_e4m3", kv_scale)
-    result = mla.decode(q.cuda(), torch.from_numpy(cache.kv_cache).cuda(),
-                        torch.from_numpy(cache.block_table).cuda(),
-                        torch.tensor(lens, dtype=torch.int32, device="cuda"), head_dim_v=L, softmax_scale=SCALE,
-                        kv_format="fp8_e4m3", kv_scale=kv_scale)
+    out_ref, lse_ref = ref.decode_ref(q.float().numpy(), cache.kv_cache, cache.block_table, lens, L, SCALE,
+                                      False, kv_format, kv_scale)
+    from mla import gpu  # the tile override is the GPU entry point's
+
+    args = (q.cuda(), torch.from_numpy(cache.kv_cache).cuda(), torch.from_numpy(cache.block_table).cuda(),
+            torch.from_numpy(np.asarray(lens, dtype=np.int32)).cuda())
+    kwargs = dict(head_dim_v=L, softmax_scale=SCALE, kv_format=kv_format, kv_scale=kv_scale)
+    result = mla.decode(*args, **kwargs) if tile is None else gpu.decode(*args, **kwargs, tile=tile)
     check(result, out_ref, lse_ref)
 
 
@@ -259,8 +270,6 @@ def test_ds_mla_scales_far_apart(tile):
     and P spans many binades; the reference dequantises the same bytes. (Factors above 1 would make the
     scores large enough that rounding the dequantised K to bf16, as the 16x8x64x3 kernel does, moves
     them by whole units.)"""
-    from mla import gpu  # the tile override is the GPU entry point's
-
     rng = np.random.default_rng(31)
     lens = [0, 1, 63, 64, 65, 1000, 4000]
     cache = ref.make_paged_cache(rng, lens, PAGE, L, R, kv_format="fp8_ds_mla")
@@ -271,14 +280,7 @@ def test_ds_mla_scales_far_apart(tile):
         rise = (12 * np.arange(n) // max(n, 1))[:, None] - 12
         scales *= np.exp2(rise + rng.integers(-2, 1, size=scales.shape)).astype(np.float32)
         flat[slots, L:L + 16] = scales.view(np.uint8)
-    q = torch.from_numpy(rng.standard_normal((len(lens), 1, 16, D)).astype(np.float32)).to(torch.bfloat16)
-    out_ref, lse_ref = ref.decode_ref(q.float().numpy(), cache.kv_cache, cache.block_table, cache.seq_lens, L,
-                                      SCALE, False, "fp8_ds_mla", None)
-    result = gpu.decode(q.cuda(), torch.from_numpy(cache.kv_cache).cuda(),
-                        torch.from_numpy(cache.block_table).cuda(),
-                        torch.tensor(lens, dtype=torch.int32, device="cuda"), head_dim_v=L, softmax_scale=SCALE,
-                        kv_format="fp8_ds_mla", tile=tile)
-    check(result, out_ref, lse_ref)
+    check_decode_of_cache(rng, cache, 16, "fp8_ds_mla", None, tile)
 
 
 # The issue's varlen batch: seq_lens {0, 1, 63, 64, 65, 8191} and three more requests, so that every draft
