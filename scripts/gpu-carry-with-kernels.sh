@@ -54,6 +54,11 @@ for format in fp8_e4m3 fp8_e4m3_token fp8_ds_mla; do
     done
   done
 done
+# The 16-row raw-ring fp8 kernels with causal rows: 8 heads x 2 query tokens
+# (test_gpu_fp8_decode.py's test_causal_rows_of_the_16_row_raw_kernel).
+for format in fp8_e4m3 fp8_ds_mla; do
+  echo "decode chip=sm_90a N=8 Sq=2 L=512 R=64 page=64 dtype=bf16 causal=1 format=$format" >> "$specs"
+done
 # Varlen decodes (query_start_loc): test_gpu_varlen_decode.py's (largest draft
 # 8 and 3, causal and not, N = 16 and 128) and `mla-bench --varlen` with
 # drafts up to 2 (against the uniform Sq=2 kernel), 4 or 8 at N = 128.

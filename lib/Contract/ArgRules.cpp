@@ -238,7 +238,7 @@ llvm::Error checkRowWidth(const Arg &cache, llvm::StringRef kvFormat,
   if (kvFormat == "fp8_e4m3_token")
     expectedRow = rowDim + 8;
   else if (kvFormat == "fp8_ds_mla")
-    expectedRow = latent + 4 * (latent / 128) + 2 * rope;
+    expectedRow = gpu::dsMlaRopeOffset(latent) + 2 * rope;
   if (cache.dim(2) == expectedRow)
     return llvm::Error::success();
   if (kvFormat == "auto")

@@ -121,7 +121,7 @@ bool decodeReadsRawFp8(const DecodeShape &shape, const DecodeTiling &tiling) {
   if (shape.kvFormat == CacheFormat::FP8E4M3)
     return shape.rowDim() % 64 == 0;
   if (shape.kvFormat == CacheFormat::FP8DsMla) {
-    int64_t ropeOff = shape.latentDim + 4 * (shape.latentDim / kDsMlaTile);
+    int64_t ropeOff = dsMlaRopeOffset(shape.latentDim);
     return shape.latentDim / tiling.warpsN == kDsMlaTile &&
            shape.ropeDim % 32 == 0 && ropeOff % 16 == 0 &&
            shape.cacheRowBytes() % 16 == 0;

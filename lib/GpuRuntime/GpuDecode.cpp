@@ -46,7 +46,7 @@ mla::gpu::decodeWorkspaceLayout(const DecodeKernelSpec &spec, int64_t batch,
       layout.splitBounds + batch * (numSplits + 1) * sizeof(int32_t);
   // One counter per row block of a request, when the pieces may be merged
   // in the partial kernel.
-  if (decodeCombinesInKernel(spec.chip, spec.tiling, numSplits))
+  if (decodeCombinesInKernel(spec.chip, shape, spec.tiling, numSplits))
     layout.numCounters = batch * decodeRowBlocks(shape, spec.tiling);
   layout.totalBytes = layout.counters + layout.numCounters * sizeof(int32_t);
   return layout;
@@ -311,9 +311,11 @@ llvm::Expected<GpuDecoder> GpuDecoder::create(const DecodeKernelSpec &spec,
   if (llvm::Error error =
           partial->setMaxDynamicSharedBytes(static_cast<int>(smem)))
     return std::move(error);
-  // Only a kernel that may merge its pieces itself needs the residency.
+  // Only the seesaw kernel's merge waits for the other pieces: it alone
+  // needs the residency.
   int64_t resident = 0;
-  if (decodeCanCombineInKernel(spec.chip, spec.tiling)) {
+  if (spec.tiling.seesaw &&
+      decodeCanCombineInKernel(spec.chip, spec.shape, spec.tiling)) {
     llvm::Expected<int64_t> ctas = partial->residentCtas(
         static_cast<unsigned>(decodeThreadsPerCta(spec.tiling)),
         static_cast<unsigned>(smem));
@@ -488,20 +490,23 @@ llvm::Error GpuDecoder::run(CUstream stream, const DecodeArgs &args,
     partialParams.append({&queryStartLoc, &numTokens});
   if (spec.tiling.pipelined)
     partialParams.append({&tma.qMap, &tma.cacheMap});
-  // The seesaw kernel merges the pieces itself when the GPU holds the whole
-  // grid at once (a cooperative launch); the counters enable that.
+  // The kernel merges the pieces itself: the seesaw build when the GPU
+  // holds the whole grid at once (a cooperative launch), the others as the
+  // last piece of each row block (KernelABI.h); the counters enable that.
   int64_t rows = spec.shape.queryRows * spec.shape.numHeads;
   Dim3 partialGrid{
       static_cast<unsigned>(decodeRowBlocks(spec.shape, spec.tiling)),
       static_cast<unsigned>(numSplits), static_cast<unsigned>(batch)};
   int64_t gridCtas = int64_t(partialGrid.x) * partialGrid.y * partialGrid.z;
-  bool merges = decodeCombinesInKernel(spec.chip, spec.tiling, numSplits) &&
-                gridCtas <= residentCtas;
+  bool cooperative = spec.tiling.seesaw;
+  bool merges =
+      decodeCombinesInKernel(spec.chip, spec.shape, spec.tiling, numSplits) &&
+      (!cooperative || gridCtas <= residentCtas);
   CUdeviceptr counters = merges ? args.workspace + layout.counters : 0;
-  if (spec.tiling.seesaw)
+  if (decodeCanCombineInKernel(spec.chip, spec.shape, spec.tiling))
     partialParams.append({&counters, &out, &lse});
-  assert(partialParams.size() ==
-             size_t(decodeKernelNumParams(spec.shape, spec.tiling)) &&
+  assert(partialParams.size() == size_t(decodeKernelNumParams(
+                                     spec.chip, spec.shape, spec.tiling)) &&
          "launch parameters differ from KernelABI.h");
   // A varlen image's combine runs T requests of one row (KernelABI.h).
   int32_t combineBatch = varlen ? numTokens : batch;
@@ -512,13 +517,13 @@ llvm::Error GpuDecoder::run(CUstream stream, const DecodeArgs &args,
   Dim3 partialBlock{static_cast<unsigned>(decodeThreadsPerCta(spec.tiling))};
   unsigned smem = static_cast<unsigned>(
       decodeSharedBytes(spec.chip, spec.shape, spec.tiling));
-  if (merges)
+  if (merges && cooperative)
     return partial.launchCooperative(partialGrid, partialBlock, smem, stream,
                                      partialParams.data());
   if (llvm::Error error = partial.launch(partialGrid, partialBlock, smem,
                                          stream, partialParams.data()))
     return error;
-  if (direct)
+  if (direct || merges)
     return llvm::Error::success();
 
   int64_t combineRows = varlen ? spec.shape.numHeads : rows;

@@ -98,6 +98,18 @@ def test_matches_reference(kv_format, n, sq, causal):
     check(result, out_ref, lse_ref)
 
 
+@pytest.mark.parametrize("kv_format", ("fp8_e4m3", "fp8_ds_mla"))
+@pytest.mark.parametrize("num_splits", (None, 1, 7))
+def test_causal_rows_of_the_16_row_raw_kernel(kv_format, num_splits):
+    """8 heads x 2 causal query tokens fill one 16-row block of the raw-ring kernel (decodeReadsRawFp8), so
+    rows of the same warps see different prefixes: token i sees positions [0, S - 2 + i] (primer), and a
+    request of S = 2 gives token 0 a single position. With the grid's pieces, one piece and seven."""
+    inputs, out_ref, lse_ref = problem(kv_format, 8, 2, True)
+    result = mla.decode(**inputs, head_dim_v=L, softmax_scale=SCALE, causal=True, kv_format=kv_format,
+                        kv_scale=kv_scale_of(kv_format), num_splits=num_splits)
+    check(result, out_ref, lse_ref)
+
+
 @pytest.mark.parametrize("kv_format", FORMATS)
 @pytest.mark.parametrize("num_splits", (1, 7))
 def test_split_pieces_match(kv_format, num_splits):
@@ -107,6 +119,29 @@ def test_split_pieces_match(kv_format, num_splits):
     result = mla.decode(**inputs, head_dim_v=L, softmax_scale=SCALE, kv_format=kv_format,
                         kv_scale=kv_scale_of(kv_format), num_splits=num_splits)
     check(result, out_ref, lse_ref)
+
+
+@pytest.mark.parametrize("kv_format", ("fp8_e4m3", "fp8_ds_mla"))
+def test_planned_runs_merge_their_pieces_every_time(kv_format):
+    """At N = 16 the last piece of each row block to finish merges the block's rows in the same launch
+    (KernelABI.h's decodeMergesAsLastPiece), counted in workspace counters that the merging piece puts
+    back to zero. A plan uploads its bounds (and zeroes the counters) once: two runs of it with different
+    queries must both merge. With a counter left non-zero the second run would merge nothing and leave
+    out unwritten."""
+    inputs, out_ref, lse_ref = problem(kv_format, 16, 1, False)
+    plan = mla.plan_decode(**inputs, head_dim_v=L, kv_format=kv_format, num_splits=3)
+    assert plan.num_splits == 3
+    kv_scale = None
+    if kv_format == "fp8_e4m3":
+        kv_scale = torch.tensor([KV_SCALE], dtype=torch.float32, device="cuda")
+    first = mla.decode(**inputs, head_dim_v=L, softmax_scale=SCALE, kv_scale=kv_scale, plan=plan)
+    check(first, out_ref, lse_ref)
+    flipped = dict(inputs, q=-inputs["q"])
+    out2, lse2 = ref.decode_ref(flipped["q"].float().cpu().numpy(), inputs["kv_cache"].cpu().numpy(),
+                                inputs["block_table"].cpu().numpy(), inputs["seq_lens"].cpu().numpy(), L,
+                                SCALE, False, kv_format, kv_scale_of(kv_format))
+    assert np.abs(out2 - out_ref).max() > 0.1, "the two runs' references must differ"
+    check(mla.decode(**flipped, head_dim_v=L, softmax_scale=SCALE, kv_scale=kv_scale, plan=plan), out2, lse2)
 
 
 @pytest.mark.parametrize("kv_format", FORMATS)

@@ -292,7 +292,7 @@ void randomRow(const DecodeShape &shape, std::mt19937 &rng, uint8_t *bytes,
         values[c] = e4m3ToFloat(bytes[c]) * s;
       }
     }
-    uint8_t *rope = bytes + l + 4 * (l / kDsMlaTile);
+    uint8_t *rope = bytes + dsMlaRopeOffset(l);
     for (int64_t c = l; c < d; ++c)
       bf16At(rope + 2 * (c - l), &values[c]);
     return;

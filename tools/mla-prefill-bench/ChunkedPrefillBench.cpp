@@ -125,8 +125,7 @@ llvm::Error fillCache(const CudaDriver &driver, CUdeviceptr cache,
       std::memcpy(p + kLatent + 4 * t, &scale, 4);
     }
     std::vector<uint16_t> rope = randomBf16(kRope, rng);
-    std::memcpy(p + kLatent + 4 * (kLatent / kDsMlaTile), rope.data(),
-                kRope * 2);
+    std::memcpy(p + dsMlaRopeOffset(kLatent), rope.data(), kRope * 2);
   }
   for (int64_t done = 0; done < rows; done += patternRows) {
     int64_t n = std::min(patternRows, rows - done);

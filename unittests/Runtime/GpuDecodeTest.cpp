@@ -37,7 +37,9 @@ bool contains(const std::string &text, llvm::StringRef part) {
 }
 
 TEST(GpuDecode, WorkspaceLayoutIsAlignedAndSizedPerAbi) {
-  DecodeKernelSpec spec; // N=128, Sq=1, L=512, a tiling without counters
+  DecodeKernelSpec spec; // N=128, Sq=1, L=512
+  // The pipelined build has no counters (decodeCombinesInKernel).
+  spec.tiling.wgmma = spec.tiling.pipelined = true;
   DecodeShape &shape = spec.shape;
   DecodeWorkspaceLayout layout = decodeWorkspaceLayout(spec, 3, 5);
   size_t partialOut = size_t(5) * 3 * 128 * 512 * 4;
@@ -71,16 +73,46 @@ TEST(GpuDecode, SeesawWorkspaceHasACounterPerRowBlockBehindTheBounds) {
   EXPECT_EQ(layout.counters, layout.splitBounds + 3 * 6 * 4);
   EXPECT_EQ(layout.totalBytes, layout.counters + 3 * 4 * 4);
   EXPECT_EQ(decodeRowBlocks(spec.shape, spec.tiling), 4);
-  EXPECT_TRUE(decodeCombinesInKernel(spec.chip, spec.tiling, 5));
-  EXPECT_FALSE(decodeCombinesInKernel(spec.chip, spec.tiling, 1));
+  EXPECT_TRUE(decodeCombinesInKernel(spec.chip, spec.shape, spec.tiling, 5));
+  EXPECT_FALSE(decodeCombinesInKernel(spec.chip, spec.shape, spec.tiling, 1));
   // One piece: nothing to merge, no counters.
   EXPECT_EQ(decodeWorkspaceLayout(spec, 3, 1).numCounters, 0);
-  EXPECT_EQ(decodeKernelNumParams(spec.shape, spec.tiling),
+  EXPECT_EQ(decodeKernelNumParams(spec.chip, spec.shape, spec.tiling),
             kDecodeSeesawNumParams);
 
+  // The pipelined build without the seesaw schedule never merges.
   spec.tiling.seesaw = false;
   EXPECT_EQ(decodeWorkspaceLayout(spec, 3, 5).numCounters, 0);
-  EXPECT_FALSE(decodeCombinesInKernel(spec.chip, spec.tiling, 5));
+  EXPECT_FALSE(decodeCombinesInKernel(spec.chip, spec.shape, spec.tiling, 5));
+}
+
+TEST(GpuDecode, MmaSyncDecodeMergesAsTheLastPieceOfUniformShapes) {
+  DecodeKernelSpec spec;
+  spec.chip = Chip::SM90a;
+  spec.shape.numHeads = 16;
+  spec.shape.kvFormat = CacheFormat::FP8E4M3;
+  spec.tiling = {16, 4, 64, 2};
+  EXPECT_TRUE(decodeMergesAsLastPiece(spec.chip, spec.shape, spec.tiling));
+  EXPECT_TRUE(decodeCombinesInKernel(spec.chip, spec.shape, spec.tiling, 2));
+  EXPECT_FALSE(decodeCombinesInKernel(spec.chip, spec.shape, spec.tiling, 1));
+  // One row block of 16 rows per request: a counter each.
+  EXPECT_EQ(decodeWorkspaceLayout(spec, 7, 2).numCounters, 7);
+  EXPECT_EQ(decodeWorkspaceLayout(spec, 7, 1).numCounters, 0);
+  // The eleven shared parameters, kv_scale, then counters, out and lse.
+  EXPECT_EQ(decodeKernelNumParams(spec.chip, spec.shape, spec.tiling),
+            kDecodePartialNumParams + 1 + kDecodeCombineNumParams);
+
+  // A varlen image keeps mla_combine (its rows are token-packed).
+  spec.shape.varlen = true;
+  EXPECT_FALSE(decodeCombinesInKernel(spec.chip, spec.shape, spec.tiling, 2));
+  EXPECT_EQ(decodeKernelNumParams(spec.chip, spec.shape, spec.tiling),
+            kDecodePartialNumParams + 1 + 2);
+  // So does sm_100a's kernel.
+  spec.shape.varlen = false;
+  spec.chip = Chip::SM100a;
+  EXPECT_FALSE(decodeCombinesInKernel(spec.chip, spec.shape, spec.tiling, 2));
+  EXPECT_EQ(decodeKernelNumParams(spec.chip, spec.shape, spec.tiling),
+            kDecodePartialNumParams + 1);
 }
 
 TEST(GpuDecode, UniformBoundsCoverEachRequestInAlignedPieces) {

@@ -63,6 +63,11 @@ enum class CacheFormat { BF16, F16, F32, FP8E4M3, FP8E4M3Token, FP8DsMla };
 
 /// fp8_ds_mla latent entries per scale.
 inline constexpr int64_t kDsMlaTile = 128;
+/// Byte offset of an fp8_ds_mla row's bf16 RoPE values: past the L e4m3
+/// latent codes and their L / kDsMlaTile f32 scales (at byte L + 4 t).
+inline constexpr int64_t dsMlaRopeOffset(int64_t latentDim) {
+  return latentDim + 4 * (latentDim / kDsMlaTile);
+}
 
 /// The baked parameters of a cache_write kernel.
 struct CacheWriteShape {
@@ -93,7 +98,7 @@ inline int64_t cacheRowBytes(const CacheWriteShape &s) {
   case CacheFormat::FP8E4M3Token:
     return d + 8;
   case CacheFormat::FP8DsMla:
-    return s.latentDim + 4 * (s.latentDim / kDsMlaTile) + 2 * s.ropeDim;
+    return dsMlaRopeOffset(s.latentDim) + 2 * s.ropeDim;
   }
   return 0;
 }

@@ -222,19 +222,39 @@ inline constexpr int kDecodePipelinedNumParams = 13;
 /// out and lse as mla_combine would. The CTAs of a row block wait for each
 /// other, so such a launch must be cooperative (all CTAs resident at once).
 inline constexpr int kDecodeSeesawNumParams = 16;
-/// Whether mla_decode_partial of `tiling` on `chip` can merge its pieces
-/// itself (the seesaw build on sm_90a).
-inline bool decodeCanCombineInKernel(Chip chip, const DecodeTiling &tiling) {
-  return chip == Chip::SM90a && tiling.seesaw;
+/// The mma.sync and wgmma builds (neither pipelined nor seesaw) of a
+/// uniform shape on sm_90a take the same three last, after kv_scale:
+///   counters   [B, ceil(Sq*N / rowsPerCta)] i32, zero before the launch and
+///              zero again after it; null: no combine in the kernel
+///   out, lse   as above
+/// and merge as the last piece: each CTA writes its partial rows and counts
+/// itself in its row block's counter; the CTA whose count completes the S
+/// pieces puts the counter back to 0 and merges all rows of the block into
+/// out and lse as mla_combine would. No CTA waits for another, so the
+/// launch need not be cooperative.
+inline bool decodeMergesAsLastPiece(Chip chip, const DecodeShape &shape,
+                                    const DecodeTiling &tiling) {
+  return chip == Chip::SM90a && !tiling.pipelined && !shape.varlen;
 }
-/// Whether a decode of `tiling` on `chip` cut into `numSplits` pieces merges
-/// them in the partial kernel when its grid fits on the GPU at once (the
-/// runtime checks that and launches cooperatively), with no mla_combine;
-/// its workspace then holds the counters.
-inline bool decodeCombinesInKernel(Chip chip, const DecodeTiling &tiling,
+/// Whether mla_decode_partial of `shape` and `tiling` on `chip` can merge
+/// its pieces itself (and takes counters, out and lse).
+inline bool decodeCanCombineInKernel(Chip chip, const DecodeShape &shape,
+                                     const DecodeTiling &tiling) {
+  return (chip == Chip::SM90a && tiling.seesaw) ||
+         decodeMergesAsLastPiece(chip, shape, tiling);
+}
+/// Whether a decode of `shape` and `tiling` on `chip` cut into `numSplits`
+/// pieces merges them in the partial kernel, with no mla_combine; its
+/// workspace then holds the counters. The seesaw build does so when its
+/// grid fits on the GPU at once (the runtime checks that and launches
+/// cooperatively), the others always.
+inline bool decodeCombinesInKernel(Chip chip, const DecodeShape &shape,
+                                   const DecodeTiling &tiling,
                                    int64_t numSplits) {
-  return decodeCanCombineInKernel(chip, tiling) && numSplits > 1;
+  return decodeCanCombineInKernel(chip, shape, tiling) && numSplits > 1;
 }
+/// The in-kernel combine's parameters (counters, out, lse).
+inline constexpr int kDecodeCombineNumParams = 3;
 /// Row blocks of a request: the partial grid's x extent, and the counters
 /// per request of a kernel that merges its pieces.
 inline int64_t decodeRowBlocks(const DecodeShape &shape,
@@ -242,12 +262,15 @@ inline int64_t decodeRowBlocks(const DecodeShape &shape,
   return (shape.queryRows * shape.numHeads + tiling.rowsPerCta - 1) /
          tiling.rowsPerCta;
 }
-/// The parameter count of mla_decode_partial of `shape` and `tiling`.
-inline int decodeKernelNumParams(const DecodeShape &shape,
+/// The parameter count of mla_decode_partial of `shape` and `tiling` on
+/// `chip`.
+inline int decodeKernelNumParams(Chip chip, const DecodeShape &shape,
                                  const DecodeTiling &tiling) {
   if (tiling.seesaw)
     return kDecodeSeesawNumParams;
-  return decodePartialNumParams(shape) + (tiling.pipelined ? 2 : 0);
+  return decodePartialNumParams(shape) + (tiling.pipelined ? 2 : 0) +
+         (decodeMergesAsLastPiece(chip, shape, tiling) ? kDecodeCombineNumParams
+                                                       : 0);
 }
 /// The producer warpgroup of the pipelined build.
 inline constexpr int64_t kDecodeProducerThreads = 128;

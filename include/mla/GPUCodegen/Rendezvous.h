@@ -8,6 +8,10 @@
 // Every CTA of the group must be resident at once (a cooperative launch),
 // or the waiters would hold SMs the missing CTAs need.
 //
+// lastArrival is the form that never waits: each CTA counts itself in once,
+// and only the CTA that completes the count goes on to read the group's
+// writes (and resets the word); any grid works.
+//
 //===----------------------------------------------------------------------===//
 #ifndef MLA_GPUCODEGEN_RENDEZVOUS_H
 #define MLA_GPUCODEGEN_RENDEZVOUS_H
@@ -23,6 +27,15 @@ namespace mla::gpu_codegen {
 /// CTA arrives), spins until `ctas` (i32) CTAs have, then counts the CTA
 /// again; the one whose count reaches 2 * ctas stores 0.
 void rendezvous(DeviceBuilder &d, mlir::Value counter, mlir::Value ctas);
+
+/// Run by ONE thread of the CTA, after a CTA-wide barrier behind the writes
+/// the group must see: fences this thread, counts the CTA into `counter`
+/// (an i32 in global memory, 0 before the group's first CTA arrives) and
+/// returns whether this CTA was the last of the `ctas` (i32) to arrive (i1).
+/// The last one has then acquired every other CTA's writes (its threads see
+/// them after the next CTA-wide barrier) and has put the word back to 0.
+mlir::Value lastArrival(DeviceBuilder &d, mlir::Value counter,
+                        mlir::Value ctas);
 
 } // namespace mla::gpu_codegen
 

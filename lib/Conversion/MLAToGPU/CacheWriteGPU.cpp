@@ -378,7 +378,7 @@ private:
       return SmallVector<Value>{};
     });
 
-    int64_t ropeBase = s.latentDim + 4 * (s.latentDim / abi::kDsMlaTile);
+    int64_t ropeBase = abi::dsMlaRopeOffset(s.latentDim);
     int64_t rvec = commonPow2({s.ropeDim}, 8);
     int64_t rgroups = s.ropeDim / rvec;
     auto ropeTy = VectorType::get({rvec}, e.i16);

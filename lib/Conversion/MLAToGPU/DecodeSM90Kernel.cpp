@@ -2,8 +2,11 @@
 
 #include "DecodeSM90Kernel.h"
 
+#include "CombineRow.h"
+
 #include "mla/GPUCodegen/Fp8Dequant.h"
 #include "mla/GPUCodegen/OnlineSoftmax.h"
+#include "mla/GPUCodegen/Rendezvous.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
@@ -95,6 +98,11 @@ void DecodeSM90Kernel::begin(StringRef name, WarpGrid grid) {
     params.push_back(g); // kv_scale
   if (shape.varlen)
     params.append({g, i32});
+  bool combines = abi::decodeMergesAsLastPiece(abi::Chip::SM90a, shape, tiling);
+  if (combines)
+    params.append({g, g, g}); // counters, out, lse
+  assert(params.size() ==
+         size_t(abi::decodeKernelNumParams(abi::Chip::SM90a, shape, tiling)));
   fn = createKernel(b, name, params, T);
   fn->setAttr("nvvm.minctasm", b.getI32IntegerAttr(1));
   qPtr = fn.getArgument(0), cache = fn.getArgument(1),
@@ -111,6 +119,11 @@ void DecodeSM90Kernel::begin(StringRef name, WarpGrid grid) {
         d.load(d.f32, fn.getArgument(abi::kDecodePartialNumParams), 4);
     scaleLog2 = d.fmul(scaleLog2, kvScale);
     outScale = kvScale;
+  }
+  if (combines) {
+    unsigned first = params.size() - abi::kDecodeCombineNumParams;
+    counters = fn.getArgument(first), finalOut = fn.getArgument(first + 1),
+    finalLse = fn.getArgument(first + 2);
   }
 
   smem = dynamicSharedBase(b);
@@ -524,7 +537,7 @@ void DecodeSM90Kernel::dequantSlice(Value k, int64_t c0, int64_t c1) {
     return;
   case abi::CacheFormat::FP8DsMla: {
     // L codes, an f32 scale per 128 of them, then R bf16 values.
-    const int64_t ropeOff = L + 4 * (L / abi::kDsMlaTile);
+    const int64_t ropeOff = abi::dsMlaRopeOffset(L);
     const int64_t ropeAlign = std::min<int64_t>(
         16, int64_t(1) << llvm::countr_zero(uint64_t(rowBytes | ropeOff)));
     split(
@@ -742,7 +755,41 @@ void DecodeSM90Kernel::finish(ValueRange state) {
   if (scaleTiles > 0)
     outScale = state[ntO * 4 + 4];
   writeOutput(state, lRow);
+  if (counters)
+    mergeAsLastPiece();
   mlir::gpu::ReturnOp::create(b);
+}
+
+void DecodeSM90Kernel::mergeAsLastPiece() {
+  // Uniform over the grid: counters given and more than one piece.
+  Value given = d.cmp(arith::CmpIPredicate::ne,
+                      LLVM::PtrToIntOp::create(b, d.i64, counters), d.c64(0));
+  d.ifThen(d.andi(given, d.slt(d.c32(1), numSplits)), [&] {
+    // Every thread's partial stores come before the count, and every read
+    // of the other pieces' after it. The flag reuses the row-reduction
+    // scratch, whose row sums every thread has read by now.
+    d.barrier();
+    Value flag = sm(lay.redOff, d.c32(0));
+    d.ifThen(d.eq(tid, d.c32(0)), [&] {
+      Value block = d.add(d.mul(bb, d.c32(abi::decodeRowBlocks(shape, tiling))),
+                          d.blockIdX());
+      Value last = lastArrival(d, d.gep(counters, d.i32, block), numSplits);
+      d.store(d.select(last, d.c32(1), d.c32(0)), flag, 4);
+    });
+    d.barrier();
+    d.ifThen(
+        d.cmp(arith::CmpIPredicate::ne, d.load(d.i32, flag, 4), d.c32(0)), [&] {
+          CombineRow row(b, d, shape,
+                         {pout, plse, finalOut, finalLse, batch, numSplits});
+          d.forLoop(warp, d.c32(M), d.c32(T / 32), {},
+                    [&](Value r, ValueRange) {
+                      Value request = d.add(r0, r);
+                      d.ifThen(d.slt(request, d.c32(rows)),
+                               [&] { row.emit(bb, request, lane); });
+                      return SmallVector<Value>{};
+                    });
+        });
+  });
 }
 
 void DecodeSM90Kernel::writeOutput(ValueRange state, Value lRow[2],

@@ -193,6 +193,9 @@ public:
   /// fp8_e4m3's per-tensor scale (f32, from the kv_scale parameter), which
   /// multiplies the written output; null for other caches.
   mlir::Value outScale;
+  /// The in-kernel combine's counters, out and lse
+  /// (abi::decodeMergesAsLastPiece; null for other kernels).
+  mlir::Value counters, finalOut, finalLse;
   /// The request's query tokens [tokenBase, tokenBase + qRows) of the
   /// tokensPerSplit a split's partial rows hold (uniform: B*Sq tokens,
   /// request b's from b*Sq, qRows = Sq; varlen: from query_start_loc, T per
@@ -270,6 +273,10 @@ public:
                 mlir::Value partialRow, mlir::Value nonEmpty, mlir::Value sb);
 
 private:
+  /// With counters and S > 1 pieces (KernelABI.h): counts the CTA into its
+  /// row block's counter, and the last piece of the block to arrive merges
+  /// the block's rows into out and lse (CombineRow, a warp per row).
+  void mergeAsLastPiece();
   /// Varlen: a CTA whose first row is past the request's q_b*N rows
   /// returns at once; the rest of the kernel is emitted after the branch.
   void exitPastRequestRows();

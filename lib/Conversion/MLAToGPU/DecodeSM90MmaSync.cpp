@@ -222,7 +222,7 @@ SmallVector<MmaAccum>
 MmaSyncDecode::scoresFromRawScaled(Value stage, RawBlockScales &scales) {
   const SmemTile &q = k.lay.q;
   const int64_t rowBytes = k.shape.cacheRowBytes();
-  const int64_t tiles = k.scaleTiles, ropeOff = k.L + 4 * tiles;
+  const int64_t tiles = k.scaleTiles, ropeOff = abi::dsMlaRopeOffset(k.L);
   const int64_t parts = std::max<int64_t>(1, kScoreChains / k.ntS);
   auto v4 = VectorType::get({4}, d.i32);
   SmallVector<Value> rows;

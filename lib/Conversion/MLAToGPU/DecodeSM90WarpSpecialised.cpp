@@ -71,7 +71,8 @@ void WarpSpecialisedDecode::declare(StringRef name) {
     types.append({g, g, g});
     byValue.append({false, false, false});
   }
-  assert(types.size() == size_t(abi::decodeKernelNumParams(k.shape, k.tiling)));
+  assert(types.size() == size_t(abi::decodeKernelNumParams(abi::Chip::SM90a,
+                                                           k.shape, k.tiling)));
   createGridConstantKernel(k.b, name, types, byValue,
                            abi::decodeThreadsPerCta(k.tiling));
   Block *entry = k.b.getInsertionBlock();

@@ -307,7 +307,7 @@ Value GatherKernel::loadGroup(Value row, Value first) {
       b,
       toWorkspace(loadFp8(row, first, commonPow2({rowBytes, vec}, 16), scale)));
   b.setInsertionPointToStart(ifOp.elseBlock());
-  int64_t ropeBase = L + 4 * (L / abi::kDsMlaTile);
+  int64_t ropeBase = abi::dsMlaRopeOffset(L);
   Value off = e.add(e.c32(ropeBase), e.mul(e.sub(first, e.c32(L)), e.c32(2)));
   Value bits = e.load(VectorType::get({vec}, e.i16), e.gep(row, e.i8, off),
                       commonPow2({rowBytes, ropeBase, 2 * vec}, 16));

@@ -14,6 +14,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "LoweringUtils.h"
+#include "mla/Contract/CacheProjectionABI.h"
 #include "mla/Conversion/MLAToLinalg/MLAToLinalg.h"
 #include "mla/Dialect/MLA/IR/MLAOps.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -31,8 +32,7 @@ using namespace mla::lowering;
 static constexpr double kE4M3Max = 448.0;
 /// Floor of a quantisation amax, so an all-zero row gets a finite scale.
 static constexpr double kAmaxFloor = 1e-4;
-/// fp8_ds_mla latent entries per scale.
-static constexpr int64_t kDsMlaTile = 128;
+using mla::gpu::kDsMlaTile;
 
 /// Converts a float to another float type. f16 <-> bf16 have the same width,
 /// so they go through f32 (exact for either source, then one rounding).

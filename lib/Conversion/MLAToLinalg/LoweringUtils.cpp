@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "LoweringUtils.h"
+#include "mla/Contract/CacheProjectionABI.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
@@ -241,9 +242,10 @@ Value loadCacheElement(OpBuilder &b, Location loc, Value cache,
     // RoPE: bf16 after the scales. Both branches are computed and selected
     // so the result stays a straight-line element function; the RoPE index
     // is clamped so the latent branch never reads past the row.
-    int64_t ropeBase = latentDim + 4 * (latentDim / 128);
+    int64_t ropeBase = mla::gpu::dsMlaRopeOffset(latentDim);
     Value dLat = arith::MinUIOp::create(b, loc, d, cIdx(b, loc, latentDim - 1));
-    Value tile = arith::DivUIOp::create(b, loc, dLat, cIdx(b, loc, 128));
+    Value tile = arith::DivUIOp::create(b, loc, dLat,
+                                        cIdx(b, loc, mla::gpu::kDsMlaTile));
     Value sOff = arith::AddIOp::create(
         b, loc, latent, arith::MulIOp::create(b, loc, tile, cIdx(b, loc, 4)));
     Value lat = arith::MulFOp::create(

@@ -12,7 +12,7 @@
 // RUN: mla-opt %s --mla-to-nvvm="chip=sm_90a format=isa" | FileCheck %s --check-prefix=PTX
 
 // CHECK-LABEL: gpu.func @mla_decode_partial(
-// CHECK-SAME: %{{.*}}: i32, %{{.*}}: i32, %{{.*}}: i32, %[[SCALE:.*]]: f32) kernel
+// CHECK-SAME: %{{.*}}: i32, %{{.*}}: i32, %{{.*}}: i32, %[[SCALE:[^:]*]]: f32, %{{.*}}: !llvm.ptr<1>, %{{.*}}: !llvm.ptr<1>, %{{.*}}: !llvm.ptr<1>) kernel
 // CHECK: %[[LOG2E:.*]] = arith.constant 1.44269502 : f32
 // CHECK: arith.mulf %[[SCALE]], %[[LOG2E]] : f32
 

@@ -17,7 +17,7 @@
 // RUN: mla-opt %s --split-input-file --mla-select-gpu-tiling --convert-mla-to-gpu | FileCheck %s
 
 // CHECK-LABEL: gpu.func @mla_decode_partial(
-// CHECK-SAME: %[[SCALE:[^:]*]]: f32, %[[KVSCALE:.*]]: !llvm.ptr<1>) kernel
+// CHECK-SAME: %[[SCALE:[^:]*]]: f32, %[[KVSCALE:[^:]*]]: !llvm.ptr<1>, %{{.*}}: !llvm.ptr<1>, %{{.*}}: !llvm.ptr<1>, %{{.*}}: !llvm.ptr<1>) kernel
 // CHECK-SAME: known_block_size = array<i32: 256, 1, 1>
 // CHECK: %[[L2E:.*]] = arith.mulf %[[SCALE]], %{{.*}} : f32
 // CHECK: %[[KVS:.*]] = llvm.load %[[KVSCALE]] {{.*}} : !llvm.ptr<1> -> f32
@@ -78,7 +78,7 @@ module attributes {mla.target = #mla.target<chip = sm90>} {
 // selected to zero. Eleven parameters. (128 heads: at 16 query rows the
 // fp8 formats take the 16-row mma.sync kernel.)
 // CHECK-LABEL: gpu.func @mla_decode_partial(
-// CHECK-SAME: %{{.*}}: i32, %{{.*}}: f32) kernel
+// CHECK-SAME: %{{.*}}: i32, %{{.*}}: f32, %{{.*}}: !llvm.ptr<1>, %{{.*}}: !llvm.ptr<1>, %{{.*}}: !llvm.ptr<1>) kernel
 // CHECK: %[[ZERO:.*]] = llvm.mlir.zero : vector<4xi32>
 // CHECK: llvm.load {{.*}} : !llvm.ptr<3> -> f32
 // CHECK: cvt.rn.f16x2.e4m3x2

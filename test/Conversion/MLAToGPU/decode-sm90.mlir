@@ -1,7 +1,8 @@
 // The sm_90a mma.sync decode (pinned by its tiling): partial kernel
 // (cp.async staging, ldmatrix, mma.sync, base-2 softmax; the softmax scale is
-// its last parameter), the device planner (decode-plan.mlir) and the combine
-// kernel, and the PTX they become.
+// the last of the eleven shared parameters, then the in-kernel combine's
+// counters, out and lse), the device planner (decode-plan.mlir) and the
+// combine kernel, and the PTX they become.
 // RUN: mla-opt %s --mla-select-gpu-tiling --convert-mla-to-gpu | FileCheck %s
 // RUN: mla-opt %s --mla-to-nvvm="chip=sm_90a format=isa" | FileCheck %s --check-prefix=PTX
 
@@ -10,7 +11,7 @@
 // CHECK: gpu.module @mla_kernels
 // CHECK: llvm.mlir.global external @mla_dyn_smem() {addr_space = 3 : i32, alignment = 1024 : i64}
 // CHECK-LABEL: gpu.func @mla_decode_partial(
-// CHECK-SAME: !llvm.ptr<1>, %{{.*}}: !llvm.ptr<1>, %{{.*}}: !llvm.ptr<1>, %{{.*}}: !llvm.ptr<1>, %{{.*}}: !llvm.ptr<1>, %{{.*}}: !llvm.ptr<1>, %{{.*}}: !llvm.ptr<1>, %{{.*}}: i32, %{{.*}}: i32, %{{.*}}: i32, %{{.*}}: f32) kernel
+// CHECK-SAME: !llvm.ptr<1>, %{{.*}}: !llvm.ptr<1>, %{{.*}}: !llvm.ptr<1>, %{{.*}}: !llvm.ptr<1>, %{{.*}}: !llvm.ptr<1>, %{{.*}}: !llvm.ptr<1>, %{{.*}}: !llvm.ptr<1>, %{{.*}}: i32, %{{.*}}: i32, %{{.*}}: i32, %{{.*}}: f32, %[[COUNTERS:.*]]: !llvm.ptr<1>, %[[OUT:.*]]: !llvm.ptr<1>, %[[LSE:.*]]: !llvm.ptr<1>) kernel
 // CHECK-SAME: known_block_size = array<i32: 256, 1, 1>
 // CHECK-SAME: nvvm.maxntid = array<i32: 256, 1, 1>
 // CHECK: nvvm.cp.async.shared.global {{.*}}, 16, cache = cg
@@ -37,6 +38,31 @@
 // CHECK-NOT: bf16
 // CHECK: llvm.getelementptr %arg5[{{.*}}] : (!llvm.ptr<1>, i64) -> !llvm.ptr<1>, f32
 // CHECK: llvm.store {{.*}} {alignment = 8 : i64} : vector<2xf32>, !llvm.ptr<1>
+// Given counters and S > 1 (KernelABI.h's decodeMergesAsLastPiece), thread 0
+// counts the CTA into its row block's counter after a CTA barrier (a release
+// atom); the piece that completes the count fences for acquire and resets
+// the word, and after a second barrier its warps merge the block's rows into
+// out and lse as mla_combine would (no CTA waits for another).
+// CHECK: %[[CPTR:.*]] = llvm.ptrtoint %[[COUNTERS]]
+// CHECK: %[[GIVEN:.*]] = arith.cmpi ne, %[[CPTR]]
+// CHECK: %[[MANY:.*]] = arith.cmpi slt, %{{.*}}, %arg9 : i32
+// CHECK: %[[MERGE:.*]] = arith.andi %[[GIVEN]], %[[MANY]]
+// CHECK: scf.if %[[MERGE]] {
+// CHECK-NEXT: nvvm.barrier0
+// CHECK: %[[WORD:.*]] = llvm.getelementptr %[[COUNTERS]][
+// CHECK: "fence.acq_rel.gpu;"
+// CHECK: %[[BEFORE:.*]] = llvm.inline_asm has_side_effects "atom.release.gpu.global.add.u32
+// CHECK: %[[LASTN:.*]] = arith.subi %arg9, %{{.*}} : i32
+// CHECK: %[[LAST:.*]] = arith.cmpi eq, %[[BEFORE]], %[[LASTN]]
+// CHECK: scf.if %[[LAST]] {
+// CHECK-NEXT: "fence.acq_rel.gpu;"
+// CHECK: "st.relaxed.gpu.global.u32 [$0], $1;"
+// CHECK: nvvm.barrier0
+// CHECK: scf.for
+// CHECK: ex2.approx.ftz.f32
+// CHECK: llvm.getelementptr %[[OUT]][{{.*}}] : (!llvm.ptr<1>, i64) -> !llvm.ptr<1>, bf16
+// CHECK: llvm.getelementptr %[[LSE]][
+// CHECK: gpu.return
 // CHECK-LABEL: gpu.func @mla_decode_plan(
 // CHECK-LABEL: gpu.func @mla_combine(
 // CHECK-SAME: known_block_size = array<i32: 128, 1, 1>
@@ -49,6 +75,8 @@
 // PTX: mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32
 // PTX: ex2.approx.ftz.f32
 // PTX: ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16
+// PTX: atom.release.gpu.global.add.u32
+// PTX: st.relaxed.gpu.global.u32
 // PTX: .entry mla_decode_plan(
 // PTX: .entry mla_combine(
 

@@ -6,6 +6,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "mla/Dialect/MLA/IR/MLAAttrs.h"
+#include "mla/Contract/CacheProjectionABI.h"
 #include "mla/Dialect/MLA/IR/MLADialect.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/DialectImplementation.h"
@@ -83,7 +84,7 @@ int64_t CacheLayoutAttr::getRowWidth(int64_t latentDim, int64_t ropeDim) const {
     return latentDim + ropeDim + 8;
   case RowFormat::fp8_ds_mla:
     // e4m3 latent, one f32 scale per 128 latent entries, bf16 RoPE.
-    return latentDim + 4 * (latentDim / 128) + 2 * ropeDim;
+    return mla::gpu::dsMlaRopeOffset(latentDim) + 2 * ropeDim;
   default:
     return latentDim + ropeDim;
   }
