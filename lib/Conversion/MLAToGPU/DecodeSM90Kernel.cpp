@@ -760,35 +760,43 @@ void DecodeSM90Kernel::finish(ValueRange state) {
   mlir::gpu::ReturnOp::create(b);
 }
 
-void DecodeSM90Kernel::mergeAsLastPiece() {
-  // Uniform over the grid: counters given and more than one piece.
+Value DecodeSM90Kernel::mergesPieces() {
   Value given = d.cmp(arith::CmpIPredicate::ne,
                       LLVM::PtrToIntOp::create(b, d.i64, counters), d.c64(0));
-  d.ifThen(d.andi(given, d.slt(d.c32(1), numSplits)), [&] {
+  return d.andi(given, d.slt(d.c32(1), numSplits));
+}
+
+Value DecodeSM90Kernel::rowBlockCounter() {
+  Value block = d.add(d.mul(bb, d.c32(abi::decodeRowBlocks(shape, tiling))),
+                      d.blockIdX());
+  return d.gep(counters, d.i32, block);
+}
+
+void DecodeSM90Kernel::mergeBlockRows(Value first, Value step, Value lane) {
+  CombineRow row(b, d, shape,
+                 {pout, plse, finalOut, finalLse, batch, numSplits});
+  d.forLoop(first, d.c32(M), step, {}, [&](Value r, ValueRange) {
+    Value request = d.add(r0, r);
+    d.ifThen(d.slt(request, d.c32(rows)), [&] { row.emit(bb, request, lane); });
+    return SmallVector<Value>{};
+  });
+}
+
+void DecodeSM90Kernel::mergeAsLastPiece() {
+  d.ifThen(mergesPieces(), [&] {
     // Every thread's partial stores come before the count, and every read
     // of the other pieces' after it. The flag reuses the row-reduction
     // scratch, whose row sums every thread has read by now.
     d.barrier();
     Value flag = sm(lay.redOff, d.c32(0));
     d.ifThen(d.eq(tid, d.c32(0)), [&] {
-      Value block = d.add(d.mul(bb, d.c32(abi::decodeRowBlocks(shape, tiling))),
-                          d.blockIdX());
-      Value last = lastArrival(d, d.gep(counters, d.i32, block), numSplits);
+      Value last = lastArrival(d, rowBlockCounter(), numSplits);
       d.store(d.select(last, d.c32(1), d.c32(0)), flag, 4);
     });
     d.barrier();
-    d.ifThen(
-        d.cmp(arith::CmpIPredicate::ne, d.load(d.i32, flag, 4), d.c32(0)), [&] {
-          CombineRow row(b, d, shape,
-                         {pout, plse, finalOut, finalLse, batch, numSplits});
-          d.forLoop(warp, d.c32(M), d.c32(T / 32), {},
-                    [&](Value r, ValueRange) {
-                      Value request = d.add(r0, r);
-                      d.ifThen(d.slt(request, d.c32(rows)),
-                               [&] { row.emit(bb, request, lane); });
-                      return SmallVector<Value>{};
-                    });
-        });
+    Value merges =
+        d.cmp(arith::CmpIPredicate::ne, d.load(d.i32, flag, 4), d.c32(0));
+    d.ifThen(merges, [&] { mergeBlockRows(warp, d.c32(T / 32), lane); });
   });
 }
 

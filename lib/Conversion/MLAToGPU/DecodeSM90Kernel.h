@@ -193,8 +193,8 @@ public:
   /// fp8_e4m3's per-tensor scale (f32, from the kv_scale parameter), which
   /// multiplies the written output; null for other caches.
   mlir::Value outScale;
-  /// The in-kernel combine's counters, out and lse
-  /// (abi::decodeMergesAsLastPiece; null for other kernels).
+  /// The in-kernel combine's counters, out and lse (the seesaw build and
+  /// abi::decodeMergesAsLastPiece; null for other kernels).
   mlir::Value counters, finalOut, finalLse;
   /// The request's query tokens [tokenBase, tokenBase + qRows) of the
   /// tokensPerSplit a split's partial rows hold (uniform: B*Sq tokens,
@@ -246,6 +246,14 @@ public:
   /// and partial_lse, or, with one piece per request, as the final rows.
   void writeOutput(mlir::ValueRange state, mlir::Value lRow[2],
                    const RowStaging *staging = nullptr);
+  /// The in-kernel combine's pieces, shared by mergeAsLastPiece and the
+  /// seesaw build: whether this launch merges (counters given and S > 1,
+  /// uniform over the grid), the row block's counter, and the merge of
+  /// block rows first, first + step, ... (a warp per row, `lane` its index;
+  /// CombineRow).
+  mlir::Value mergesPieces();
+  mlir::Value rowBlockCounter();
+  void mergeBlockRows(mlir::Value first, mlir::Value step, mlir::Value lane);
   /// writeOutput's stores, in f32 or (`final`) in the activation type.
   void writeRows(mlir::ValueRange state, mlir::Value lRow[2], bool final);
   /// writeOutput's final rows through `staging`: the thread's pairs to

@@ -74,7 +74,6 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "CombineRow.h"
 #include "DecodeSM90WarpSpecialised.h"
 
 #include "mla/GPUCodegen/OnlineSoftmax.h"
@@ -473,34 +472,18 @@ void SeesawDecode::finish(const Running &run) {
 }
 
 void SeesawDecode::mergePieces() {
-  // Uniform over the grid: counters given and more than one piece.
-  Value given =
-      d.cmp(arith::CmpIPredicate::ne,
-            LLVM::PtrToIntOp::create(k.b, d.i64, ws.counters), d.c64(0));
-  d.ifThen(d.andi(given, d.slt(d.c32(1), k.numSplits)), [&] {
+  d.ifThen(k.mergesPieces(), [&] {
     // Every consumer's partial stores come before the rendezvous, and every
     // read of the other pieces' after it.
     ws.namedSync(kConsumerBarrier, kConsumerThreads);
-    int64_t rowBlocks = abi::decodeRowBlocks(k.shape, k.tiling);
-    d.ifThen(d.eq(ws.ctid, d.c32(0)), [&] {
-      Value block = d.add(d.mul(k.bb, d.c32(rowBlocks)), d.blockIdX());
-      rendezvous(d, d.gep(ws.counters, d.i32, block), k.numSplits);
-    });
+    d.ifThen(d.eq(ws.ctid, d.c32(0)),
+             [&] { rendezvous(d, k.rowBlockCounter(), k.numSplits); });
     ws.namedSync(kConsumerBarrier, kConsumerThreads);
     // Piece s merges the block's rows r with r % S == s, a warp per row.
     constexpr int64_t warps = kConsumerThreads / 32;
     Value warp = d.divu(ws.ctid, d.c32(32)), lane = d.remu(ws.ctid, d.c32(32));
-    CombineRow row(
-        k.b, d, k.shape,
-        {k.pout, k.plse, ws.finalOut, ws.finalLse, k.batch, k.numSplits});
-    Value first = d.add(k.split, d.mul(k.numSplits, warp));
-    d.forLoop(first, d.c32(k.M), d.mul(k.numSplits, d.c32(warps)), {},
-              [&](Value r, ValueRange) {
-                Value request = d.add(k.r0, r);
-                d.ifThen(d.slt(request, d.c32(k.rows)),
-                         [&] { row.emit(k.bb, request, lane); });
-                return SmallVector<Value>{};
-              });
+    k.mergeBlockRows(d.add(k.split, d.mul(k.numSplits, warp)),
+                     d.mul(k.numSplits, d.c32(warps)), lane);
   });
 }
 

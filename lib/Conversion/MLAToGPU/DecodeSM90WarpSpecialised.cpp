@@ -85,8 +85,8 @@ void WarpSpecialisedDecode::declare(StringRef name) {
       d.fmul(entry->getArgument(10), d.f(mla::gpu_codegen::softmax::kLog2e));
   qMap = entry->getArgument(11), kvMap = entry->getArgument(12);
   if (k.tiling.seesaw)
-    counters = entry->getArgument(13), finalOut = entry->getArgument(14),
-    finalLse = entry->getArgument(15);
+    k.counters = entry->getArgument(13), k.finalOut = entry->getArgument(14),
+    k.finalLse = entry->getArgument(15);
 }
 
 void WarpSpecialisedDecode::awaitRelease(Value n, int64_t box) {

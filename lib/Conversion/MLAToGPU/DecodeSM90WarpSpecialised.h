@@ -107,9 +107,6 @@ public:
   DeviceBuilder &d;
   const int64_t stageBytes, numBoxes, barrierOff;
   mlir::Value qMap, kvMap, ctid;
-  /// The seesaw build's in-kernel combine parameters (KernelABI.h), null in
-  /// the pipelined build.
-  mlir::Value counters, finalOut, finalLse;
 
 private:
   void declare(llvm::StringRef name);
