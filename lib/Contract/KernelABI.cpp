@@ -49,7 +49,7 @@ DecodeTiling chooseDecodeTiling(Chip chip, const DecodeShape &shape) {
                             /*wgmma=*/true,
                             /*pipelined=*/true,
                             /*seesaw=*/true};
-  if (checkDecodeTiling(chip, shape, seesawTiling).empty())
+  if (!shape.fp8() && checkDecodeTiling(chip, shape, seesawTiling).empty())
     return seesawTiling;
   // fp8 at 16 query rows: the 16-row mma.sync kernel, which spends no
   // padded MMA rows. fp8_e4m3 and fp8_ds_mla over 64-token blocks, their
@@ -129,6 +129,11 @@ bool decodeReadsRawFp8(const DecodeShape &shape, const DecodeTiling &tiling) {
   return false;
 }
 
+bool decodeSeesawReadsE4M3(const DecodeShape &shape,
+                           const DecodeTiling &tiling) {
+  return tiling.seesaw && shape.kvFormat == CacheFormat::FP8E4M3;
+}
+
 int64_t decodeRawScaleTiles(const DecodeShape &shape,
                             const DecodeTiling &tiling) {
   return decodeReadsRawFp8(shape, tiling) &&
@@ -141,6 +146,18 @@ int64_t decodeSharedBytes(Chip chip, const DecodeShape &shape,
                           const DecodeTiling &tiling) {
   if (chip == Chip::SM100a)
     return decodeSharedBytesSM100(shape, tiling);
+  if (decodeSeesawReadsE4M3(shape, tiling)) {
+    // Q's two E4M3 parts (as many bytes as bf16 Q), the ring of raw boxes
+    // (128 bytes x kvBlock tokens, ceil((L+R)/128) per slot), the f16 V
+    // tile, the scratch, and the mbarriers: Q full, per slot a full barrier
+    // per box and three release groups.
+    int64_t boxes = (shape.rowDim() + 127) / 128;
+    return alignTo(tiling.rowsPerCta * shape.rowDim() * 2, 1024) +
+           tiling.stages * boxes * tiling.kvBlock * 128 +
+           alignTo(tiling.kvBlock * shape.latentDim * 2, 1024) +
+           alignTo(tiling.rowsPerCta * tiling.warpsN * 4, 128) +
+           alignTo((1 + tiling.stages * (boxes + 3)) * 8, 128);
+  }
   // An fp8 cache: one dequantised KV tile, after the other sections a ring
   // of `stages` raw blocks.
   int64_t kvTiles = decodeReadsRawFp8(shape, tiling) ? 0
@@ -204,10 +221,14 @@ std::string checkDecodeTiling(Chip chip, const DecodeShape &shape,
       shape.latentDim % kDsMlaTile != 0)
     return "fp8_ds_mla needs L % " + std::to_string(kDsMlaTile) +
            " == 0, got L = " + std::to_string(shape.latentDim);
-  if (tiling.seesaw && shape.fp8())
-    return "the seesaw decode (tile suffix s) reads bf16/f16 caches; fp8 "
+  if (tiling.seesaw && shape.fp8() &&
+      (shape.kvFormat != CacheFormat::FP8E4M3 || shape.elem != ElemType::BF16 ||
+       shape.ropeDim != 64))
+    return "the seesaw decode (tile suffix s) reads bf16/f16 caches, and "
+           "fp8_e4m3 caches under bf16 activations with R = 64 (the RoPE "
+           "codes of Q's two E4M3 parts share one 128-byte box); other fp8 "
            "caches use the wgmma or mma.sync builds";
-  if (tiling.pipelined && shape.fp8())
+  if (tiling.pipelined && !tiling.seesaw && shape.fp8())
     return "the pipelined decode (tile suffix p) reads bf16/f16 caches; fp8 "
            "caches use the wgmma or mma.sync builds";
   if (shape.varlen && chip == Chip::SM100a)

@@ -137,3 +137,45 @@ Value mla::gpu_codegen::maxExponentBF16x8(DeviceBuilder &d, Value raw) {
   }
   return e;
 }
+
+std::pair<Value, Value>
+mla::gpu_codegen::splitBF16x8ToE4M3Pair(DeviceBuilder &d, Value raw,
+                                        Value scale) {
+  std::array<Value, 8> x;
+  for (int64_t w = 0; w < 4; ++w) {
+    Value word = d.extract(raw, w);
+    x[2 * w] = d.fmul(bitsToF32(d, d.shl(word, d.c32(16))), scale);
+    x[2 * w + 1] = d.fmul(
+        bitsToF32(d, d.bitAnd(word, d.c32(static_cast<int32_t>(0xFFFF0000u)))),
+        scale);
+  }
+  auto v2 = VectorType::get({2}, d.i32);
+  Value hi = d.poison(v2), lo = d.poison(v2);
+  for (int64_t w = 0; w < 2; ++w) {
+    std::array<Value, 4> part = {x[4 * w], x[4 * w + 1], x[4 * w + 2],
+                                 x[4 * w + 3]};
+    Value codes = ptx::cvtF32x4ToE4M3x4(d.b, part);
+    hi = d.insert(hi, codes, w);
+    // hi's values back in f32 (exact), and the remainders (exact: hi is x
+    // rounded to fewer bits).
+    auto [p01, p23] = ptx::cvtE4M3x4ToF16x2(d.b, codes);
+    auto [h0, h1] = unpackF16x2(d, p01);
+    auto [h2, h3] = unpackF16x2(d, p23);
+    std::array<Value, 4> rest = {d.fsub(part[0], h0), d.fsub(part[1], h1),
+                                 d.fsub(part[2], h2), d.fsub(part[3], h3)};
+    lo = d.insert(lo, ptx::cvtF32x4ToE4M3x4(d.b, rest), w);
+  }
+  return {hi, lo};
+}
+
+std::pair<Value, Value> mla::gpu_codegen::convertE4M3x16ToF16(DeviceBuilder &d,
+                                                              Value raw) {
+  auto v4 = VectorType::get({4}, d.i32);
+  Value out[2] = {d.poison(v4), d.poison(v4)};
+  for (int64_t w = 0; w < 4; ++w) {
+    auto [lo, hi] = ptx::cvtE4M3x4ToF16x2(d.b, d.extract(raw, w));
+    out[w / 2] = d.insert(out[w / 2], lo, 2 * (w % 2));
+    out[w / 2] = d.insert(out[w / 2], hi, 2 * (w % 2) + 1);
+  }
+  return {out[0], out[1]};
+}

@@ -42,6 +42,21 @@ mla::gpu_codegen::ptx::cvtE4M3x4ToF16x2(ImplicitLocOpBuilder &b, Value bytes) {
           LLVM::ExtractValueOp::create(b, r, 1)};
 }
 
+Value mla::gpu_codegen::ptx::cvtF32x4ToE4M3x4(ImplicitLocOpBuilder &b,
+                                              std::array<Value, 4> x) {
+  // cvt's first source goes to the upper code of the pair.
+  return LLVM::InlineAsmOp::create(
+             b, b.getI32Type(), ValueRange{x[0], x[1], x[2], x[3]},
+             "{\n.reg .b16 lo, hi;\n"
+             "cvt.rn.satfinite.e4m3x2.f32 lo, $2, $1;\n"
+             "cvt.rn.satfinite.e4m3x2.f32 hi, $4, $3;\n"
+             "mov.b32 $0, {lo, hi};\n}",
+             "=r,f,f,f,f", /*has_side_effects=*/false,
+             /*is_align_stack=*/false, LLVM::tailcallkind::TailCallKind::None,
+             LLVM::AsmDialectAttr(), ArrayAttr())
+      .getResult(0);
+}
+
 Value mla::gpu_codegen::ptx::prmt(ImplicitLocOpBuilder &b, Value a, Value bb,
                                   uint32_t selector) {
   char hex[8];
@@ -75,16 +90,22 @@ Value mla::gpu_codegen::ptx::prmtHighHalves(ImplicitLocOpBuilder &b, Value lo,
 /// accumulators (outputs tied to inputs $c..$(2c-1) through "0".."c-1"
 /// constraints), then A (a descriptor, or `aRegs` = 4 i32 fragments), the B
 /// descriptor and the scale-d register. Only the shared-memory form has a
-/// transpose-A immediate.
+/// transpose-A immediate, and E4M3 has no transpose immediates at all.
 static std::pair<std::string, std::string>
-wgmmaText(int64_t n, bool bf16, bool transB, int64_t aRegs) {
+wgmmaText(int64_t n, mla::gpu_codegen::ptx::WgmmaInput in, bool transB,
+          int64_t aRegs) {
+  using mla::gpu_codegen::ptx::WgmmaInput;
+  bool e4m3 = in == WgmmaInput::E4M3;
+  assert(!(e4m3 && transB) && "E4M3 wgmma operands are K-major only");
+  const char *type = e4m3                     ? "k32.f32.e4m3.e4m3"
+                     : in == WgmmaInput::BF16 ? "k16.f32.bf16.bf16"
+                                              : "k16.f32.f16.f16";
   int64_t c = n / 2;
   int64_t aFirst = 2 * c, bDesc = aFirst + (aRegs ? aRegs : 1);
   auto arg = [](int64_t i) { return "$" + std::to_string(i); };
   std::string text = "{\n.reg .pred p;\nsetp.ne.b32 p, " + arg(bDesc + 1) +
                      ", 0;\n" + "wgmma.mma_async.sync.aligned.m64n" +
-                     std::to_string(n) + "k16.f32." +
-                     (bf16 ? "bf16.bf16" : "f16.f16") + " {";
+                     std::to_string(n) + type + " {";
   std::string cons;
   for (int64_t i = 0; i < c; ++i) {
     text += (i ? ", " : "") + arg(i);
@@ -99,8 +120,10 @@ wgmmaText(int64_t n, bool bf16, bool transB, int64_t aRegs) {
   } else {
     text += arg(aFirst);
   }
-  text += ", " + arg(bDesc) + ", p, 1, 1, " + (aRegs ? "" : "0, ") +
-          (transB ? "1" : "0") + ";\n}";
+  text += ", " + arg(bDesc) + ", p, 1, 1";
+  if (!e4m3)
+    text += std::string(", ") + (aRegs ? "" : "0, ") + (transB ? "1" : "0");
+  text += ";\n}";
   for (int64_t i = 0; i < c; ++i)
     cons += std::to_string(i) + ",";
   cons += aRegs ? "r,r,r,r,l,r" : "l,l,r";
@@ -126,21 +149,21 @@ wgmmaAsm(ImplicitLocOpBuilder &b, int64_t n,
 }
 
 SmallVector<Value> mla::gpu_codegen::ptx::wgmmaMmaAsyncSS(
-    ImplicitLocOpBuilder &b, int64_t n, bool bf16, ArrayRef<Value> acc,
+    ImplicitLocOpBuilder &b, int64_t n, WgmmaInput in, ArrayRef<Value> acc,
     Value descA, Value descB, Value scaleD, bool transB) {
   SmallVector<Value> operands(acc.begin(), acc.end());
   operands.append({descA, descB, scaleD});
-  return wgmmaAsm(b, n, wgmmaText(n, bf16, transB, /*aRegs=*/0), operands);
+  return wgmmaAsm(b, n, wgmmaText(n, in, transB, /*aRegs=*/0), operands);
 }
 
 SmallVector<Value> mla::gpu_codegen::ptx::wgmmaMmaAsyncRS(
-    ImplicitLocOpBuilder &b, int64_t n, bool bf16, ArrayRef<Value> acc,
+    ImplicitLocOpBuilder &b, int64_t n, WgmmaInput in, ArrayRef<Value> acc,
     ArrayRef<Value> a, Value descB, Value scaleD, bool transB) {
   assert(a.size() == 4 && "four i32 A fragments per thread");
   SmallVector<Value> operands(acc.begin(), acc.end());
   operands.append(a.begin(), a.end());
   operands.append({descB, scaleD});
-  return wgmmaAsm(b, n, wgmmaText(n, bf16, transB, /*aRegs=*/4), operands);
+  return wgmmaAsm(b, n, wgmmaText(n, in, transB, /*aRegs=*/4), operands);
 }
 
 /// An inline asm with side effects and no result.

@@ -32,7 +32,7 @@ WgmmaAccum WarpgroupMma::step(const WgmmaAccum &acc, Value descA, Value descB,
   assert(static_cast<int64_t>(acc.regs.size()) == n / 2 &&
          "one accumulator per two columns");
   // The scale-d operand is a register (see InlinePTX.h).
-  return {ptx::wgmmaMmaAsyncSS(d.b, n, bf16, acc.regs, descA, descB,
+  return {ptx::wgmmaMmaAsyncSS(d.b, n, in, acc.regs, descA, descB,
                                d.c32(accumulate ? 1 : 0), transB)};
 }
 
@@ -40,7 +40,7 @@ WgmmaAccum WarpgroupMma::stepRegA(const WgmmaAccum &acc, ArrayRef<Value> a,
                                   Value descB, bool accumulate, bool transB) {
   assert(static_cast<int64_t>(acc.regs.size()) == n / 2 &&
          "one accumulator per two columns");
-  return {ptx::wgmmaMmaAsyncRS(d.b, n, bf16, acc.regs, a, descB,
+  return {ptx::wgmmaMmaAsyncRS(d.b, n, in, acc.regs, a, descB,
                                d.c32(accumulate ? 1 : 0), transB)};
 }
 

@@ -431,9 +431,14 @@ llvm::Error GpuDecoder::encodePipelinedMaps(const DecodeArgs &args,
       s.rowDim(), spec.tiling.rowsPerCta);
   if (!q)
     return q.takeError();
+  // The seesaw build over fp8_e4m3 reads the raw rows (KernelABI.h).
   llvm::Expected<CUtensorMap> cache =
-      encodeHeadRowsMap(*driver, args.cache, elem, args.numPages * s.pageSize,
-                        1, s.rowDim(), spec.tiling.kvBlock);
+      s.fp8()
+          ? encodeByteRowsMap(*driver, args.cache, args.numPages * s.pageSize,
+                              s.cacheRowBytes(), spec.tiling.kvBlock)
+          : encodeHeadRowsMap(*driver, args.cache, elem,
+                              args.numPages * s.pageSize, 1, s.rowDim(),
+                              spec.tiling.kvBlock);
   if (!cache)
     return cache.takeError();
   maps.qMap = *q;
@@ -481,7 +486,7 @@ llvm::Error GpuDecoder::run(CUstream stream, const DecodeArgs &args,
   // KernelABI.h's order: kv_scale (fp8_e4m3), query_start_loc and T
   // (varlen), the two tensor maps (pipelined), the combine's counters, out
   // and lse (seesaw).
-  llvm::SmallVector<void *, kDecodeSeesawNumParams> partialParams = {
+  llvm::SmallVector<void *, kDecodeSeesawNumParams + 1> partialParams = {
       &q,          &cache, &blockTable, &seqLens,   &splitBounds, &partialOut,
       &partialLse, &batch, &maxPages,   &numSplits, &softmaxScale};
   if (spec.shape.kvFormat == CacheFormat::FP8E4M3)

@@ -6,19 +6,28 @@
 
 using namespace mla::gpu;
 
+namespace {
+llvm::Error invalid(const llvm::Twine &msg) {
+  return llvm::createStringError(
+      std::make_error_code(std::errc::invalid_argument), msg);
+}
+
+llvm::Error checkAligned(CUdeviceptr base) {
+  if (base % 16 != 0)
+    return invalid("a TMA-loaded tensor must be 16-byte aligned (got 0x" +
+                   llvm::Twine::utohexstr(base) + ")");
+  return llvm::Error::success();
+}
+} // namespace
+
 llvm::Expected<CUtensorMap>
 mla::gpu::encodeHeadRowsMap(const CudaDriver &driver, CUdeviceptr base,
                             ActType elem, int64_t rows, int64_t heads,
                             int64_t width, int64_t boxRows) {
-  auto invalid = [](const llvm::Twine &msg) {
-    return llvm::createStringError(
-        std::make_error_code(std::errc::invalid_argument), msg);
-  };
   if (elem != ActType::BF16 && elem != ActType::F16)
     return invalid("TMA tiles hold bf16 or f16 elements");
-  if (base % 16 != 0)
-    return invalid("a TMA-loaded tensor must be 16-byte aligned (got 0x" +
-                   llvm::Twine::utohexstr(base) + ")");
+  if (llvm::Error err = checkAligned(base))
+    return std::move(err);
   if (rows <= 0 || heads <= 0 || width <= 0 || width % 64 != 0 ||
       boxRows <= 0 || boxRows > 256)
     return invalid("TMA map of [" + llvm::Twine(rows) + ", " +
@@ -40,6 +49,33 @@ mla::gpu::encodeHeadRowsMap(const CudaDriver &driver, CUdeviceptr base,
       3, reinterpret_cast<void *>(base), dims, strides, box, elementStrides,
       CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
       CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (llvm::Error err = driver.check(r, "cuTensorMapEncodeTiled"))
+    return std::move(err);
+  return map;
+}
+
+llvm::Expected<CUtensorMap>
+mla::gpu::encodeByteRowsMap(const CudaDriver &driver, CUdeviceptr base,
+                            int64_t rows, int64_t rowBytes, int64_t boxRows) {
+  if (llvm::Error err = checkAligned(base))
+    return std::move(err);
+  if (rows <= 0 || rowBytes <= 0 || rowBytes % 16 != 0 || boxRows <= 0 ||
+      boxRows > 256)
+    return invalid("TMA map of " + llvm::Twine(rows) + " rows of " +
+                   llvm::Twine(rowBytes) + " bytes with boxes of " +
+                   llvm::Twine(boxRows) +
+                   " rows: counts must be positive, the row a multiple of 16 "
+                   "bytes, the box at most 256 rows");
+  cuuint64_t dims[3] = {cuuint64_t(rowBytes), 1, cuuint64_t(rows)};
+  cuuint64_t strides[2] = {cuuint64_t(rowBytes), cuuint64_t(rowBytes)};
+  cuuint32_t box[3] = {128, 1, cuuint32_t(boxRows)};
+  cuuint32_t elementStrides[3] = {1, 1, 1};
+  CUtensorMap map;
+  CUresult r = driver.api().tensorMapEncodeTiled(
+      &map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 3, reinterpret_cast<void *>(base),
+      dims, strides, box, elementStrides, CU_TENSOR_MAP_INTERLEAVE_NONE,
+      CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+      CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   if (llvm::Error err = driver.check(r, "cuTensorMapEncodeTiled"))
     return std::move(err);
   return map;

@@ -211,6 +211,36 @@ def test_n16_tiles_match_reference(kv_format, tile, sq, causal):
     check(result, out_ref, lse_ref)
 
 
+SEESAW_E4M3 = "64x2x64x2s"
+
+
+@pytest.mark.parametrize("n", (16, 128))
+@pytest.mark.parametrize("sq, causal", ((1, False), (2, False), (4, False), (2, True)))
+@pytest.mark.parametrize("num_splits", (None, 1, 7))
+def test_seesaw_e4m3_matches_reference(n, sq, causal, num_splits):
+    """The seesaw build over fp8_e4m3 (tile 64x2x64x2s, opt-in; KernelABI.h decodeSeesawReadsE4M3): Q K^T
+    as E4M3 wgmmas on the raw codes and on Q's two E4M3 parts, V converted into an f16 tile by the consumer
+    warpgroups, tokens outside a piece zeroed there (NaN codes in every unread slot). With the grid's
+    pieces, one piece (final rows staged in the Q tile) and seven (merged in the launch)."""
+    from mla import gpu  # the tile override is the GPU entry point's
+
+    inputs, out_ref, lse_ref = problem("fp8_e4m3", n, sq, causal)
+    result = gpu.decode(**inputs, head_dim_v=L, softmax_scale=SCALE, causal=causal, kv_format="fp8_e4m3",
+                        kv_scale=KV_SCALE, tile=SEESAW_E4M3, num_splits=num_splits)
+    check(result, out_ref, lse_ref)
+
+
+@pytest.mark.parametrize("kv_scale", (1 / 448, 37.5))
+@pytest.mark.parametrize("n", (16, 128))
+def test_seesaw_e4m3_kv_scale_far_from_one(kv_scale, n):
+    """As test_kv_scale_far_from_one, through the seesaw build: kv_scale goes into its scores' scale and
+    its written rows (staged and merged ones alike)."""
+    rng = np.random.default_rng(31 + n)
+    cache = ref.make_paged_cache(rng, seq_lens_for(1, False), PAGE, L, R, kv_format="fp8_e4m3",
+                                 kv_scale=kv_scale)
+    check_decode_of_cache(rng, cache, n, "fp8_e4m3", kv_scale, tile=SEESAW_E4M3)
+
+
 @pytest.mark.parametrize("kv_scale", (1 / 448, 37.5))
 @pytest.mark.parametrize("n", (16, 128))
 def test_kv_scale_far_from_one(kv_scale, n):
@@ -239,10 +269,11 @@ def check_decode_of_cache(rng, cache, n, kv_format, kv_scale, tile=None):
 
 
 @pytest.mark.parametrize("q_factor", (2.0**-20, 2.0**18))
-@pytest.mark.parametrize("n, tile", ((16, None), (16, "16x4x64x2"), (128, None)))
+@pytest.mark.parametrize("n, tile", ((16, None), (16, "16x4x64x2"), (128, None), (128, "64x2x64x2s")))
 def test_e4m3_q_outside_f16_range(q_factor, n, tile):
     """fp8_e4m3 computes in f16: each CTA stages Q times the power of two that puts its largest |q| in
-    [2^14, 2^15) and puts the factor back into the scores' scale. q = N(0, 1) * 2^18 (beyond f16's 65504)
+    [2^14, 2^15) (the seesaw build: [2^7, 2^8), for Q's two E4M3 parts) and puts the factor back into the
+    scores' scale. q = N(0, 1) * 2^18 (beyond f16's 65504)
     and * 2^-20 (below f16's normal range), with the softmax scale divided by the same factor so the
     scores, and the reference, are those of the unit-scale problem."""
     rng = np.random.default_rng(23 + n)
@@ -263,7 +294,7 @@ def test_e4m3_q_outside_f16_range(q_factor, n, tile):
 
 
 @pytest.mark.parametrize("kv_format", FORMATS)
-@pytest.mark.parametrize("tile", (None, "16x2x32x2"))
+@pytest.mark.parametrize("tile", (None, "16x2x32x2", "64x2x64x2s"))
 def test_single_token_rows_are_exact(kv_format, tile):
     """One token per request: its softmax weight is exactly 1, so every head's output is the token's
     dequantised latent row. The rows hold every E4M3 code but the NaN ones (0x7F, 0xFF): +-0, the
@@ -272,6 +303,8 @@ def test_single_token_rows_are_exact(kv_format, tile):
     reciprocal of the row sum 1); the per-token/per-tile scaled formats round code * scale to bf16 once
     (relative error <= 2^-8 with 8 significant bits, plus 2^-24 for the f32 product). atol 0: a flushed
     subnormal, a lost sign or a NaN fails."""
+    if tile == "64x2x64x2s" and kv_format != "fp8_e4m3":
+        pytest.skip("the seesaw build reads fp8_e4m3 only")
     rng = np.random.default_rng(5)
     batch = 8
     kv_scale = 0.125 if kv_format == "fp8_e4m3" else None

@@ -410,6 +410,28 @@ TEST(KernelSpecTest, PipelinedTileRoundTrips) {
             std::string::npos);
 }
 
+TEST(KernelSpecTest, SeesawOverE4M3IsOptIn) {
+  // fp8_e4m3 under the seesaw tile: Q's two E4M3 parts (72 KB), two slots
+  // of five 128-byte x 64-token raw boxes (80 KB), the f16 V tile (64 KB),
+  // the scratch and 17 mbarriers; kv_scale before the maps.
+  std::string text = "decode chip=sm_90a N=128 Sq=1 L=512 R=64 page=64 "
+                     "dtype=bf16 causal=0 format=fp8_e4m3 tile=64x2x64x2s";
+  DecodeKernelSpec spec = parseOrDie(text);
+  EXPECT_EQ(toString(spec), text);
+  EXPECT_TRUE(decodeSeesawReadsE4M3(spec.shape, spec.tiling));
+  EXPECT_EQ(decodeSharedBytes(spec.chip, spec.shape, spec.tiling),
+            73728 + 2 * 5 * 8192 + 65536 + 512 + 256);
+  EXPECT_EQ(decodeKernelNumParams(spec.chip, spec.shape, spec.tiling),
+            kDecodeSeesawNumParams + 1);
+  // The planner keeps the wgmma kernel until the build is measured.
+  DecodeTiling chosen = chooseDecodeTiling(spec.chip, spec.shape);
+  EXPECT_TRUE(chosen.wgmma);
+  EXPECT_FALSE(chosen.seesaw);
+  DecodeShape bf16 = spec.shape;
+  bf16.kvFormat = CacheFormat::BF16;
+  EXPECT_FALSE(decodeSeesawReadsE4M3(bf16, spec.tiling));
+}
+
 TEST(KernelSpecTest, SeesawTileRoundTrips) {
   // Suffix s: the seesaw schedule of the warp-specialised TMA build (same
   // 384 threads and parameters), with no P tile of its own.
@@ -437,9 +459,17 @@ TEST(KernelSpecTest, SeesawTileRoundTrips) {
                       "64-column RoPE box) and stages = 2, got R = 64, "
                       "stages = 3"),
             std::string::npos);
-  EXPECT_NE(parseError(shape + " format=fp8_e4m3 tile=64x2x64x2s")
-                .find("the seesaw decode (tile suffix s) reads bf16/f16 "
-                      "caches"),
+  for (const char *other : {" format=fp8_e4m3_token tile=64x2x64x2s",
+                            " format=fp8_ds_mla tile=64x2x64x2s"})
+    EXPECT_NE(parseError(shape + other)
+                  .find("the seesaw decode (tile suffix s) reads bf16/f16 "
+                        "caches, and fp8_e4m3 caches under bf16 activations "
+                        "with R = 64"),
+              std::string::npos)
+        << other;
+  EXPECT_NE(parseError("decode chip=sm_90a N=16 Sq=1 L=512 R=64 page=64 "
+                       "dtype=f16 causal=0 format=fp8_e4m3 tile=64x2x64x2s")
+                .find("fp8_e4m3 caches under bf16 activations"),
             std::string::npos);
   EXPECT_NE(parseError("decode chip=sm_90a N=16 Sq=2 L=512 R=64 page=64 "
                        "dtype=bf16 causal=1 varlen=1 tile=64x2x64x2s")

@@ -132,6 +132,16 @@ int64_t decodeThreadsPerCta(const DecodeTiling &tiling);
 /// part is a bf16 MMA, and P is stored once per scale tile, scaled per
 /// token (decodeRawScaleTiles).
 bool decodeReadsRawFp8(const DecodeShape &shape, const DecodeTiling &tiling);
+/// Whether the seesaw build (tiling.seesaw) reads an fp8_e4m3 cache (bf16
+/// activations, R = 64): its producer loads the raw codes by TMA in boxes
+/// of 128 bytes x 64 tokens (a uint8 map of the cache rows, 128B swizzle),
+/// Q K^T runs as E4M3 wgmmas on those codes and on Q staged as two E4M3
+/// parts (hi + lo: every bf16 value of at least 2^-2 times the largest,
+/// exactly), and each consumer
+/// warpgroup converts its half of V into an f16 V tile before its P V
+/// (DecodeSM90Seesaw.cpp). Opt-in (tile suffix s) until measured.
+bool decodeSeesawReadsE4M3(const DecodeShape &shape,
+                           const DecodeTiling &tiling);
 /// The per-token scale tiles of a raw-fp8 decode, each with its own P tile:
 /// L / kDsMlaTile for fp8_ds_mla, 0 where there are none (fp8_e4m3, whose
 /// one scale is folded out, or a decode that does not read raw blocks).
@@ -211,7 +221,8 @@ inline int decodePartialNumParams(const DecodeShape &shape) {
 inline constexpr int kDecodePipelinedNumParams = 13;
 
 /// The seesaw build (DecodeTiling::seesaw) takes three more after the two
-/// maps, for the combine it can run itself (decodeCombinesInKernel):
+/// maps (and after kv_scale before them, over an fp8_e4m3 cache), for the
+/// combine it can run itself (decodeCombinesInKernel):
 ///   counters   [B, ceil(Sq*N / rowsPerCta)] i32, zero before the launch and
 ///              zero again after it (the kernel's last CTA of each row block
 ///              resets its counter); null: no combine in the kernel
@@ -267,7 +278,8 @@ inline int64_t decodeRowBlocks(const DecodeShape &shape,
 inline int decodeKernelNumParams(Chip chip, const DecodeShape &shape,
                                  const DecodeTiling &tiling) {
   if (tiling.seesaw)
-    return kDecodeSeesawNumParams;
+    return kDecodeSeesawNumParams +
+           (shape.kvFormat == CacheFormat::FP8E4M3 ? 1 : 0);
   return decodePartialNumParams(shape) + (tiling.pipelined ? 2 : 0) +
          (decodeMergesAsLastPiece(chip, shape, tiling) ? kDecodeCombineNumParams
                                                        : 0);

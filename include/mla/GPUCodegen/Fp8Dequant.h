@@ -80,6 +80,22 @@ mlir::Value convertBF16x8(DeviceBuilder &d, mlir::Value raw,
 /// below 2^(result - 126).
 mlir::Value maxExponentBF16x8(DeviceBuilder &d, mlir::Value raw);
 
+/// Eight bf16 values (`raw`: vector<4xi32>) times `scale` (f32, a power of
+/// two that keeps them below 2^8) as two E4M3 parts, each vector<2xi32> of
+/// eight codes (code 0 in the low byte of word 0): hi = e4m3(x), lo =
+/// e4m3(x - hi). A bf16 value has 8 significant bits and hi takes the top
+/// four, so hi + lo is x exactly for |x| >= 2^-2 (the remainder's last bit
+/// is at least E4M3's subnormal step 2^-9) and within 2^-10 below: products
+/// against E4M3 codes summed over both parts are those of the bf16 q.
+std::pair<mlir::Value, mlir::Value>
+splitBF16x8ToE4M3Pair(DeviceBuilder &d, mlir::Value raw, mlir::Value scale);
+
+/// Sixteen E4M3 codes (`raw`: vector<4xi32>, code 0 in the low byte of word
+/// 0) as f16, exactly: two 16-byte chunks (vector<4xi32>), codes 0-7 then
+/// 8-15, element 0 in the low half of word 0.
+std::pair<mlir::Value, mlir::Value> convertE4M3x16ToF16(DeviceBuilder &d,
+                                                        mlir::Value raw);
+
 } // namespace mla::gpu_codegen
 
 #endif // MLA_GPUCODEGEN_FP8DEQUANT_H

@@ -21,6 +21,8 @@
 #include "mlir/IR/ImplicitLocOpBuilder.h"
 #include "llvm/ADT/SmallVector.h"
 
+#include <array>
+
 namespace mla::gpu_codegen::ptx {
 
 /// `ex2.approx.ftz.f32`: 2^x, -inf gives 0.
@@ -35,6 +37,13 @@ mlir::Value lg2ApproxFtz(mlir::ImplicitLocOpBuilder &b, mlir::Value x);
 /// value is an f16), NaN codes give NaN. sm_89 and later.
 std::pair<mlir::Value, mlir::Value>
 cvtE4M3x4ToF16x2(mlir::ImplicitLocOpBuilder &b, mlir::Value bytes);
+
+/// `cvt.rn.satfinite.e4m3x2.f32` of four f32 (`x[0]` the lowest): one i32
+/// of four float8 E4M3FN codes, code 0 in the low byte (the layout
+/// cvtE4M3x4ToF16x2 reads). Values beyond +-448 saturate; NaN stays NaN.
+/// sm_89 and later.
+mlir::Value cvtF32x4ToE4M3x4(mlir::ImplicitLocOpBuilder &b,
+                             std::array<mlir::Value, 4> x);
 
 /// `prmt.b32 $0, a, b, selector`: byte k of the result is byte nibble k of
 /// `selector` of the eight bytes a0..a3 b0..b3 (0-3 from `a`, 4-7 from `b`).
@@ -52,12 +61,17 @@ mlir::Value prmt(mlir::ImplicitLocOpBuilder &b, mlir::Value a, mlir::Value bb,
 mlir::Value prmtHighHalves(mlir::ImplicitLocOpBuilder &b, mlir::Value lo,
                            mlir::Value hi);
 
-/// `wgmma.mma_async.sync.aligned.m64n<n>k16.f32.<bf16|f16>` with both
+/// The input type of a wgmma: two-byte types take k16 slices, E4M3 k32
+/// (the same 32 bytes per row) and reads both operands K-major only.
+enum class WgmmaInput { BF16, F16, E4M3 };
+
+/// `wgmma.mma_async.sync.aligned.m64n<n>k<16|32>.f32.<in>.<in>` with both
 /// operands from shared-memory descriptors (i64). `acc` holds the thread's
 /// n/2 f32 accumulators; `scaleD` (i32) = 0 ignores them (D = A*B), else
-/// D = A*B + D. `transB` reads B as MN-major. Returns the n/2 results.
+/// D = A*B + D. `transB` reads B as MN-major (not for E4M3). Returns the
+/// n/2 results.
 llvm::SmallVector<mlir::Value>
-wgmmaMmaAsyncSS(mlir::ImplicitLocOpBuilder &b, int64_t n, bool bf16,
+wgmmaMmaAsyncSS(mlir::ImplicitLocOpBuilder &b, int64_t n, WgmmaInput in,
                 llvm::ArrayRef<mlir::Value> acc, mlir::Value descA,
                 mlir::Value descB, mlir::Value scaleD, bool transB);
 
@@ -65,7 +79,7 @@ wgmmaMmaAsyncSS(mlir::ImplicitLocOpBuilder &b, int64_t n, bool bf16,
 /// f16x2) fragments of the 64 x 16 A slice, in the accumulator layout of
 /// WgmmaAccum (WgmmaAccum::aFragments). B comes from its descriptor.
 llvm::SmallVector<mlir::Value>
-wgmmaMmaAsyncRS(mlir::ImplicitLocOpBuilder &b, int64_t n, bool bf16,
+wgmmaMmaAsyncRS(mlir::ImplicitLocOpBuilder &b, int64_t n, WgmmaInput in,
                 llvm::ArrayRef<mlir::Value> acc, llvm::ArrayRef<mlir::Value> a,
                 mlir::Value descB, mlir::Value scaleD, bool transB);
 

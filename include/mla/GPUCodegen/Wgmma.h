@@ -16,6 +16,7 @@
 #define MLA_GPUCODEGEN_WGMMA_H
 
 #include "mla/GPUCodegen/DeviceBuilder.h"
+#include "mla/GPUCodegen/InlinePTX.h"
 #include "llvm/ADT/SmallVector.h"
 
 namespace mla::gpu_codegen {
@@ -38,7 +39,12 @@ class WarpgroupMma {
 public:
   /// m64 x `n` x k16 with bf16 (else f16) inputs.
   WarpgroupMma(DeviceBuilder &d, int64_t n, bool bf16)
-      : d(d), n(n), bf16(bf16) {}
+      : WarpgroupMma(d, n,
+                     bf16 ? ptx::WgmmaInput::BF16 : ptx::WgmmaInput::F16) {}
+  /// m64 x `n` with `in` inputs (k32 for E4M3: a step reads the same 32
+  /// bytes of each row as a k16 step of a two-byte type).
+  WarpgroupMma(DeviceBuilder &d, int64_t n, ptx::WgmmaInput in)
+      : d(d), n(n), in(in) {}
 
   /// wgmma.fence: orders register accesses of the accumulators before the
   /// first asynchronous MMA.
@@ -64,7 +70,7 @@ public:
 private:
   DeviceBuilder &d;
   int64_t n;
-  bool bf16;
+  ptx::WgmmaInput in;
 };
 
 } // namespace mla::gpu_codegen

@@ -5,7 +5,8 @@
 // two-byte elements, read in boxes of 64 columns (one 128-byte row, the
 // 128B swizzle) x `boxRows` rows of one head. The kernel receives it by value
 // as a __grid_constant__ parameter, so a launch needs no device copy and can
-// be captured in a CUDA graph. Rows past `rows` read as zeros.
+// be captured in a CUDA graph. Rows past `rows` read as zeros. Raw fp8 cache
+// rows have a byte map of their own (encodeByteRowsMap).
 //
 //===----------------------------------------------------------------------===//
 #ifndef MLA_GPURUNTIME_TENSORMAP_H
@@ -24,6 +25,17 @@ llvm::Expected<CUtensorMap> encodeHeadRowsMap(const CudaDriver &driver,
                                               CUdeviceptr base, ActType elem,
                                               int64_t rows, int64_t heads,
                                               int64_t width, int64_t boxRows);
+
+/// A CUtensorMap over `rows` rows of `rowBytes` bytes (a row-major uint8
+/// tensor: fp8 cache rows) as [rows, 1, rowBytes], read in boxes of 128
+/// bytes (the 128B swizzle) x `boxRows` rows; a box reaching past the row
+/// reads zeros there. Fails (std::errc::invalid_argument) when `base` is not
+/// 16-byte aligned, `rowBytes` is not a multiple of 16 (a TMA stride) or a
+/// count is not positive.
+llvm::Expected<CUtensorMap> encodeByteRowsMap(const CudaDriver &driver,
+                                              CUdeviceptr base, int64_t rows,
+                                              int64_t rowBytes,
+                                              int64_t boxRows);
 
 } // namespace mla::gpu
 

@@ -29,6 +29,18 @@ DecodeSM90Layout DecodeSM90Layout::get(const abi::DecodeShape &shape,
   const int64_t rawSlot = llvm::alignTo(Bk * shape.cacheRowBytes(), 128);
   const int64_t redBytes = llvm::alignTo(M * tiling.warpsN * 4, 128);
   DecodeSM90Layout lay;
+  if (abi::decodeSeesawReadsE4M3(shape, tiling)) {
+    // Q's two E4M3 parts (the bytes of a bf16 Q tile), the ring of raw
+    // 128-byte boxes, the f16 V tile, the scratch (KernelABI.cpp).
+    const int64_t boxes = llvm::divideCeil(shape.rowDim(), 128);
+    const int64_t kvOff = llvm::alignTo(M * rowData, 1024);
+    lay.q = SmemTile::box128B(0, M);
+    lay.kv = SmemTile::box128B(kvOff, Bk);
+    lay.ring = {tiling.stages, boxes * Bk * 128};
+    lay.vOff = kvOff + tiling.stages * boxes * Bk * 128;
+    lay.redOff = lay.vOff + llvm::alignTo(Bk * shape.latentDim * 2, 1024);
+    return lay;
+  }
   if (tiling.wgmma) {
     // Every section 1024-byte aligned: the 128B swizzle repeats every
     // 8 rows x 128 bytes and wgmma descriptors address it from there.
@@ -315,6 +327,77 @@ void DecodeSM90Kernel::stageQInF16() {
     });
   if (tiling.wgmma)
     fenceProxyAsyncShared(d); // st.shared before the wgmmas read Q
+}
+
+std::pair<int64_t, int64_t> DecodeSM90Kernel::e4m3QPlace(int64_t col,
+                                                         int part) const {
+  assert(L % 128 == 0 && D - L == 64 && "R = 64: one shared RoPE box");
+  if (col < L)
+    return {(part ? L / 128 + 1 : 0) + col / 128, col % 128};
+  return {L / 128, col - L + 64 * part};
+}
+
+void DecodeSM90Kernel::stageQAsE4M3Pair(Value thread, int64_t threads,
+                                        function_ref<void()> sync) {
+  auto v4 = VectorType::get({4}, d.i32);
+  Value qReqBase = qRequestBase();
+  const int64_t count = M * Dc, rounds = llvm::divideCeil(count, threads);
+  // Every round's 16 bytes (zeros past the request's rows) in registers.
+  SmallVector<Value> chunks, chunkRow, chunkIdx, inRange;
+  Value zero = LLVM::ZeroOp::create(b, v4), e = d.c32(0);
+  for (int64_t it = 0; it < rounds; ++it) {
+    Value idx = d.add(thread, d.c32(it * threads));
+    inRange.push_back(d.slt(idx, d.c32(count)));
+    idx = d.minsi(idx, d.c32(count - 1));
+    Value rr = d.divu(idx, d.c32(Dc)), ch = d.remu(idx, d.c32(Dc));
+    Value r = d.add(r0, rr);
+    Value valid = d.andi(inRange.back(), d.slt(r, reqRows));
+    Value v =
+        d.select(valid, d.load(v4, qChunkSource(qReqBase, r, ch), 16), zero);
+    e = d.maxsi(e, maxExponentBF16x8(d, v));
+    chunks.push_back(v), chunkRow.push_back(rr), chunkIdx.push_back(ch);
+  }
+  // The CTA's largest exponent, through the row-reduction scratch.
+  for (int off = 16; off > 0; off /= 2)
+    e = d.maxsi(e, d.shflXor(e, off));
+  Value slot0 = d.gepBytes(smem, d.c32(lay.redOff));
+  d.store(e, d.gep(slot0, d.i32, d.divu(thread, d.c32(32))), 4);
+  sync();
+  for (int64_t w = 0; w < threads / 32; ++w)
+    e = d.maxsi(e, d.load(d.i32, d.gep(slot0, d.i32, d.c32(w)), 4));
+  // max|q| < 2^(e - 126); with e clamped to [8, 254], q * 2^(134 - e) is
+  // below 2^8 (E4M3 reaches 448) and the factors' f32 exponents 261 - e and
+  // e - 7 are normal.
+  e = d.minsi(d.maxsi(e, d.c32(8)), d.c32(254));
+  auto pow2 = [&](Value biased) {
+    return arith::BitcastOp::create(b, d.f32, d.shl(biased, d.c32(23)));
+  };
+  Value down = pow2(d.sub(d.c32(261), e));
+  scaleLog2 = d.fmul(scaleLog2, pow2(d.sub(e, d.c32(7))));
+  for (auto [i, v] : llvm::enumerate(chunks))
+    d.ifThen(inRange[i], [&, i = i, v = v] {
+      auto [hi, lo] = splitBF16x8ToE4M3Pair(d, v, down);
+      // Chunk ch's eight codes of each part: half a 16-byte unit of the
+      // part's box (e4m3QPlace of its first column), the unit swizzled as
+      // every Box128B chunk.
+      Value ch = chunkIdx[i];
+      Value latent = d.slt(ch, d.c32(L / 8));
+      for (int part = 0; part < 2; ++part) {
+        int64_t latentBox0 = e4m3QPlace(0, part).first;
+        int64_t ropeByte0 = e4m3QPlace(L, part).second;
+        Value col = d.mul(ch, d.c32(8));
+        Value box =
+            d.select(latent, d.add(d.c32(latentBox0), d.divu(col, d.c32(128))),
+                     d.c32(L / 128));
+        Value byte = d.select(latent, d.remu(col, d.c32(128)),
+                              d.add(d.sub(col, d.c32(L)), d.c32(ropeByte0)));
+        Value unit = d.add(d.mul(box, d.c32(8)), d.divu(byte, d.c32(16)));
+        Value at = d.add(lay.q.byteOffset(d, chunkRow[i], unit),
+                         d.remu(byte, d.c32(16)));
+        d.store(part ? lo : hi, sm(lay.q.base, at), 8);
+      }
+    });
+  fenceProxyAsyncShared(d); // st.shared before the wgmmas read Q
 }
 
 void DecodeSM90Kernel::storeQChunkForRawK(Value f16, Value rr, Value ch) {
@@ -873,8 +956,7 @@ void DecodeSM90Kernel::writeLse(ValueRange state, Value lRow[2], int h,
 
 void DecodeSM90Kernel::writeRowsStaged(ValueRange state, Value lRow[2],
                                        const RowStaging &st) {
-  assert(L % 64 == 0 && !outScale && !rawFp8 &&
-         "16-byte chunks in swizzle groups of 8");
+  assert(L % 64 == 0 && !rawFp8 && "16-byte chunks in swizzle groups of 8");
   Value firstChunk = d.mul(wj, d.c32(Lw / 8));
   Value nonEmpty[2];
   stageRows(state, lRow, st, firstChunk, nonEmpty);
@@ -893,9 +975,10 @@ void DecodeSM90Kernel::stageRows(ValueRange state, Value lRow[2],
   for (int h = 0; h < 2; ++h) {
     softmax::Normaliser norm = softmax::normaliser(d, lRow[h]);
     nonEmpty[h] = norm.nonEmpty;
+    Value inv = outScale ? d.fmul(norm.inv, outScale) : norm.inv;
     for (int64_t j = 0; j < ntO; ++j) {
-      Value x0 = d.fmul(state[j * 4 + 2 * h], norm.inv);
-      Value x1 = d.fmul(state[j * 4 + 2 * h + 1], norm.inv);
+      Value x0 = d.fmul(state[j * 4 + 2 * h], inv);
+      Value x1 = d.fmul(state[j * 4 + 2 * h + 1], inv);
       Value chunk = d.add(firstChunk, d.c32(j));
       Value swizzled = d.bitXor(chunk, d.remu(rowLocal[h], d.c32(8)));
       Value off = d.add(d.mul(rowLocal[h], d.c32(L * 2)),

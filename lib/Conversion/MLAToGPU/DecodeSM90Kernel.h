@@ -61,6 +61,9 @@ struct DecodeSM90Layout {
   int64_t redOff;
   /// Offset of the raw fp8 ring (0 for a bf16/f16 cache).
   int64_t rawOff = 0;
+  /// Offset of the f16 V tile of the seesaw build over fp8_e4m3
+  /// (abi::decodeSeesawReadsE4M3; 0 otherwise).
+  int64_t vOff = 0;
   /// Offset of a raw fp8_ds_mla decode's f32 running maxima of the scale
   /// tiles' per-token scales (one per tile).
   int64_t scaleMaxOff = 0;
@@ -279,6 +282,22 @@ public:
   /// request).
   void writeLse(mlir::ValueRange state, mlir::Value lRow[2], int h,
                 mlir::Value partialRow, mlir::Value nonEmpty, mlir::Value sb);
+
+  /// The seesaw build over fp8_e4m3 (abi::decodeSeesawReadsE4M3): stages
+  /// the CTA's Q rows as two E4M3 parts (splitBF16x8ToE4M3Pair) scaled by a
+  /// power of two that puts the CTA's largest value in [2^7, 2^8), which
+  /// goes into scaleLog2. The `threads` threads from `thread` share the
+  /// rows; `sync` must make their shared stores visible to each other (the
+  /// exponents meet in the row-reduction scratch). Ends with the async-proxy
+  /// fence; the caller syncs before the wgmmas read Q.
+  void stageQAsE4M3Pair(mlir::Value thread, int64_t threads,
+                        llvm::function_ref<void()> sync);
+  /// Where column `col` of Q's E4M3 part `part` (0 hi, 1 lo) lives in the
+  /// Q tile, as (128-byte box, byte in the 128-byte row): the hi latent
+  /// columns in boxes 0..L/128-1, the lo ones from L/128+1, and the RoPE
+  /// columns of both parts side by side in box L/128 (R = 64), so every
+  /// 32-column E4M3 k-step reads 32 bytes of one box.
+  std::pair<int64_t, int64_t> e4m3QPlace(int64_t col, int part) const;
 
 private:
   /// With counters and S > 1 pieces (KernelABI.h): counts the CTA into its

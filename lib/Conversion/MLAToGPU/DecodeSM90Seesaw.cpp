@@ -103,10 +103,13 @@ constexpr int64_t kRowSumBytes = 1024;
 constexpr int64_t kPGroup = 2;
 
 SmallVector<ReleaseGroup> releaseGroups(const DecodeSM90Kernel &k) {
-  int64_t vBoxes = k.Lw / 64, latentBoxes = k.L / 64;
+  // Boxes of 64 bf16 columns, or of 128 raw fp8_e4m3 codes.
+  int64_t cols = abi::decodeSeesawReadsE4M3(k.shape, k.tiling) ? 128 : 64;
+  int64_t vBoxes = k.Lw / cols, latentBoxes = k.L / cols;
   return {{0, vBoxes, kWarpgroupThreads},
           {vBoxes, vBoxes, kWarpgroupThreads},
-          {latentBoxes, k.D / 64 - latentBoxes, kConsumerThreads}};
+          {latentBoxes, llvm::divideCeil(k.D, cols) - latentBoxes,
+           kConsumerThreads}};
 }
 
 /// A consumer thread's running state: its O half (ntO * 4), the row maxima
@@ -132,7 +135,10 @@ struct Running {
 class SeesawDecode {
 public:
   SeesawDecode(DecodeSM90Kernel &k)
-      : k(k), d(k.d), ws(k, releaseGroups(k)), sMma(d, k.Bk, k.bf16),
+      : k(k), d(k.d), ws(k, releaseGroups(k)),
+        sMma(d, k.Bk,
+             ws.e4m3 ? ptx::WgmmaInput::E4M3
+                     : (k.bf16 ? ptx::WgmmaInput::BF16 : ptx::WgmmaInput::F16)),
         oMma(d, k.Lw, k.bf16) {}
 
   void emit(StringRef name) {
@@ -165,6 +171,14 @@ private:
   /// the piece; `publish`: also fence and sync the warpgroup (else a later
   /// storePAndMax and sync do).
   void zeroOwnV(int wg, Value n, bool publish);
+  /// Over fp8_e4m3: converts warpgroup `wg`'s V columns of block `n` into
+  /// its half of the f16 V tile (ws.convertV; `waitBoxes` as there);
+  /// `publish` as for zeroOwnV.
+  void convertOwnV(int wg, Value n, bool waitBoxes, bool publish);
+  /// Over fp8_e4m3: warpgroup `wg` has converted its V columns of slot
+  /// `slot`'s block and that block's scores are done: frees its raw V
+  /// boxes.
+  void releaseRawV(int wg, int slot);
   /// Issues warpgroup `wg`'s O half += P V of block `n` in slot `n % 2` (no
   /// commit), after waiting for its V boxes when the block is the other
   /// warpgroup's.
@@ -210,7 +224,7 @@ private:
 } // namespace
 
 Value SeesawDecode::pOffset(int slot) {
-  int64_t ropeBox = k.L / 64;
+  int64_t ropeBox = k.L / ws.boxColumns;
   return d.add(slotOff[slot],
                d.c32(k.lay.kv.base + ropeBox * k.Bk * k.lay.kv.rowBytes));
 }
@@ -231,6 +245,8 @@ Running SeesawDecode::withLocalCoordinates(function_ref<Running()> body) {
 WgmmaAccum SeesawDecode::issueScores(Value n, int slot) {
   // Q's 36 descriptors are loop-invariant too (72 registers).
   Value qBase = opaqueI32(k.b, d.c32(k.lay.q.base));
+  if (ws.e4m3)
+    return ws.issueScoresE4M3(sMma, qBase, n, slotOff[slot]);
   return ws.issueScores(sMma, k.Bk, qBase, n, slotOff[slot]);
 }
 
@@ -310,9 +326,28 @@ void SeesawDecode::zeroOwnV(int wg, Value n, bool publish) {
   });
 }
 
+void SeesawDecode::convertOwnV(int wg, Value n, bool waitBoxes, bool publish) {
+  int64_t boxes = k.Lw / ws.boxColumns;
+  ws.convertV(n, wg * boxes, boxes, wtid, kWarpgroupThreads, waitBoxes);
+  if (!publish)
+    return;
+  fenceProxyAsyncShared(d);
+  ws.namedSync(kOwnBarrier + wg, kWarpgroupThreads);
+}
+
+void SeesawDecode::releaseRawV(int wg, int slot) {
+  ws.empty(d.c32(slot), wg).arrive();
+}
+
 WgmmaAccum SeesawDecode::issuePV(int wg, ArrayRef<Value> o, Value n, int slot,
                                  bool waitBoxes) {
   int64_t boxes = k.Lw / 64;
+  if (ws.e4m3) {
+    // The warpgroup's half of the f16 V tile, which it converted itself.
+    oMma.fence();
+    return ws.issuePV(oMma, o, pOffset(slot), d.c32(k.lay.vOff - k.lay.kv.base),
+                      d.c32(wg * boxes));
+  }
   // The other warpgroup saw the block land; this one acquires the TMA
   // writes itself (the phase cannot move on before this warpgroup frees
   // these boxes).
@@ -325,7 +360,9 @@ WgmmaAccum SeesawDecode::issuePV(int wg, ArrayRef<Value> o, Value n, int slot,
 }
 
 void SeesawDecode::release(int wg, int slot) {
-  ws.empty(d.c32(slot), wg).arrive();
+  // Over fp8_e4m3 the raw V boxes went back after their conversion.
+  if (!ws.e4m3)
+    ws.empty(d.c32(slot), wg).arrive();
   ws.empty(d.c32(slot), kPGroup).arrive();
 }
 
@@ -337,7 +374,15 @@ void SeesawDecode::scale(SmallVector<Value> &o, Value factor[2], Value mOld[2],
 Running SeesawDecode::iterationWG0(Value i, Running r) {
   Value n0 = d.mul(i, d.c32(2)), n1 = d.add(n0, d.c32(1));
   WgmmaAccum s = issueScores(n0, 0);
-  sMma.commitAndWait();
+  if (ws.e4m3) {
+    // V0_L converts while S0's wgmmas run (published with P0 below).
+    sMma.commit();
+    convertOwnV(0, n0, /*waitBoxes=*/false, /*publish=*/false);
+    sMma.wait(0);
+    releaseRawV(0, 0);
+  } else {
+    sMma.commitAndWait();
+  }
   ws.namedArrive(kS0Done, kConsumerThreads);
 
   Value rowMax[2], m0[2], alpha[2], mUse[2];
@@ -349,7 +394,8 @@ Running SeesawDecode::iterationWG0(Value i, Running r) {
   }
   SmallVector<Value> packed = probabilities(s, mUse, r.l);
   scale(r.o, alpha, r.m, m0);
-  zeroOwnV(0, n0, /*publish=*/false);
+  if (!ws.e4m3)
+    zeroOwnV(0, n0, /*publish=*/false);
   storePAndMax(0, packed, m0);
   ws.namedSync(kOwnBarrier, kWarpgroupThreads);
   ws.namedArrive(kP0Ready, kConsumerThreads);
@@ -367,7 +413,13 @@ Running SeesawDecode::iterationWG0(Value i, Running r) {
     r.m[h] = m1[h];
   }
   scale(r.o, beta, m0, m1);
-  zeroOwnV(0, n1, /*publish=*/true);
+  if (ws.e4m3) {
+    // S1 is done (before "P1 ready"), P0 V0_L too: V1_L goes over V0_L.
+    convertOwnV(0, n1, /*waitBoxes=*/true, /*publish=*/true);
+    releaseRawV(0, 1);
+  } else {
+    zeroOwnV(0, n1, /*publish=*/true);
+  }
   r.o = issuePV(0, r.o, n1, 1, /*waitBoxes=*/true).regs;
   oMma.commitAndWait();
   release(0, 1);
@@ -392,7 +444,13 @@ Running SeesawDecode::iterationWG1(Value i, Running r) {
   for (int h = 0; h < 2; ++h)
     alpha[h] = sm::rescaleFactor(d, r.m[h], m0[h]);
   scale(r.o, alpha, r.m, m0);
-  zeroOwnV(1, n0, /*publish=*/true);
+  if (ws.e4m3) {
+    // V0_R converts while S1's wgmmas run; S0 is done (before "P0 ready").
+    convertOwnV(1, n0, /*waitBoxes=*/true, /*publish=*/true);
+    releaseRawV(1, 0);
+  } else {
+    zeroOwnV(1, n0, /*publish=*/true);
+  }
   r.o = issuePV(1, r.o, n0, 0, /*waitBoxes=*/true).regs;
   oMma.commit();
 
@@ -407,7 +465,8 @@ Running SeesawDecode::iterationWG1(Value i, Running r) {
     m1[h] = re.mNew, mUse[h] = re.mUse, r.l[h] = re.l;
   }
   SmallVector<Value> packed = probabilities(s, mUse, r.l);
-  zeroOwnV(1, n1, /*publish=*/false);
+  if (!ws.e4m3)
+    zeroOwnV(1, n1, /*publish=*/false);
   storePAndMax(1, packed, m1);
   ws.namedSync(kOwnBarrier + 1, kWarpgroupThreads);
   ws.namedArrive(kP1Ready, kConsumerThreads);
@@ -420,6 +479,11 @@ Running SeesawDecode::iterationWG1(Value i, Running r) {
   scale(r.o, beta, m0, m1);
   for (int h = 0; h < 2; ++h)
     r.m[h] = m1[h];
+  if (ws.e4m3) {
+    // P0 V0_R is done: V1_R goes over V0_R.
+    convertOwnV(1, n1, /*waitBoxes=*/false, /*publish=*/true);
+    releaseRawV(1, 1);
+  }
   r.o = issuePV(1, r.o, n1, 1, /*waitBoxes=*/false).regs;
   oMma.commitAndWait();
   release(1, 1);
@@ -490,6 +554,11 @@ void SeesawDecode::mergePieces() {
 void SeesawDecode::consume(Value blocks) {
   ws.beginConsumer();
   wtid = d.remu(ws.ctid, d.c32(kWarpgroupThreads));
+  if (ws.e4m3) {
+    auto sync = [&] { ws.namedSync(kConsumerBarrier, kConsumerThreads); };
+    k.stageQAsE4M3Pair(ws.ctid, kConsumerThreads, sync);
+    sync();
+  }
   unmaskedEnd = k.kvEnd;
   if (k.shape.causal) {
     Value iq = d.divu(k.r0, d.c32(k.N));

@@ -2,6 +2,7 @@
 
 #include "DecodeSM90WarpSpecialised.h"
 
+#include "mla/GPUCodegen/Fp8Dequant.h"
 #include "mla/GPUCodegen/OnlineSoftmax.h"
 #include "mla/GPUCodegen/RegisterBudget.h"
 #include "mla/GPUCodegen/Tma.h"
@@ -16,7 +17,7 @@ using namespace mla::gpu_codegen::sm90;
 namespace abi = mla::gpu;
 
 namespace {
-constexpr int64_t kBoxColumns = 64, kBoxBytes = 128;
+constexpr int64_t kBoxBytes = 128;
 } // namespace
 
 Value mla::gpu_codegen::sm90::opaqueI32(ImplicitLocOpBuilder &b, Value v) {
@@ -29,11 +30,13 @@ Value mla::gpu_codegen::sm90::opaqueI32(ImplicitLocOpBuilder &b, Value v) {
 }
 
 WarpSpecialisedDecode::WarpSpecialisedDecode(DecodeSM90Kernel &k)
-    : WarpSpecialisedDecode(k, {{0, k.D / kBoxColumns, kConsumerThreads}}) {}
+    : WarpSpecialisedDecode(k, {{0, k.D / 64, kConsumerThreads}}) {}
 
 WarpSpecialisedDecode::WarpSpecialisedDecode(DecodeSM90Kernel &k,
                                              SmallVector<ReleaseGroup> groups)
-    : k(k), d(k.d), stageBytes(k.Bk * k.D * 2), numBoxes(k.D / kBoxColumns),
+    : k(k), d(k.d), e4m3(abi::decodeSeesawReadsE4M3(k.shape, k.tiling)),
+      boxColumns(e4m3 ? 128 : 64), numBoxes(llvm::divideCeil(k.D, boxColumns)),
+      stageBytes(numBoxes * k.Bk * kBoxBytes),
       barrierOff(k.lay.redOff + llvm::alignTo(k.M * k.wn * 4, 128)),
       groups(std::move(groups)) {}
 
@@ -63,6 +66,9 @@ void WarpSpecialisedDecode::declare(StringRef name) {
   Type g = d.ptrGlobal, i32 = d.i32;
   Type map = LLVM::LLVMPointerType::get(k.b.getContext());
   SmallVector<Type> types = {g, g, g, g, g, g, g, i32, i32, i32, d.f32};
+  // kv_scale before the maps (KernelABI.h's order).
+  if (e4m3)
+    types.push_back(g);
   SmallVector<bool> byValue(types.size(), false);
   types.append({map, map});
   byValue.append({true, true});
@@ -83,10 +89,20 @@ void WarpSpecialisedDecode::declare(StringRef name) {
   k.maxPages = entry->getArgument(8), k.numSplits = entry->getArgument(9);
   k.scaleLog2 =
       d.fmul(entry->getArgument(10), d.f(mla::gpu_codegen::softmax::kLog2e));
-  qMap = entry->getArgument(11), kvMap = entry->getArgument(12);
+  unsigned maps = abi::kDecodePartialNumParams + (e4m3 ? 1 : 0);
+  if (e4m3) {
+    // K = kv_scale * codes into the scores' scale, V = kv_scale * codes
+    // into the written rows (as DecodeSM90Kernel::begin does).
+    Value kvScale =
+        d.load(d.f32, entry->getArgument(abi::kDecodePartialNumParams), 4);
+    k.scaleLog2 = d.fmul(k.scaleLog2, kvScale);
+    k.outScale = kvScale;
+  }
+  qMap = entry->getArgument(maps), kvMap = entry->getArgument(maps + 1);
   if (k.tiling.seesaw)
-    k.counters = entry->getArgument(13), k.finalOut = entry->getArgument(14),
-    k.finalLse = entry->getArgument(15);
+    k.counters = entry->getArgument(maps + 2),
+    k.finalOut = entry->getArgument(maps + 3),
+    k.finalLse = entry->getArgument(maps + 4);
 }
 
 void WarpSpecialisedDecode::awaitRelease(Value n, int64_t box) {
@@ -104,7 +120,7 @@ void WarpSpecialisedDecode::loadBlock(Value n, Value row) {
     MBarrier bar = full(slot, c);
     bar.arriveExpectTx(d.c32(k.Bk * kBoxBytes));
     Value box = k.sm(k.lay.kv.base + c * k.Bk * kBoxBytes, slotOff);
-    desc.loadTile(box, bar, {d.c32(c * kBoxColumns), d.c32(0), row});
+    desc.loadTile(box, bar, {d.c32(c * boxColumns), d.c32(0), row});
   }
 }
 
@@ -115,9 +131,9 @@ void WarpSpecialisedDecode::loadQ() {
   q.arriveExpectTx(d.c32(k.M * k.D * 2));
   TmaDescriptor qDesc(d, qMap);
   Value qRow = d.add(d.mul(k.bb, d.c32(k.rows)), k.r0);
-  for (int64_t c = 0; c < numBoxes; ++c)
+  for (int64_t c = 0; c < k.D / 64; ++c)
     qDesc.loadTile(k.sm(k.lay.q.base + c * k.M * kBoxBytes, d.c32(0)), q,
-                   {d.c32(c * kBoxColumns), d.c32(0), qRow});
+                   {d.c32(c * 64), d.c32(0), qRow});
 }
 
 void WarpSpecialisedDecode::produce(Value blocks) {
@@ -158,7 +174,9 @@ void WarpSpecialisedDecode::beginConsumer() {
   k.wi = d.remu(k.warp, d.c32(4)), k.wj = d.divu(k.warp, d.c32(4));
   k.gq = d.divu(k.lane, d.c32(4)), k.tq = d.remu(k.lane, d.c32(4));
   k.computeRowLimits();
-  barrier(d.c32(0)).waitParity(d.c32(0));
+  // Over fp8_e4m3 the consumers stage Q themselves (stageQAsE4M3Pair).
+  if (!e4m3)
+    barrier(d.c32(0)).waitParity(d.c32(0));
 }
 
 void WarpSpecialisedDecode::namedSync(int64_t id, int64_t threads) {
@@ -211,6 +229,87 @@ WgmmaAccum WarpSpecialisedDecode::issuePV(WarpgroupMma &mma, ArrayRef<Value> o,
   return acc;
 }
 
+WgmmaAccum WarpSpecialisedDecode::issueScoresE4M3(WarpgroupMma &mma,
+                                                  Value qBase, Value n,
+                                                  Value kBase) {
+  WgmmaDescriptors descs(d, k.smem);
+  WgmmaAccum acc = WgmmaAccum::splat(k.Bk, d.poison(d.f32));
+  for (int64_t kk = 0; kk < k.D / 32; ++kk) {
+    // Four k-steps per 128-byte box (DecodeSM90Kernel::issueScores' waits).
+    if (kk % 4 == 0) {
+      full(slot(n), kk / 4).waitParity(phase(n));
+      mma.fence();
+    }
+    Value bDesc = descs.kMajor(
+        kBase, k.lay.kv.base + (kk / 4) * k.Bk * kBoxBytes + (kk % 4) * 32);
+    for (int part = 0; part < 2; ++part) {
+      auto [box, byte] = k.e4m3QPlace(32 * kk, part);
+      Value aDesc = descs.kMajor(qBase, box * k.M * kBoxBytes + byte);
+      acc = mma.step(acc, aDesc, bDesc, kk > 0 || part > 0, /*transB=*/false);
+    }
+  }
+  return acc;
+}
+
+void WarpSpecialisedDecode::convertV(Value n, int64_t firstBox, int64_t boxes,
+                                     Value thread, int64_t threads,
+                                     bool waitBoxes) {
+  const int64_t units = k.Bk * 8 * boxes;
+  assert(threads % 32 == 0 && units % threads == 0 &&
+         "every thread converts the same number of 16-byte units");
+  if (waitBoxes)
+    for (int64_t c = firstBox; c < firstBox + boxes; ++c)
+      full(slot(n), c).waitParity(phase(n));
+  const SmemTile &kv = k.lay.kv;
+  const SmemTile v = SmemTile::box128B(k.lay.vOff, k.Bk);
+  Value rawSlot = d.add(slotBytes(n), d.c32(kv.base));
+  // Thread t converts unit t % 8 of rows t / 8 + (threads / 8) i: the eight
+  // threads of a 16-byte access phase read one row's eight units. Unit u
+  // holds 16 codes: f16 chunks 2u, 2u + 1 of a 64-column box (two per raw
+  // box). Threads with u >= 4 store their odd chunk first, so each store
+  // instruction of a phase meets eight different banks.
+  Value unit = d.remu(thread, d.c32(8));
+  Value oddFirst = d.sge(unit, d.c32(4));
+  Value swap = d.select(oddFirst, d.c32(1), d.c32(0));
+  Value start = k.blockStart(n);
+  auto convert = [&](bool masked) {
+    for (int64_t i = 0; i < units / threads; ++i) {
+      Value idx = d.add(thread, d.c32(i * threads));
+      Value tok = d.remu(d.divu(idx, d.c32(8)), d.c32(k.Bk));
+      int64_t box = firstBox + (i * threads) / (k.Bk * 8);
+      Value raw = d.load(VectorType::get({4}, d.i32),
+                         k.sm(box * k.Bk * kBoxBytes,
+                              d.add(rawSlot, kv.byteOffset(d, tok, unit))),
+                         16);
+      if (masked) {
+        Value pos = d.add(start, tok);
+        Value valid = d.andi(d.sge(pos, k.lo), d.slt(pos, k.kvEnd));
+        raw = d.select(valid, raw,
+                       LLVM::ZeroOp::create(k.b, VectorType::get({4}, d.i32)));
+      }
+      auto [even, odd] = convertE4M3x16ToF16(d, raw);
+      Value chunk = d.add(d.c32(16 * box), d.mul(unit, d.c32(2)));
+      Value first = d.add(chunk, swap);
+      Value second = d.sub(d.add(chunk, d.c32(1)), swap);
+      d.store(d.select(oddFirst, odd, even),
+              k.sm(v.base, v.byteOffset(d, tok, first)), 16);
+      d.store(d.select(oddFirst, even, odd),
+              k.sm(v.base, v.byteOffset(d, tok, second)), 16);
+    }
+  };
+  // Only a block reaching outside [lo, kvEnd) needs the mask (a uniform
+  // branch, as zeroInvalidV).
+  Value partial =
+      d.ori(d.slt(start, k.lo), d.slt(k.kvEnd, d.add(start, d.c32(k.Bk))));
+  auto ifOp = scf::IfOp::create(k.b, TypeRange{}, partial,
+                                /*withElseRegion=*/true);
+  OpBuilder::InsertionGuard guard(k.b);
+  k.b.setInsertionPointToStart(ifOp.thenBlock());
+  convert(true);
+  k.b.setInsertionPointToStart(ifOp.elseBlock());
+  convert(false);
+}
+
 void WarpSpecialisedDecode::zeroInvalidV(Value n, int64_t firstChunk,
                                          int64_t chunks, Value thread,
                                          int64_t threads,
@@ -255,7 +354,8 @@ void WarpSpecialisedDecode::emit(StringRef name, int64_t blockMultiple,
       for (auto [g, group] : llvm::enumerate(groups))
         empty(d.c32(st), g).init(group.arrivals);
     }
-    loadQ();
+    if (!e4m3)
+      loadQ();
   });
   k.computeQueryRows();
   k.computePiece();

@@ -95,6 +95,21 @@ public:
   /// `slotOff` (bytes from lay.kv.base).
   WgmmaAccum issuePV(WarpgroupMma &mma, llvm::ArrayRef<mlir::Value> o,
                      mlir::Value pOff, mlir::Value slotOff, mlir::Value vBox);
+  /// Over fp8_e4m3: issues S = Q K^T (no commit) of the 64 tokens of block
+  /// `n` from its raw boxes at `kBase` (from lay.kv.base), two E4M3 wgmmas
+  /// per 32-column k-step (Q's hi and lo parts, DecodeSM90Kernel::e4m3QPlace,
+  /// Q at byte `qBase`), each box's k-steps once that box has landed.
+  WgmmaAccum issueScoresE4M3(WarpgroupMma &mma, mlir::Value qBase,
+                             mlir::Value n, mlir::Value kBase);
+  /// Over fp8_e4m3: converts raw boxes [firstBox, firstBox + boxes) of block
+  /// `n` into the f16 V tile (lay.vOff, a Box128B tile of kvBlock rows, its
+  /// columns those of the boxes), tokens outside [lo, kvEnd) as zeros;
+  /// `threads` threads from `thread` (i32) share the work (a multiple of 32
+  /// that divides kvBlock * 8). `waitBoxes`: first wait for the boxes to
+  /// land (the caller did not, through its own scores). The caller fences
+  /// and syncs before the wgmmas read the tile.
+  void convertV(mlir::Value n, int64_t firstBox, int64_t boxes,
+                mlir::Value thread, int64_t threads, bool waitBoxes);
   /// Zeroes 16-byte chunks [firstChunk, firstChunk + chunks) of the tokens
   /// of block `n` outside [lo, kvEnd), `threads` threads from `thread` (i32)
   /// sharing the work; emits nothing at run time for a block wholly inside.
@@ -105,7 +120,11 @@ public:
 
   DecodeSM90Kernel &k;
   DeviceBuilder &d;
-  const int64_t stageBytes, numBoxes, barrierOff;
+  /// abi::decodeSeesawReadsE4M3: the ring holds raw fp8_e4m3 rows in boxes
+  /// of 128 codes (boxColumns: the map's elements per box, 64 bf16 or 128
+  /// bytes), the consumers stage Q.
+  const bool e4m3;
+  const int64_t boxColumns, numBoxes, stageBytes, barrierOff;
   mlir::Value qMap, kvMap, ctid;
 
 private:
