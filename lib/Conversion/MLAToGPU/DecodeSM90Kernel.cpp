@@ -265,15 +265,17 @@ Value DecodeSM90Kernel::qChunkSource(Value qReqBase, Value r, Value chunk) {
                                      d.toI64(d.mul(chunk, d.c32(8))))));
 }
 
-void DecodeSM90Kernel::stageQInF16() {
+DecodeSM90Kernel::QInRegisters
+DecodeSM90Kernel::loadQChunks(Value thread, int64_t threads,
+                              function_ref<void()> sync) {
   auto v4 = VectorType::get({4}, d.i32);
   Value qReqBase = qRequestBase();
-  const int64_t count = M * Dc, rounds = llvm::divideCeil(count, T);
+  const int64_t count = M * Dc, rounds = llvm::divideCeil(count, threads);
   // Every round's 16 bytes (zeros past the request's rows) in registers.
-  SmallVector<Value> chunks, offsets, chunkRow, chunkIdx;
+  QInRegisters q;
   Value zero = LLVM::ZeroOp::create(b, v4), e = d.c32(0);
   for (int64_t it = 0; it < rounds; ++it) {
-    Value idx = d.add(tid, d.c32(it * T));
+    Value idx = d.add(thread, d.c32(it * threads));
     Value inRange = d.slt(idx, d.c32(count));
     idx = d.minsi(idx, d.c32(count - 1));
     Value rr = d.divu(idx, d.c32(Dc)), ch = d.remu(idx, d.c32(Dc));
@@ -282,34 +284,42 @@ void DecodeSM90Kernel::stageQInF16() {
     Value src = qChunkSource(qReqBase, r, ch);
     Value v = d.select(valid, d.load(v4, src, 16), zero);
     e = d.maxsi(e, maxExponentBF16x8(d, v));
-    chunks.push_back(v);
-    offsets.push_back(
+    q.chunks.push_back(v), q.inRange.push_back(inRange);
+    q.offset.push_back(
         d.select(inRange, lay.q.byteOffset(d, rr, ch), d.c32(-1)));
-    chunkRow.push_back(rr), chunkIdx.push_back(ch);
+    q.row.push_back(rr), q.chunk.push_back(ch);
   }
   // The CTA's largest exponent: the warp's, then every warp's through the
   // row-reduction scratch (free until the first block's barrier).
   for (int off = 16; off > 0; off /= 2)
     e = d.maxsi(e, d.shflXor(e, off));
   Value slot0 = d.gepBytes(smem, d.c32(lay.redOff));
-  d.store(e, d.gep(slot0, d.i32, warp), 4);
-  d.barrier();
-  for (int64_t w = 0; w < T / 32; ++w)
+  d.store(e, d.gep(slot0, d.i32, d.divu(thread, d.c32(32))), 4);
+  sync();
+  for (int64_t w = 0; w < threads / 32; ++w)
     e = d.maxsi(e, d.load(d.i32, d.gep(slot0, d.i32, d.c32(w)), 4));
+  q.maxExponent = e;
+  return q;
+}
+
+/// 2^(biased - 127) as f32, `biased` (i32) in [1, 254].
+static Value pow2OfBiased(DeviceBuilder &d, Value biased) {
+  return arith::BitcastOp::create(d.b, d.f32, d.shl(biased, d.c32(23)));
+}
+
+void DecodeSM90Kernel::stageQInF16() {
+  QInRegisters q = loadQChunks(tid, T, [&] { d.barrier(); });
   // max|q| < 2^(e - 126); with e clamped to [15, 254], q * 2^(141 - e) is
   // below 2^15 and the factors' f32 exponents 268 - e and e - 14 are normal.
-  e = d.minsi(d.maxsi(e, d.c32(15)), d.c32(254));
-  auto pow2 = [&](Value biased) {
-    return arith::BitcastOp::create(b, d.f32, d.shl(biased, d.c32(23)));
-  };
-  Value down = pow2(d.sub(d.c32(268), e));
-  scaleLog2 = d.fmul(scaleLog2, pow2(d.sub(e, d.c32(14))));
+  Value e = d.minsi(d.maxsi(q.maxExponent, d.c32(15)), d.c32(254));
+  Value down = pow2OfBiased(d, d.sub(d.c32(268), e));
+  scaleLog2 = d.fmul(scaleLog2, pow2OfBiased(d, d.sub(e, d.c32(14))));
   // A raw fp8_ds_mla decode keeps the RoPE columns in bf16 (its cache's
   // RoPE values are bf16): chunks from L/8 go there.
   const bool bf16Rope = rawFp8 && shape.kvFormat == abi::CacheFormat::FP8DsMla;
-  for (auto [i, v, off] : llvm::enumerate(chunks, offsets))
+  for (auto [i, v, off] : llvm::enumerate(q.chunks, q.offset))
     d.ifThen(d.sge(off, d.c32(0)), [&, i = i, v = v, off = off] {
-      Value rr = chunkRow[i], ch = chunkIdx[i];
+      Value rr = q.row[i], ch = q.chunk[i];
       auto latent = [&, v = v] {
         Value f16 = convertBF16x8(d, v, halfType, down);
         if (rawFp8)
@@ -339,65 +349,40 @@ std::pair<int64_t, int64_t> DecodeSM90Kernel::e4m3QPlace(int64_t col,
 
 void DecodeSM90Kernel::stageQAsE4M3Pair(Value thread, int64_t threads,
                                         function_ref<void()> sync) {
-  auto v4 = VectorType::get({4}, d.i32);
-  Value qReqBase = qRequestBase();
-  const int64_t count = M * Dc, rounds = llvm::divideCeil(count, threads);
-  // Every round's 16 bytes (zeros past the request's rows) in registers.
-  SmallVector<Value> chunks, chunkRow, chunkIdx, inRange;
-  Value zero = LLVM::ZeroOp::create(b, v4), e = d.c32(0);
-  for (int64_t it = 0; it < rounds; ++it) {
-    Value idx = d.add(thread, d.c32(it * threads));
-    inRange.push_back(d.slt(idx, d.c32(count)));
-    idx = d.minsi(idx, d.c32(count - 1));
-    Value rr = d.divu(idx, d.c32(Dc)), ch = d.remu(idx, d.c32(Dc));
-    Value r = d.add(r0, rr);
-    Value valid = d.andi(inRange.back(), d.slt(r, reqRows));
-    Value v =
-        d.select(valid, d.load(v4, qChunkSource(qReqBase, r, ch), 16), zero);
-    e = d.maxsi(e, maxExponentBF16x8(d, v));
-    chunks.push_back(v), chunkRow.push_back(rr), chunkIdx.push_back(ch);
-  }
-  // The CTA's largest exponent, through the row-reduction scratch.
-  for (int off = 16; off > 0; off /= 2)
-    e = d.maxsi(e, d.shflXor(e, off));
-  Value slot0 = d.gepBytes(smem, d.c32(lay.redOff));
-  d.store(e, d.gep(slot0, d.i32, d.divu(thread, d.c32(32))), 4);
-  sync();
-  for (int64_t w = 0; w < threads / 32; ++w)
-    e = d.maxsi(e, d.load(d.i32, d.gep(slot0, d.i32, d.c32(w)), 4));
+  QInRegisters q = loadQChunks(thread, threads, sync);
   // max|q| < 2^(e - 126); with e clamped to [8, 254], q * 2^(134 - e) is
   // below 2^8 (E4M3 reaches 448) and the factors' f32 exponents 261 - e and
   // e - 7 are normal.
-  e = d.minsi(d.maxsi(e, d.c32(8)), d.c32(254));
-  auto pow2 = [&](Value biased) {
-    return arith::BitcastOp::create(b, d.f32, d.shl(biased, d.c32(23)));
-  };
-  Value down = pow2(d.sub(d.c32(261), e));
-  scaleLog2 = d.fmul(scaleLog2, pow2(d.sub(e, d.c32(7))));
-  for (auto [i, v] : llvm::enumerate(chunks))
-    d.ifThen(inRange[i], [&, i = i, v = v] {
+  Value e = d.minsi(d.maxsi(q.maxExponent, d.c32(8)), d.c32(254));
+  Value down = pow2OfBiased(d, d.sub(d.c32(261), e));
+  scaleLog2 = d.fmul(scaleLog2, pow2OfBiased(d, d.sub(e, d.c32(7))));
+  for (auto [i, v] : llvm::enumerate(q.chunks))
+    d.ifThen(q.inRange[i], [&, i = i, v = v] {
       auto [hi, lo] = splitBF16x8ToE4M3Pair(d, v, down);
-      // Chunk ch's eight codes of each part: half a 16-byte unit of the
-      // part's box (e4m3QPlace of its first column), the unit swizzled as
-      // every Box128B chunk.
-      Value ch = chunkIdx[i];
-      Value latent = d.slt(ch, d.c32(L / 8));
-      for (int part = 0; part < 2; ++part) {
-        int64_t latentBox0 = e4m3QPlace(0, part).first;
-        int64_t ropeByte0 = e4m3QPlace(L, part).second;
-        Value col = d.mul(ch, d.c32(8));
-        Value box =
-            d.select(latent, d.add(d.c32(latentBox0), d.divu(col, d.c32(128))),
-                     d.c32(L / 128));
-        Value byte = d.select(latent, d.remu(col, d.c32(128)),
-                              d.add(d.sub(col, d.c32(L)), d.c32(ropeByte0)));
-        Value unit = d.add(d.mul(box, d.c32(8)), d.divu(byte, d.c32(16)));
-        Value at = d.add(lay.q.byteOffset(d, chunkRow[i], unit),
-                         d.remu(byte, d.c32(16)));
-        d.store(part ? lo : hi, sm(lay.q.base, at), 8);
-      }
+      storeQChunkAsE4M3Pair(hi, lo, q.row[i], q.chunk[i]);
     });
   fenceProxyAsyncShared(d); // st.shared before the wgmmas read Q
+}
+
+void DecodeSM90Kernel::storeQChunkAsE4M3Pair(Value hi, Value lo, Value rr,
+                                             Value ch) {
+  // Chunk ch's eight codes of each part: half a 16-byte unit of the part's
+  // box (e4m3QPlace of its first column), the unit swizzled as every
+  // Box128B chunk.
+  Value latent = d.slt(ch, d.c32(L / 8));
+  Value col = d.mul(ch, d.c32(8));
+  for (int part = 0; part < 2; ++part) {
+    int64_t latentBox0 = e4m3QPlace(0, part).first;
+    int64_t ropeByte0 = e4m3QPlace(L, part).second;
+    Value box =
+        d.select(latent, d.add(d.c32(latentBox0), d.divu(col, d.c32(128))),
+                 d.c32(L / 128));
+    Value byte = d.select(latent, d.remu(col, d.c32(128)),
+                          d.add(d.sub(col, d.c32(L)), d.c32(ropeByte0)));
+    Value unit = d.add(d.mul(box, d.c32(8)), d.divu(byte, d.c32(16)));
+    Value at = d.add(lay.q.byteOffset(d, rr, unit), d.remu(byte, d.c32(16)));
+    d.store(part ? lo : hi, sm(lay.q.base, at), 8);
+  }
 }
 
 void DecodeSM90Kernel::storeQChunkForRawK(Value f16, Value rr, Value ch) {

@@ -308,6 +308,22 @@ private:
   /// returns at once; the rest of the kernel is emitted after the branch.
   void exitPastRequestRows();
   void stageQ();
+  /// The CTA's Q chunks (16 bytes each, zeros past the request's rows) as
+  /// `threads` threads from `thread` read them, one per round (whether the
+  /// round is in range, the chunk's tile row and index, its byte offset in
+  /// the Q tile or -1), and the CTA's largest bf16 exponent (0..255, from
+  /// maxExponentBF16x8), which meets in the row-reduction scratch through
+  /// `sync`.
+  struct QInRegisters {
+    llvm::SmallVector<mlir::Value> chunks, inRange, row, chunk, offset;
+    mlir::Value maxExponent;
+  };
+  QInRegisters loadQChunks(mlir::Value thread, int64_t threads,
+                           llvm::function_ref<void()> sync);
+  /// stageQAsE4M3Pair's stores of the two parts of chunk `ch` of tile row
+  /// `rr` (e4m3QPlace).
+  void storeQChunkAsE4M3Pair(mlir::Value hi, mlir::Value lo, mlir::Value rr,
+                             mlir::Value ch);
   /// stageQ when halfType != outType: Q is read once into registers, the
   /// CTA's largest exponent fixes a scale 2^-e putting its largest value in
   /// [2^14, 2^15), and Q * 2^-e is stored as f16 (exact for every value
