@@ -106,10 +106,10 @@ SmallVector<ReleaseGroup> releaseGroups(const DecodeSM90Kernel &k) {
   // Boxes of 64 bf16 columns, or of 128 raw fp8_e4m3 codes.
   int64_t cols = abi::decodeSeesawReadsE4M3(k.shape, k.tiling) ? 128 : 64;
   int64_t vBoxes = k.Lw / cols, latentBoxes = k.L / cols;
-  return {{0, vBoxes, kWarpgroupThreads},
-          {vBoxes, vBoxes, kWarpgroupThreads},
-          {latentBoxes, llvm::divideCeil(k.D, cols) - latentBoxes,
-           kConsumerThreads}};
+  return {
+      {0, vBoxes, kWarpgroupThreads},
+      {vBoxes, vBoxes, kWarpgroupThreads},
+      {latentBoxes, (k.D + cols - 1) / cols - latentBoxes, kConsumerThreads}};
 }
 
 /// A consumer thread's running state: its O half (ntO * 4), the row maxima
