@@ -12,7 +12,9 @@ at such pages, so a kernel that reads past a piece shows NaN. One batch mixes se
 causal), 63, 64, 65 and 1000.
 
 The kernels under test are the default tiling's and, at N = 16, every tile the tiling may choose there
-(FP8_N16_TILES, forced through `tile=`; scripts/gpu-carry-with-kernels.sh puts each in the AOT set).
+(FP8_N16_TILES, forced through `tile=`; scripts/gpu-carry-with-kernels.sh puts each in the AOT set), and the
+opt-in seesaw build over fp8_e4m3 (SEESAW_E4M3: E4M3 wgmmas on the raw codes and on Q's two E4M3 parts, V
+converted to f16 by the consumer warpgroups).
 test_single_token_rows_are_exact pins the conversion itself: every non-NaN E4M3 code (signed zeros,
 subnormals, +-448) decoded exactly, then at most one rounding of code * scale.
 

@@ -729,7 +729,7 @@ Value DecodeSM90Kernel::publishScaleMax(Value stage, Value sigmaOld) {
   // block), zero for tokens past the piece (issueRawBlock's zero fill).
   const int64_t rowBytes = shape.cacheRowBytes();
   Value sigma = sigmaOld;
-  for (int64_t i = 0; i < llvm::divideCeil(Bk, 32); ++i) {
+  for (int64_t i = 0; i < (Bk + 31) / 32; ++i) {
     Value tok = d.minsi(d.add(lane, d.c32(32 * i)), d.c32(Bk - 1));
     Value at = d.add(d.add(stage, d.mul(tok, d.c32(rowBytes))),
                      d.add(d.c32(L), d.mul(wj, d.c32(4))));
