@@ -31,9 +31,11 @@ TEST(DcpShard, LocalPositionsMapToTheRankTokensInOrder) {
     for (int64_t interleave : {1, 3, 64})
       for (int64_t rank = 0; rank < world; ++rank) {
         int64_t local = 0;
-        for (int64_t t = 0; t < 500; ++t)
-          if ((t / interleave) % world == rank)
+        for (int64_t t = 0; t < 500; ++t) {
+          if ((t / interleave) % world == rank) {
             EXPECT_EQ(globalPosition(local++, world, rank, interleave), t);
+          }
+        }
       }
 }
 
