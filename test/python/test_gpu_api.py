@@ -266,6 +266,17 @@ def test_fp8_decode_spec_names_its_format(lib):
         gpu.decode_spec(128, 1, 512, 64, 128, "bf16", False, "sm_100a", kv_format="fp8_e4m3")
 
 
+def test_seesaw_tile_over_fp8_e4m3_is_opt_in(lib):
+    """The seesaw tile builds over fp8_e4m3 under bf16 q when given (KernelABI.h decodeSeesawReadsE4M3), and
+    is refused, with the reason, for the other fp8 formats and for f16 q; without a tile fp8_e4m3 keeps the
+    wgmma kernel."""
+    spec = gpu.decode_spec(128, 1, 512, 64, 64, "bf16", False, "sm_90a", tile="64x2x64x2s", kv_format="fp8_e4m3")
+    assert spec.endswith(" format=fp8_e4m3 tile=64x2x64x2s"), spec
+    for dtype, kv_format in (("bf16", "fp8_e4m3_token"), ("bf16", "fp8_ds_mla"), ("f16", "fp8_e4m3")):
+        with pytest.raises(ValueError, match="fp8_e4m3 caches under bf16 activations with R = 64"):
+            gpu.decode_spec(128, 1, 512, 64, 64, dtype, False, "sm_90a", tile="64x2x64x2s", kv_format=kv_format)
+
+
 @pytest.mark.parametrize("check_only", [True, False])
 def test_host_block_table_pages_are_checked(lib, check_only):
     """With a host copy of the block table, a page a request reads that the cache does not hold is an
