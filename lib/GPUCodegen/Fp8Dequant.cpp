@@ -111,16 +111,20 @@ Value mla::gpu_codegen::dequantE4M3x8(DeviceBuilder &d, Value raw, Value scale,
   return out;
 }
 
+/// The two bf16 values of `word` (i32, the first in the low half) as f32.
+static std::pair<Value, Value> unpackBF16x2(DeviceBuilder &d, Value word) {
+  return {
+      bitsToF32(d, d.shl(word, d.c32(16))),
+      bitsToF32(d, d.bitAnd(word, d.c32(static_cast<int32_t>(0xFFFF0000u))))};
+}
+
 Value mla::gpu_codegen::convertBF16x8(DeviceBuilder &d, Value raw,
                                       Type halfType, Value scale) {
   if (halfType.isBF16() && !scale)
     return raw;
   Value out = d.poison(VectorType::get({4}, d.i32));
   for (int64_t w = 0; w < 4; ++w) {
-    Value word = d.extract(raw, w);
-    Value lo = bitsToF32(d, d.shl(word, d.c32(16)));
-    Value hi =
-        bitsToF32(d, d.bitAnd(word, d.c32(static_cast<int32_t>(0xFFFF0000u))));
+    auto [lo, hi] = unpackBF16x2(d, d.extract(raw, w));
     if (scale)
       lo = d.fmul(lo, scale), hi = d.fmul(hi, scale);
     out = d.insert(out, d.pack2(lo, hi, halfType), w);
@@ -143,11 +147,8 @@ mla::gpu_codegen::splitBF16x8ToE4M3Pair(DeviceBuilder &d, Value raw,
                                         Value scale) {
   std::array<Value, 8> x;
   for (int64_t w = 0; w < 4; ++w) {
-    Value word = d.extract(raw, w);
-    x[2 * w] = d.fmul(bitsToF32(d, d.shl(word, d.c32(16))), scale);
-    x[2 * w + 1] = d.fmul(
-        bitsToF32(d, d.bitAnd(word, d.c32(static_cast<int32_t>(0xFFFF0000u)))),
-        scale);
+    auto [lo, hi] = unpackBF16x2(d, d.extract(raw, w));
+    x[2 * w] = d.fmul(lo, scale), x[2 * w + 1] = d.fmul(hi, scale);
   }
   auto v2 = VectorType::get({2}, d.i32);
   Value hi = d.poison(v2), lo = d.poison(v2);

@@ -179,6 +179,11 @@ private:
   /// `slot`'s block and that block's scores are done: frees its raw V
   /// boxes.
   void releaseRawV(int wg, int slot);
+  /// Warpgroup `wg`'s V columns of the other warpgroup's block `n` (in slot
+  /// `slot`, whose scores are done) made ready for its P V and published:
+  /// zeroed outside the piece, or over fp8_e4m3 converted (after waiting
+  /// for the boxes) and their raw boxes freed.
+  void prepareOtherV(int wg, Value n, int slot);
   /// Issues warpgroup `wg`'s O half += P V of block `n` in slot `n % 2` (no
   /// commit), after waiting for its V boxes when the block is the other
   /// warpgroup's.
@@ -339,24 +344,27 @@ void SeesawDecode::releaseRawV(int wg, int slot) {
   ws.empty(d.c32(slot), wg).arrive();
 }
 
+void SeesawDecode::prepareOtherV(int wg, Value n, int slot) {
+  if (!ws.e4m3)
+    return zeroOwnV(wg, n, /*publish=*/true);
+  convertOwnV(wg, n, /*waitBoxes=*/true, /*publish=*/true);
+  releaseRawV(wg, slot);
+}
+
 WgmmaAccum SeesawDecode::issuePV(int wg, ArrayRef<Value> o, Value n, int slot,
                                  bool waitBoxes) {
   int64_t boxes = k.Lw / 64;
-  if (ws.e4m3) {
-    // The warpgroup's half of the f16 V tile, which it converted itself.
-    oMma.fence();
-    return ws.issuePV(oMma, o, pOffset(slot), d.c32(k.lay.vOff - k.lay.kv.base),
-                      d.c32(wg * boxes));
-  }
   // The other warpgroup saw the block land; this one acquires the TMA
   // writes itself (the phase cannot move on before this warpgroup frees
-  // these boxes).
-  if (waitBoxes)
+  // these boxes). Over fp8_e4m3, V is the warpgroup's half of the f16 V
+  // tile, which it converted itself after such waits (convertOwnV).
+  if (waitBoxes && !ws.e4m3)
     for (int64_t c = wg * boxes; c < (wg + 1) * boxes; ++c)
       ws.full(d.c32(slot), c).waitParity(ws.phase(n));
   // The waits and the descriptor arithmetic wrote registers.
   oMma.fence();
-  return ws.issuePV(oMma, o, pOffset(slot), slotOff[slot], d.c32(wg * boxes));
+  Value v = ws.e4m3 ? d.c32(k.lay.vOff - k.lay.kv.base) : slotOff[slot];
+  return ws.issuePV(oMma, o, pOffset(slot), v, d.c32(wg * boxes));
 }
 
 void SeesawDecode::release(int wg, int slot) {
@@ -413,13 +421,8 @@ Running SeesawDecode::iterationWG0(Value i, Running r) {
     r.m[h] = m1[h];
   }
   scale(r.o, beta, m0, m1);
-  if (ws.e4m3) {
-    // S1 is done (before "P1 ready"), P0 V0_L too: V1_L goes over V0_L.
-    convertOwnV(0, n1, /*waitBoxes=*/true, /*publish=*/true);
-    releaseRawV(0, 1);
-  } else {
-    zeroOwnV(0, n1, /*publish=*/true);
-  }
+  // S1 is done (before "P1 ready"), P0 V0_L too: V1_L may go over V0_L.
+  prepareOtherV(0, n1, 1);
   r.o = issuePV(0, r.o, n1, 1, /*waitBoxes=*/true).regs;
   oMma.commitAndWait();
   release(0, 1);
@@ -444,13 +447,8 @@ Running SeesawDecode::iterationWG1(Value i, Running r) {
   for (int h = 0; h < 2; ++h)
     alpha[h] = sm::rescaleFactor(d, r.m[h], m0[h]);
   scale(r.o, alpha, r.m, m0);
-  if (ws.e4m3) {
-    // V0_R converts while S1's wgmmas run; S0 is done (before "P0 ready").
-    convertOwnV(1, n0, /*waitBoxes=*/true, /*publish=*/true);
-    releaseRawV(1, 0);
-  } else {
-    zeroOwnV(1, n0, /*publish=*/true);
-  }
+  // While S1's wgmmas run; S0 is done (before "P0 ready").
+  prepareOtherV(1, n0, 0);
   r.o = issuePV(1, r.o, n0, 0, /*waitBoxes=*/true).regs;
   oMma.commit();
 

@@ -251,6 +251,10 @@ WgmmaAccum WarpSpecialisedDecode::issueScoresE4M3(WarpgroupMma &mma,
   return acc;
 }
 
+Value WarpSpecialisedDecode::reachesOutsidePiece(Value start) {
+  return d.ori(d.slt(start, k.lo), d.slt(k.kvEnd, d.add(start, d.c32(k.Bk))));
+}
+
 void WarpSpecialisedDecode::convertV(Value n, int64_t firstBox, int64_t boxes,
                                      Value thread, int64_t threads,
                                      bool waitBoxes) {
@@ -297,11 +301,9 @@ void WarpSpecialisedDecode::convertV(Value n, int64_t firstBox, int64_t boxes,
               k.sm(v.base, v.byteOffset(d, tok, second)), 16);
     }
   };
-  // Only a block reaching outside [lo, kvEnd) needs the mask (a uniform
+  // Only a block reaching outside the piece needs the mask (a uniform
   // branch, as zeroInvalidV).
-  Value partial =
-      d.ori(d.slt(start, k.lo), d.slt(k.kvEnd, d.add(start, d.c32(k.Bk))));
-  auto ifOp = scf::IfOp::create(k.b, TypeRange{}, partial,
+  auto ifOp = scf::IfOp::create(k.b, TypeRange{}, reachesOutsidePiece(start),
                                 /*withElseRegion=*/true);
   OpBuilder::InsertionGuard guard(k.b);
   k.b.setInsertionPointToStart(ifOp.thenBlock());
@@ -315,9 +317,7 @@ void WarpSpecialisedDecode::zeroInvalidV(Value n, int64_t firstChunk,
                                          int64_t threads,
                                          function_ref<void()> then) {
   Value start = k.blockStart(n);
-  Value partial =
-      d.ori(d.slt(start, k.lo), d.slt(k.kvEnd, d.add(start, d.c32(k.Bk))));
-  d.ifThen(partial, [&] {
+  d.ifThen(reachesOutsidePiece(start), [&] {
     Value zero = LLVM::ZeroOp::create(k.b, VectorType::get({4}, d.i32));
     Value slotOff = slotBytes(n);
     forEachStrided(d, thread, threads, k.Bk * chunks, [&](Value idx) {
@@ -338,6 +338,9 @@ void WarpSpecialisedDecode::zeroInvalidV(Value n, int64_t firstChunk,
 
 void WarpSpecialisedDecode::emit(StringRef name, int64_t blockMultiple,
                                  function_ref<void(Value)> consume) {
+  assert(barrierOff + 8 * (1 + k.St * (numBoxes + int64_t(groups.size()))) <=
+             abi::decodeSharedBytes(abi::Chip::SM90a, k.shape, k.tiling) &&
+         "the layout fits the shared memory KernelABI.h launches with");
   declare(name);
   k.smem = dynamicSharedBase(k.b);
   k.tid = d.threadIdX();

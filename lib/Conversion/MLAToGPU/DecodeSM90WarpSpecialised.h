@@ -110,6 +110,9 @@ public:
   /// and syncs before the wgmmas read the tile.
   void convertV(mlir::Value n, int64_t firstBox, int64_t boxes,
                 mlir::Value thread, int64_t threads, bool waitBoxes);
+  /// Whether a block starting at KV position `start` reaches outside the
+  /// piece [lo, kvEnd) (uniform over the CTA).
+  mlir::Value reachesOutsidePiece(mlir::Value start);
   /// Zeroes 16-byte chunks [firstChunk, firstChunk + chunks) of the tokens
   /// of block `n` outside [lo, kvEnd), `threads` threads from `thread` (i32)
   /// sharing the work; emits nothing at run time for a block wholly inside.
