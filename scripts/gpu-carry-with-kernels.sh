@@ -54,12 +54,14 @@ for format in fp8_e4m3 fp8_e4m3_token fp8_ds_mla; do
     done
   done
 done
-# The seesaw build over fp8_e4m3 (opt-in tile 64x2x64x2s;
-# test_gpu_fp8_decode.py's test_seesaw_e4m3_*, and mla-bench --tile).
-for n in 16 128; do
-  for mode in "Sq=1 L=512 R=64 page=64 dtype=bf16 causal=0" "Sq=2 L=512 R=64 page=64 dtype=bf16 causal=0" \
-              "Sq=4 L=512 R=64 page=64 dtype=bf16 causal=0" "Sq=2 L=512 R=64 page=64 dtype=bf16 causal=1"; do
-    echo "decode chip=sm_90a N=$n $mode format=fp8_e4m3 tile=64x2x64x2s" >> "$specs"
+# The seesaw build over fp8_e4m3 and fp8_e4m3_token (opt-in tile 64x2x64x2s;
+# test_gpu_fp8_decode.py's test_seesaw_*, and mla-bench --tile).
+for format in fp8_e4m3 fp8_e4m3_token; do
+  for n in 16 128; do
+    for mode in "Sq=1 L=512 R=64 page=64 dtype=bf16 causal=0" "Sq=2 L=512 R=64 page=64 dtype=bf16 causal=0" \
+                "Sq=4 L=512 R=64 page=64 dtype=bf16 causal=0" "Sq=2 L=512 R=64 page=64 dtype=bf16 causal=1"; do
+      echo "decode chip=sm_90a N=$n $mode format=$format tile=64x2x64x2s" >> "$specs"
+    done
   done
 done
 # The 16-row raw-ring fp8 kernels with causal rows: 8 heads x 2 query tokens

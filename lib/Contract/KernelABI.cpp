@@ -131,7 +131,16 @@ bool decodeReadsRawFp8(const DecodeShape &shape, const DecodeTiling &tiling) {
 
 bool decodeSeesawReadsE4M3(const DecodeShape &shape,
                            const DecodeTiling &tiling) {
-  return tiling.seesaw && shape.kvFormat == CacheFormat::FP8E4M3;
+  return tiling.seesaw && (shape.kvFormat == CacheFormat::FP8E4M3 ||
+                           shape.kvFormat == CacheFormat::FP8E4M3Token);
+}
+
+int64_t decodeSeesawRowsPerMapRow(const DecodeShape &shape,
+                                  const DecodeTiling &tiling) {
+  return decodeSeesawReadsE4M3(shape, tiling) &&
+                 shape.kvFormat == CacheFormat::FP8E4M3Token
+             ? 2
+             : 1;
 }
 
 int64_t decodeRawScaleTiles(const DecodeShape &shape,
@@ -149,13 +158,17 @@ int64_t decodeSharedBytes(Chip chip, const DecodeShape &shape,
   if (decodeSeesawReadsE4M3(shape, tiling)) {
     // Q's two E4M3 parts (as many bytes as bf16 Q), the ring of raw boxes
     // (128 bytes x kvBlock tokens, ceil((L+R)/128) per slot), the f16 V
-    // tile, the scratch, and the mbarriers: Q full, per slot a full barrier
-    // per box and three release groups.
+    // tile, the scratch, over fp8_e4m3_token each slot's f32 latent scales,
+    // and the mbarriers: Q full, per slot a full barrier per box and three
+    // release groups.
     int64_t boxes = (shape.rowDim() + 127) / 128;
+    int64_t tokenScales = shape.kvFormat == CacheFormat::FP8E4M3Token
+                              ? alignTo(tiling.stages * tiling.kvBlock * 4, 128)
+                              : 0;
     return alignTo(tiling.rowsPerCta * shape.rowDim() * 2, 1024) +
            tiling.stages * boxes * tiling.kvBlock * 128 +
            alignTo(tiling.kvBlock * shape.latentDim * 2, 1024) +
-           alignTo(tiling.rowsPerCta * tiling.warpsN * 4, 128) +
+           alignTo(tiling.rowsPerCta * tiling.warpsN * 4, 128) + tokenScales +
            alignTo((1 + tiling.stages * (boxes + 3)) * 8, 128);
   }
   // An fp8 cache: one dequantised KV tile, after the other sections a ring
@@ -222,12 +235,12 @@ std::string checkDecodeTiling(Chip chip, const DecodeShape &shape,
     return "fp8_ds_mla needs L % " + std::to_string(kDsMlaTile) +
            " == 0, got L = " + std::to_string(shape.latentDim);
   if (tiling.seesaw && shape.fp8() &&
-      (shape.kvFormat != CacheFormat::FP8E4M3 || shape.elem != ElemType::BF16 ||
-       shape.ropeDim != 64))
+      (shape.kvFormat == CacheFormat::FP8DsMla ||
+       shape.elem != ElemType::BF16 || shape.ropeDim != 64))
     return "the seesaw decode (tile suffix s) reads bf16/f16 caches, and "
-           "fp8_e4m3 caches under bf16 activations with R = 64 (the RoPE "
-           "codes of Q's two E4M3 parts share one 128-byte box); other fp8 "
-           "caches use the wgmma or mma.sync builds";
+           "fp8_e4m3 and fp8_e4m3_token caches under bf16 activations with "
+           "R = 64 (the RoPE codes of Q's two E4M3 parts share one 128-byte "
+           "box); fp8_ds_mla caches use the wgmma or mma.sync builds";
   if (tiling.pipelined && !tiling.seesaw && shape.fp8())
     return "the pipelined decode (tile suffix p) reads bf16/f16 caches; fp8 "
            "caches use the wgmma or mma.sync builds";

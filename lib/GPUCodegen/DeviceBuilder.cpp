@@ -200,6 +200,9 @@ Value DeviceBuilder::fdiv(Value x, Value y) {
 Value DeviceBuilder::fmax(Value x, Value y) {
   return LLVM::MaxNumOp::create(b, x, y);
 }
+Value DeviceBuilder::fmin(Value x, Value y) {
+  return LLVM::MinNumOp::create(b, x, y);
+}
 Value DeviceBuilder::fmaximum(Value x, Value y) {
   return LLVM::MaximumOp::create(b, x, y);
 }

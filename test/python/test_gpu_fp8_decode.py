@@ -13,8 +13,9 @@ causal), 63, 64, 65 and 1000.
 
 The kernels under test are the default tiling's and, at N = 16, every tile the tiling may choose there
 (FP8_N16_TILES, forced through `tile=`; scripts/gpu-carry-with-kernels.sh puts each in the AOT set), and the
-opt-in seesaw build over fp8_e4m3 (SEESAW_E4M3: E4M3 wgmmas on the raw codes and on Q's two E4M3 parts, V
-converted to f16 by the consumer warpgroups).
+opt-in seesaw build over fp8_e4m3 and fp8_e4m3_token (SEESAW_E4M3: E4M3 wgmmas on the raw codes and on Q's
+two E4M3 parts, V converted to f16 by the consumer warpgroups; over fp8_e4m3_token the RoPE codes converted
+in place to bf16 times s_R / s_L, and s_L folded into the scores and P).
 test_single_token_rows_are_exact pins the conversion itself: every non-NaN E4M3 code (signed zeros,
 subnormals, +-448) decoded exactly, then at most one rounding of code * scale.
 
@@ -216,20 +217,45 @@ def test_n16_tiles_match_reference(kv_format, tile, sq, causal):
 SEESAW_E4M3 = "64x2x64x2s"
 
 
+@pytest.mark.parametrize("kv_format", ("fp8_e4m3", "fp8_e4m3_token"))
 @pytest.mark.parametrize("n", (16, 128))
 @pytest.mark.parametrize("sq, causal", ((1, False), (2, False), (4, False), (2, True)))
 @pytest.mark.parametrize("num_splits", (None, 1, 7))
-def test_seesaw_e4m3_matches_reference(n, sq, causal, num_splits):
-    """The seesaw build over fp8_e4m3 (tile 64x2x64x2s, opt-in; KernelABI.h decodeSeesawReadsE4M3): Q K^T
-    as E4M3 wgmmas on the raw codes and on Q's two E4M3 parts, V converted into an f16 tile by the consumer
-    warpgroups, tokens outside a piece zeroed there (NaN codes in every unread slot). With the grid's
-    pieces, one piece (final rows staged in the Q tile) and seven (merged in the launch)."""
+def test_seesaw_e4m3_matches_reference(kv_format, n, sq, causal, num_splits):
+    """The seesaw build over fp8_e4m3 and fp8_e4m3_token (tile 64x2x64x2s, opt-in; KernelABI.h
+    decodeSeesawReadsE4M3): Q K^T as E4M3 wgmmas on the raw codes and on Q's two E4M3 parts, V converted
+    into an f16 tile by the consumer warpgroups, tokens outside a piece zeroed there (NaN codes in every
+    unread slot). fp8_e4m3_token's 584-byte rows come through a map of row pairs (the odd tokens in the
+    second half of each box: a wrong token order shows at the masked edges and in the causal rows), its
+    RoPE part as bf16 wgmmas on the box converted in place. With the grid's pieces, one piece (final rows
+    staged in the Q tile) and seven (merged in the launch)."""
     from mla import gpu  # the tile override is the GPU entry point's
 
-    inputs, out_ref, lse_ref = problem("fp8_e4m3", n, sq, causal)
-    result = gpu.decode(**inputs, head_dim_v=L, softmax_scale=SCALE, causal=causal, kv_format="fp8_e4m3",
-                        kv_scale=KV_SCALE, tile=SEESAW_E4M3, num_splits=num_splits)
+    inputs, out_ref, lse_ref = problem(kv_format, n, sq, causal)
+    result = gpu.decode(**inputs, head_dim_v=L, softmax_scale=SCALE, causal=causal, kv_format=kv_format,
+                        kv_scale=kv_scale_of(kv_format), tile=SEESAW_E4M3, num_splits=num_splits)
     check(result, out_ref, lse_ref)
+
+
+@pytest.mark.parametrize("n", (16, 128))
+def test_seesaw_token_scales_far_apart(n):
+    """The seesaw build over fp8_e4m3_token folds log2 s_L(t) into each score (so P = p * s_L(t) stays
+    below 2^8 in f16 and multiplies the raw V codes) and 1 / s_L(t) into the row sum, and converts the RoPE
+    codes times s_R(t) / s_L(t). Here every token's two scales are multiplied by independent powers of two
+    that rise along the sequence, from 2^-14..2^-12 at its start to 2^-2..2^0 at its end, so the
+    running max moves with the scales and P spans many binades; the reference dequantises the same
+    bytes."""
+    rng = np.random.default_rng(37 + n)
+    lens = [0, 1, 63, 64, 65, 1000, 4000]
+    cache = ref.make_paged_cache(rng, lens, PAGE, L, R, kv_format="fp8_e4m3_token")
+    flat = cache.kv_cache.reshape(-1, cache.kv_cache.shape[-1])
+    for b, count in enumerate(lens):
+        slots = cache.slots(b, np.arange(count))
+        scales = flat[slots, D:D + 8].copy().view(np.float32)  # [count, 2]: s_L, s_R
+        rise = (12 * np.arange(count) // max(count, 1))[:, None] - 12
+        scales *= np.exp2(rise + rng.integers(-2, 1, size=scales.shape)).astype(np.float32)
+        flat[slots, D:D + 8] = scales.view(np.uint8)
+    check_decode_of_cache(rng, cache, n, "fp8_e4m3_token", None, tile=SEESAW_E4M3)
 
 
 @pytest.mark.parametrize("kv_scale", (1 / 448, 37.5))
@@ -305,8 +331,8 @@ def test_single_token_rows_are_exact(kv_format, tile):
     reciprocal of the row sum 1); the per-token/per-tile scaled formats round code * scale to bf16 once
     (relative error <= 2^-8 with 8 significant bits, plus 2^-24 for the f32 product). atol 0: a flushed
     subnormal, a lost sign or a NaN fails."""
-    if tile == "64x2x64x2s" and kv_format != "fp8_e4m3":
-        pytest.skip("the seesaw build reads fp8_e4m3 only")
+    if tile == "64x2x64x2s" and kv_format == "fp8_ds_mla":
+        pytest.skip("the seesaw build reads fp8_e4m3 and fp8_e4m3_token only")
     rng = np.random.default_rng(5)
     batch = 8
     kv_scale = 0.125 if kv_format == "fp8_e4m3" else None

@@ -432,6 +432,32 @@ TEST(KernelSpecTest, SeesawOverE4M3IsOptIn) {
   EXPECT_FALSE(decodeSeesawReadsE4M3(bf16, spec.tiling));
 }
 
+TEST(KernelSpecTest, SeesawOverE4M3TokenIsOptIn) {
+  // fp8_e4m3_token under the seesaw tile: the fp8_e4m3 build's sections
+  // plus each slot's 64 f32 latent scales (512 bytes), no kv_scale; its map
+  // views pairs of 584-byte rows.
+  std::string text = "decode chip=sm_90a N=128 Sq=1 L=512 R=64 page=64 "
+                     "dtype=bf16 causal=0 format=fp8_e4m3_token "
+                     "tile=64x2x64x2s";
+  DecodeKernelSpec spec = parseOrDie(text);
+  EXPECT_EQ(toString(spec), text);
+  EXPECT_TRUE(decodeSeesawReadsE4M3(spec.shape, spec.tiling));
+  EXPECT_EQ(decodeSeesawRowsPerMapRow(spec.shape, spec.tiling), 2);
+  EXPECT_EQ(decodeSharedBytes(spec.chip, spec.shape, spec.tiling),
+            73728 + 2 * 5 * 8192 + 65536 + 512 + 512 + 256);
+  // Within the 227 KiB a CTA may use (parseOrDie ran checkDecodeTiling).
+  EXPECT_EQ(decodeKernelNumParams(spec.chip, spec.shape, spec.tiling),
+            kDecodeSeesawNumParams);
+  DecodeTiling chosen = chooseDecodeTiling(spec.chip, spec.shape);
+  EXPECT_FALSE(chosen.seesaw);
+  DecodeShape e4m3 = spec.shape;
+  e4m3.kvFormat = CacheFormat::FP8E4M3;
+  EXPECT_EQ(decodeSeesawRowsPerMapRow(e4m3, spec.tiling), 1);
+  DecodeTiling wgmma = spec.tiling;
+  wgmma.seesaw = wgmma.pipelined = false;
+  EXPECT_EQ(decodeSeesawRowsPerMapRow(spec.shape, wgmma), 1);
+}
+
 TEST(KernelSpecTest, SeesawTileRoundTrips) {
   // Suffix s: the seesaw schedule of the warp-specialised TMA build (same
   // 384 threads and parameters), with no P tile of its own.
@@ -459,18 +485,19 @@ TEST(KernelSpecTest, SeesawTileRoundTrips) {
                       "64-column RoPE box) and stages = 2, got R = 64, "
                       "stages = 3"),
             std::string::npos);
-  for (const char *other : {" format=fp8_e4m3_token tile=64x2x64x2s",
-                            " format=fp8_ds_mla tile=64x2x64x2s"})
-    EXPECT_NE(parseError(shape + other)
-                  .find("the seesaw decode (tile suffix s) reads bf16/f16 "
-                        "caches, and fp8_e4m3 caches under bf16 activations "
-                        "with R = 64"),
-              std::string::npos)
-        << other;
-  EXPECT_NE(parseError("decode chip=sm_90a N=16 Sq=1 L=512 R=64 page=64 "
-                       "dtype=f16 causal=0 format=fp8_e4m3 tile=64x2x64x2s")
-                .find("fp8_e4m3 caches under bf16 activations"),
+  EXPECT_NE(parseError(shape + " format=fp8_ds_mla tile=64x2x64x2s")
+                .find("the seesaw decode (tile suffix s) reads bf16/f16 "
+                      "caches, and fp8_e4m3 and fp8_e4m3_token caches under "
+                      "bf16 activations with R = 64"),
             std::string::npos);
+  for (const char *format : {"fp8_e4m3", "fp8_e4m3_token"})
+    EXPECT_NE(parseError(std::string("decode chip=sm_90a N=16 Sq=1 L=512 "
+                                     "R=64 page=64 dtype=f16 causal=0 "
+                                     "format=") +
+                         format + " tile=64x2x64x2s")
+                  .find("fp8_e4m3_token caches under bf16 activations"),
+              std::string::npos)
+        << format;
   EXPECT_NE(parseError("decode chip=sm_90a N=16 Sq=2 L=512 R=64 page=64 "
                        "dtype=bf16 causal=1 varlen=1 tile=64x2x64x2s")
                 .find("varlen decode (query_start_loc) is not built for the "

@@ -99,6 +99,8 @@ public:
   mlir::Value fma(mlir::Value x, mlir::Value y, mlir::Value z);
   /// llvm.intr.maxnum (a NaN operand gives the other one).
   mlir::Value fmax(mlir::Value x, mlir::Value y);
+  /// llvm.intr.minnum (a NaN operand gives the other one).
+  mlir::Value fmin(mlir::Value x, mlir::Value y);
   /// llvm.intr.maximum (NaN-propagating).
   mlir::Value fmaximum(mlir::Value x, mlir::Value y);
   /// arith.maximumf (NaN-propagating).

@@ -31,7 +31,8 @@ DecodeSM90Layout DecodeSM90Layout::get(const abi::DecodeShape &shape,
   DecodeSM90Layout lay;
   if (abi::decodeSeesawReadsE4M3(shape, tiling)) {
     // Q's two E4M3 parts (the bytes of a bf16 Q tile), the ring of raw
-    // 128-byte boxes, the f16 V tile, the scratch (KernelABI.cpp).
+    // 128-byte boxes, the f16 V tile, the scratch, and over fp8_e4m3_token
+    // each slot's latent scales (KernelABI.cpp).
     const int64_t boxes = llvm::divideCeil(shape.rowDim(), 128);
     const int64_t kvOff = llvm::alignTo(M * rowData, 1024);
     lay.q = SmemTile::box128B(0, M);
@@ -39,6 +40,8 @@ DecodeSM90Layout DecodeSM90Layout::get(const abi::DecodeShape &shape,
     lay.ring = {tiling.stages, boxes * Bk * 128};
     lay.vOff = kvOff + tiling.stages * boxes * Bk * 128;
     lay.redOff = lay.vOff + llvm::alignTo(Bk * shape.latentDim * 2, 1024);
+    if (shape.kvFormat == abi::CacheFormat::FP8E4M3Token)
+      lay.tokenScaleOff = lay.redOff + redBytes;
     return lay;
   }
   if (tiling.wgmma) {
@@ -93,7 +96,8 @@ DecodeSM90Kernel::DecodeSM90Kernel(ImplicitLocOpBuilder &b,
       ntO(Lw / 8), Tw(Bk / wn), ntS(Tw / 8),
       bf16(shape.elem == abi::ElemType::BF16 &&
            shape.kvFormat != abi::CacheFormat::FP8E4M3 &&
-           !abi::decodeReadsRawFp8(shape, tiling)),
+           !abi::decodeReadsRawFp8(shape, tiling) &&
+           !abi::decodeSeesawReadsE4M3(shape, tiling)),
       rawFp8(abi::decodeReadsRawFp8(shape, tiling)),
       scaleTiles(abi::decodeRawScaleTiles(shape, tiling)) {
   halfType = bf16 ? Type(b.getBF16Type()) : Type(b.getF16Type());
@@ -356,11 +360,27 @@ void DecodeSM90Kernel::stageQAsE4M3Pair(Value thread, int64_t threads,
   Value e = d.minsi(d.maxsi(q.maxExponent, d.c32(8)), d.c32(254));
   Value down = pow2OfBiased(d, d.sub(d.c32(261), e));
   scaleLog2 = d.fmul(scaleLog2, pow2OfBiased(d, d.sub(e, d.c32(7))));
-  for (auto [i, v] : llvm::enumerate(q.chunks))
-    d.ifThen(q.inRange[i], [&, i = i, v = v] {
+  // Over fp8_e4m3_token the RoPE columns stay bf16 (times the same power
+  // of two, exactly): one bf16 box, which the RoPE part's bf16 wgmmas read
+  // against the converted K (WarpSpecialisedDecode::convertTokenRope).
+  const bool ropeInBF16 = shape.kvFormat == abi::CacheFormat::FP8E4M3Token;
+  for (auto [i, v] : llvm::enumerate(q.chunks)) {
+    Value pair = q.inRange[i];
+    if (ropeInBF16) {
+      Value rope = d.sge(q.chunk[i], d.c32(L / 8));
+      pair = d.andi(pair, d.slt(q.chunk[i], d.c32(L / 8)));
+      d.ifThen(d.andi(q.inRange[i], rope), [&, i = i, v = v] {
+        Value unit =
+            d.add(d.c32(8 * e4m3QPlace(L, 0).first - L / 8), q.chunk[i]);
+        d.store(convertBF16x8(d, v, b.getBF16Type(), down),
+                sm(lay.q.base, lay.q.byteOffset(d, q.row[i], unit)), 16);
+      });
+    }
+    d.ifThen(pair, [&, i = i, v = v] {
       auto [hi, lo] = splitBF16x8ToE4M3Pair(d, v, down);
       storeQChunkAsE4M3Pair(hi, lo, q.row[i], q.chunk[i]);
     });
+  }
   fenceProxyAsyncShared(d); // st.shared before the wgmmas read Q
 }
 

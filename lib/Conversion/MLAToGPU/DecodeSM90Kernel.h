@@ -64,6 +64,9 @@ struct DecodeSM90Layout {
   /// Offset of the f16 V tile of the seesaw build over fp8_e4m3
   /// (abi::decodeSeesawReadsE4M3; 0 otherwise).
   int64_t vOff = 0;
+  /// Offset of the seesaw build's f32 latent scales over fp8_e4m3_token
+  /// (kvBlock per ring slot, after the scratch; 0 otherwise).
+  int64_t tokenScaleOff = 0;
   /// Offset of a raw fp8_ds_mla decode's f32 running maxima of the scale
   /// tiles' per-token scales (one per tile).
   int64_t scaleMaxOff = 0;

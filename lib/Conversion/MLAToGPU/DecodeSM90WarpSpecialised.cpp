@@ -35,9 +35,13 @@ WarpSpecialisedDecode::WarpSpecialisedDecode(DecodeSM90Kernel &k)
 WarpSpecialisedDecode::WarpSpecialisedDecode(DecodeSM90Kernel &k,
                                              SmallVector<ReleaseGroup> groups)
     : k(k), d(k.d), e4m3(abi::decodeSeesawReadsE4M3(k.shape, k.tiling)),
+      tokenScales(e4m3 && k.shape.kvFormat == abi::CacheFormat::FP8E4M3Token),
+      perMapRow(abi::decodeSeesawRowsPerMapRow(k.shape, k.tiling)),
       boxColumns(e4m3 ? 128 : 64), numBoxes(llvm::divideCeil(k.D, boxColumns)),
       stageBytes(numBoxes * k.Bk * kBoxBytes),
-      barrierOff(k.lay.redOff + llvm::alignTo(k.M * k.wn * 4, 128)),
+      barrierOff(tokenScales
+                     ? k.lay.tokenScaleOff + llvm::alignTo(k.St * k.Bk * 4, 128)
+                     : k.lay.redOff + llvm::alignTo(k.M * k.wn * 4, 128)),
       groups(std::move(groups)) {}
 
 MBarrier WarpSpecialisedDecode::barrier(Value index) {
@@ -67,7 +71,8 @@ void WarpSpecialisedDecode::declare(StringRef name) {
   Type map = LLVM::LLVMPointerType::get(k.b.getContext());
   SmallVector<Type> types = {g, g, g, g, g, g, g, i32, i32, i32, d.f32};
   // kv_scale before the maps (KernelABI.h's order).
-  if (e4m3)
+  const bool kvScale = k.shape.kvFormat == abi::CacheFormat::FP8E4M3;
+  if (kvScale)
     types.push_back(g);
   SmallVector<bool> byValue(types.size(), false);
   types.append({map, map});
@@ -89,8 +94,8 @@ void WarpSpecialisedDecode::declare(StringRef name) {
   k.maxPages = entry->getArgument(8), k.numSplits = entry->getArgument(9);
   k.scaleLog2 =
       d.fmul(entry->getArgument(10), d.f(mla::gpu_codegen::softmax::kLog2e));
-  unsigned maps = abi::kDecodePartialNumParams + (e4m3 ? 1 : 0);
-  if (e4m3) {
+  unsigned maps = abi::kDecodePartialNumParams + (kvScale ? 1 : 0);
+  if (kvScale) {
     // K = kv_scale * codes into the scores' scale, V = kv_scale * codes
     // into the written rows (as DecodeSM90Kernel::begin does).
     Value kvScale =
@@ -115,13 +120,31 @@ void WarpSpecialisedDecode::loadBlock(Value n, Value row) {
   Value slot = this->slot(n);
   TmaDescriptor desc(d, kvMap);
   Value slotOff = d.mul(slot, d.c32(stageBytes));
+  // In pairs of rows (fp8_e4m3_token), map row row / 2 holds tokens row and
+  // row + 1 (row is even: blocks start on kvBlock boundaries of a page):
+  // the box's first kvBlock / 2 rows are the even tokens, then the odd ones
+  // from the pair's second row, at byte cacheRowBytes.
+  const int64_t part = k.Bk / perMapRow;
+  Value mapRow = perMapRow > 1 ? d.divu(row, d.c32(perMapRow)) : row;
   for (int64_t c = 0; c < numBoxes; ++c) {
     awaitRelease(n, c);
     MBarrier bar = full(slot, c);
     bar.arriveExpectTx(d.c32(k.Bk * kBoxBytes));
-    Value box = k.sm(k.lay.kv.base + c * k.Bk * kBoxBytes, slotOff);
-    desc.loadTile(box, bar, {d.c32(c * boxColumns), d.c32(0), row});
+    for (int64_t r = 0; r < perMapRow; ++r) {
+      Value box = k.sm(
+          k.lay.kv.base + c * k.Bk * kBoxBytes + r * part * kBoxBytes, slotOff);
+      int64_t column = r * k.shape.cacheRowBytes() + c * boxColumns;
+      desc.loadTile(box, bar, {d.c32(column), d.c32(0), mapRow});
+    }
   }
+}
+
+Value WarpSpecialisedDecode::tokenOfRow(Value row) {
+  if (perMapRow == 1)
+    return row;
+  const int64_t part = k.Bk / perMapRow;
+  return d.add(d.mul(d.remu(row, d.c32(part)), d.c32(perMapRow)),
+               d.divu(row, d.c32(part)));
 }
 
 void WarpSpecialisedDecode::loadQ() {
@@ -231,10 +254,11 @@ WgmmaAccum WarpSpecialisedDecode::issuePV(WarpgroupMma &mma, ArrayRef<Value> o,
 
 WgmmaAccum WarpSpecialisedDecode::issueScoresE4M3(WarpgroupMma &mma,
                                                   Value qBase, Value n,
-                                                  Value kBase) {
+                                                  Value kBase,
+                                                  bool latentOnly) {
   WgmmaDescriptors descs(d, k.smem);
   WgmmaAccum acc = WgmmaAccum::splat(k.Bk, d.poison(d.f32));
-  for (int64_t kk = 0; kk < k.D / 32; ++kk) {
+  for (int64_t kk = 0; kk < (latentOnly ? k.L : k.D) / 32; ++kk) {
     // Four k-steps per 128-byte box (DecodeSM90Kernel::issueScores' waits).
     if (kk % 4 == 0) {
       full(slot(n), kk / 4).waitParity(phase(n));
@@ -247,6 +271,71 @@ WgmmaAccum WarpSpecialisedDecode::issueScoresE4M3(WarpgroupMma &mma,
       Value aDesc = descs.kMajor(qBase, box * k.M * kBoxBytes + byte);
       acc = mma.step(acc, aDesc, bDesc, kk > 0 || part > 0, /*transB=*/false);
     }
+  }
+  return acc;
+}
+
+Value WarpSpecialisedDecode::tokenScale(int slotIndex, Value row) {
+  return k.sm(k.lay.tokenScaleOff + slotIndex * k.Bk * 4, d.mul(row, d.c32(4)));
+}
+
+void WarpSpecialisedDecode::convertTokenRope(Value n, Value kBase,
+                                             int slotIndex, Value thread,
+                                             int64_t threads,
+                                             function_ref<void()> sync) {
+  const SmemTile &kv = k.lay.kv;
+  const int64_t box = k.L / boxColumns, perRow = threads / k.Bk;
+  // A thread converts R / perRow codes (R / (16 perRow) 16-byte units) of
+  // its row into twice the bytes; the scales are the unit past the codes.
+  const int64_t units = k.shape.ropeDim / 16 / perRow;
+  assert(k.L % boxColumns == 0 && k.shape.ropeDim * 2 == kBoxBytes &&
+         perRow * k.Bk == threads && units > 0 && "two threads per row");
+  full(slot(n), box).waitParity(phase(n));
+  Value rows = d.add(kBase, d.c32(kv.base + box * k.Bk * kBoxBytes));
+  Value row = d.divu(thread, d.c32(perRow));
+  Value part = d.remu(thread, d.c32(perRow));
+  auto at = [&](Value unit) {
+    return k.sm(0, d.add(rows, kv.byteOffset(d, row, unit)));
+  };
+  Type v4 = VectorType::get({4}, d.i32);
+  SmallVector<Value> raw;
+  for (int64_t u = 0; u < units; ++u)
+    raw.push_back(
+        d.load(v4, at(d.add(d.mul(part, d.c32(units)), d.c32(u))), 16));
+  Value scales =
+      d.load(VectorType::get({2}, d.f32), at(d.c32(k.shape.ropeDim / 16)), 8);
+  Value sL =
+      d.fmin(d.fmax(d.extract(scales, 0), d.f(0x1p-100f)), d.f(0x1p100f));
+  Value ratio = d.fmul(d.extract(scales, 1),
+                       NVVM::RcpApproxFtzF32Op::create(k.b, d.f32, sL));
+  sync();
+  Type bf16 = k.b.getBF16Type();
+  Type v2 = VectorType::get({2}, d.i32);
+  for (int64_t u = 0; u < units; ++u)
+    for (int64_t h = 0; h < 2; ++h) {
+      Value codes = LLVM::UndefOp::create(k.b, v2);
+      for (int64_t w = 0; w < 2; ++w)
+        codes = d.insert(codes, d.extract(raw[u], 2 * h + w), w);
+      Value unit = d.add(d.mul(part, d.c32(2 * units)), d.c32(2 * u + h));
+      d.store(dequantE4M3x8(d, codes, ratio, bf16), at(unit), 16);
+    }
+  d.ifThen(d.eq(part, d.c32(0)),
+           [&] { d.store(sL, tokenScale(slotIndex, row), 4); });
+  fenceProxyAsyncShared(d);
+  sync();
+}
+
+WgmmaAccum WarpSpecialisedDecode::issueTokenRope(WarpgroupMma &mma,
+                                                 WgmmaAccum acc, Value qBase,
+                                                 Value kBase) {
+  WgmmaDescriptors descs(d, k.smem);
+  const int64_t box = k.L / boxColumns;
+  const int64_t qBox = k.e4m3QPlace(k.L, 0).first;
+  for (int64_t kk = 0; kk < k.shape.ropeDim / 16; ++kk) {
+    Value aDesc = descs.kMajor(qBase, qBox * k.M * kBoxBytes + kk * 32);
+    Value bDesc =
+        descs.kMajor(kBase, k.lay.kv.base + box * k.Bk * kBoxBytes + kk * 32);
+    acc = mma.step(acc, aDesc, bDesc, /*accumulate=*/true, /*transB=*/false);
   }
   return acc;
 }
@@ -286,7 +375,7 @@ void WarpSpecialisedDecode::convertV(Value n, int64_t firstBox, int64_t boxes,
                               d.add(rawSlot, kv.byteOffset(d, tok, unit))),
                          16);
       if (masked) {
-        Value pos = d.add(start, tok);
+        Value pos = d.add(start, tokenOfRow(tok));
         Value valid = d.andi(d.sge(pos, k.lo), d.slt(pos, k.kvEnd));
         raw = d.select(valid, raw,
                        LLVM::ZeroOp::create(k.b, VectorType::get({4}, d.i32)));
