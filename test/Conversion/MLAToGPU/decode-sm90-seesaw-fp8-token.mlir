@@ -19,7 +19,8 @@
 //    the slot's scale array, a proxy fence and a second sync; then 4 bf16
 //    m64n64k16 wgmmas on the converted box, one commit;
 //  * the scores are folded per token: lg2 of the latent scale (the bias)
-//    and its reciprocal (the row sum's factor).
+//    and its reciprocal (the row sum's factor); at an edge block score
+//    column c is token 2 (c % 32) + c / 32 of the block.
 // RUN: mla-opt %s --mla-select-gpu-tiling --convert-mla-to-gpu | FileCheck %s
 // RUN: mla-opt %s --mla-to-nvvm="chip=sm_90a format=isa" -o %t.mlir
 // RUN: %python %mla_src_root/scripts/extract-gpu-payload.py %t.mlir %t.ptx
@@ -79,6 +80,14 @@
 // CHECK:           nvvm.barrier.arrive id = %c6_i32{{.*}} number_of_threads = %c256_i32
 // CHECK:           lg2.approx.ftz.f32
 // CHECK:           nvvm.rcp.approx.ftz.f
+// The edge block's mask reads score column c as token 2 (c % 32) + c / 32.
+// CHECK:           scf.if
+// CHECK:             %[[COL:.*]] = arith.addi %{{.*}}, %c0_i32
+// CHECK:             %[[HALF:.*]] = arith.divui %[[COL]], %c32_i32
+// CHECK:             %[[IN:.*]] = arith.remui %[[COL]], %c32_i32
+// CHECK-NEXT:        %[[EVEN:.*]] = arith.muli %[[IN]], %c2_i32
+// CHECK-NEXT:        %[[TOK:.*]] = arith.addi %[[EVEN]], %[[HALF]]
+// CHECK-NEXT:        arith.addi %{{.*}}, %[[TOK]]
 // CHECK:           nvvm.barrier.arrive id = %c2_i32{{.*}} number_of_threads = %c256_i32
 // CHECK-NEXT:      nvvm.wgmma.fence.aligned
 // CHECK-COUNT-4:   wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16 {{.*}} p, 1, 1, 0, 1;
