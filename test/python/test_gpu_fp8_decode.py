@@ -297,27 +297,30 @@ def check_decode_of_cache(rng, cache, n, kv_format, kv_scale, tile=None):
 
 
 @pytest.mark.parametrize("q_factor", (2.0**-20, 2.0**18))
-@pytest.mark.parametrize("n, tile", ((16, None), (16, "16x4x64x2"), (128, None), (128, "64x2x64x2s")))
-def test_e4m3_q_outside_f16_range(q_factor, n, tile):
+@pytest.mark.parametrize("n, tile, kv_format", ((16, None, "fp8_e4m3"), (16, "16x4x64x2", "fp8_e4m3"),
+                                                (128, None, "fp8_e4m3"), (128, "64x2x64x2s", "fp8_e4m3"),
+                                                (128, "64x2x64x2s", "fp8_e4m3_token")))
+def test_e4m3_q_outside_f16_range(q_factor, n, tile, kv_format):
     """fp8_e4m3 computes in f16: each CTA stages Q times the power of two that puts its largest |q| in
-    [2^14, 2^15) (the seesaw build: [2^7, 2^8), for Q's two E4M3 parts) and puts the factor back into the
-    scores' scale. q = N(0, 1) * 2^18 (beyond f16's 65504)
+    [2^14, 2^15) (the seesaw build: [2^7, 2^8), for Q's two E4M3 parts; over fp8_e4m3_token its RoPE
+    columns in bf16 times the same power) and puts the factor back into the scores' scale.
+    q = N(0, 1) * 2^18 (beyond f16's 65504)
     and * 2^-20 (below f16's normal range), with the softmax scale divided by the same factor so the
     scores, and the reference, are those of the unit-scale problem."""
     rng = np.random.default_rng(23 + n)
     lens = seq_lens_for(1, False)
-    cache = ref.make_paged_cache(rng, lens, PAGE, L, R, kv_format="fp8_e4m3", kv_scale=KV_SCALE)
+    cache = ref.make_paged_cache(rng, lens, PAGE, L, R, kv_format=kv_format, kv_scale=kv_scale_of(kv_format))
     q = torch.from_numpy((rng.standard_normal((len(lens), 1, n, D)) * q_factor).astype(np.float32))
     q = q.to(torch.bfloat16)
     scale = SCALE / q_factor
     out_ref, lse_ref = ref.decode_ref(q.float().numpy().astype(np.float64), cache.kv_cache, cache.block_table,
-                                      cache.seq_lens, L, scale, False, "fp8_e4m3", KV_SCALE)
+                                      cache.seq_lens, L, scale, False, kv_format, kv_scale_of(kv_format))
     from mla import gpu  # the tile override is the GPU entry point's
 
     result = gpu.decode(q.cuda(), torch.from_numpy(cache.kv_cache).cuda(),
                         torch.from_numpy(cache.block_table).cuda(),
                         torch.tensor(lens, dtype=torch.int32, device="cuda"), head_dim_v=L, softmax_scale=scale,
-                        kv_format="fp8_e4m3", kv_scale=KV_SCALE, tile=tile)
+                        kv_format=kv_format, kv_scale=kv_scale_of(kv_format), tile=tile)
     check(result, out_ref, lse_ref)
 
 
