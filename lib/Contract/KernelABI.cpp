@@ -132,7 +132,16 @@ bool decodeReadsRawFp8(const DecodeShape &shape, const DecodeTiling &tiling) {
 bool decodeSeesawReadsE4M3(const DecodeShape &shape,
                            const DecodeTiling &tiling) {
   return tiling.seesaw && (shape.kvFormat == CacheFormat::FP8E4M3 ||
-                           shape.kvFormat == CacheFormat::FP8E4M3Token);
+                           shape.kvFormat == CacheFormat::FP8E4M3Token ||
+                           shape.kvFormat == CacheFormat::FP8DsMla);
+}
+
+int64_t decodeSeesawScaleTiles(const DecodeShape &shape,
+                               const DecodeTiling &tiling) {
+  return decodeSeesawReadsE4M3(shape, tiling) &&
+                 shape.kvFormat == CacheFormat::FP8DsMla
+             ? shape.latentDim / kDsMlaTile
+             : 0;
 }
 
 int64_t decodeSeesawRowsPerMapRow(const DecodeShape &shape,
@@ -161,12 +170,20 @@ int64_t decodeSharedBytes(Chip chip, const DecodeShape &shape,
     // tile, the scratch, over fp8_e4m3_token each slot's f32 latent scales,
     // and the mbarriers: Q full, per slot a full barrier per box and three
     // release groups.
+    // Over fp8_ds_mla a slot also holds the rows' scales (16 bytes each),
+    // each slot a 16-byte array of per-token factors, and the warpgroups'
+    // scale maxima meet in a 128-byte scratch.
     int64_t boxes = (shape.rowDim() + 127) / 128;
-    int64_t tokenScales = shape.kvFormat == CacheFormat::FP8E4M3Token
-                              ? alignTo(tiling.stages * tiling.kvBlock * 4, 128)
-                              : 0;
+    bool dsMla = decodeSeesawScaleTiles(shape, tiling) > 0;
+    int64_t slotScales = dsMla ? tiling.kvBlock * 16 : 0;
+    int64_t perToken = dsMla                                         ? 16
+                       : shape.kvFormat == CacheFormat::FP8E4M3Token ? 4
+                                                                     : 0;
+    int64_t tokenScales =
+        alignTo(tiling.stages * tiling.kvBlock * perToken, 128) +
+        (dsMla ? 128 : 0);
     return alignTo(tiling.rowsPerCta * shape.rowDim() * 2, 1024) +
-           tiling.stages * boxes * tiling.kvBlock * 128 +
+           tiling.stages * (boxes * tiling.kvBlock * 128 + slotScales) +
            alignTo(tiling.kvBlock * shape.latentDim * 2, 1024) +
            alignTo(tiling.rowsPerCta * tiling.warpsN * 4, 128) + tokenScales +
            alignTo((1 + tiling.stages * (boxes + 3)) * 8, 128);
@@ -235,12 +252,14 @@ std::string checkDecodeTiling(Chip chip, const DecodeShape &shape,
     return "fp8_ds_mla needs L % " + std::to_string(kDsMlaTile) +
            " == 0, got L = " + std::to_string(shape.latentDim);
   if (tiling.seesaw && shape.fp8() &&
-      (shape.kvFormat == CacheFormat::FP8DsMla ||
-       shape.elem != ElemType::BF16 || shape.ropeDim != 64))
-    return "the seesaw decode (tile suffix s) reads bf16/f16 caches, and "
-           "fp8_e4m3 and fp8_e4m3_token caches under bf16 activations with "
-           "R = 64 (the RoPE codes of Q's two E4M3 parts share one 128-byte "
-           "box); fp8_ds_mla caches use the wgmma or mma.sync builds";
+      (shape.elem != ElemType::BF16 || shape.ropeDim != 64 ||
+       (shape.kvFormat == CacheFormat::FP8DsMla &&
+        shape.latentDim % (2 * kDsMlaTile) != 0)))
+    return "the seesaw decode (tile suffix s) reads bf16/f16 caches, and fp8 "
+           "caches under bf16 activations with R = 64 (the RoPE part of Q "
+           "is one 128-byte box) and, for fp8_ds_mla, L a multiple of 256 "
+           "(each warpgroup's V columns whole scale tiles); other fp8 "
+           "decodes use the wgmma or mma.sync builds";
   if (tiling.pipelined && !tiling.seesaw && shape.fp8())
     return "the pipelined decode (tile suffix p) reads bf16/f16 caches; fp8 "
            "caches use the wgmma or mma.sync builds";

@@ -169,6 +169,22 @@ mla::gpu_codegen::splitBF16x8ToE4M3Pair(DeviceBuilder &d, Value raw,
   return {hi, lo};
 }
 
+Value mla::gpu_codegen::scaleF16x8(DeviceBuilder &d, Value chunk,
+                                   Value factor) {
+  auto half2 = VectorType::get({2}, d.b.getF16Type());
+  Value f = LLVM::BitcastOp::create(d.b, half2,
+                                    d.pack2(factor, factor, d.b.getF16Type()));
+  Value out = d.poison(VectorType::get({4}, d.i32));
+  for (int64_t w = 0; w < 4; ++w) {
+    Value x = LLVM::BitcastOp::create(d.b, half2, d.extract(chunk, w));
+    out = d.insert(
+        out,
+        LLVM::BitcastOp::create(d.b, d.i32, LLVM::FMulOp::create(d.b, x, f)),
+        w);
+  }
+  return out;
+}
+
 std::pair<Value, Value> mla::gpu_codegen::convertE4M3x16ToF16(DeviceBuilder &d,
                                                               Value raw) {
   auto v4 = VectorType::get({4}, d.i32);

@@ -444,6 +444,14 @@ llvm::Error GpuDecoder::encodePipelinedMaps(const DecodeArgs &args,
                                   spec.tiling.kvBlock);
   if (!cache)
     return cache.takeError();
+  if (decodeSeesawScaleTiles(s, spec.tiling) > 0) {
+    llvm::Expected<CUtensorMap> scales = encodeByteRowsMap(
+        *driver, args.cache, args.numPages * s.pageSize, s.cacheRowBytes(),
+        spec.tiling.kvBlock, /*boxBytes=*/16);
+    if (!scales)
+      return scales.takeError();
+    maps.scaleMap = *scales;
+  }
   maps.qMap = *q;
   maps.cacheMap = *cache;
   maps.q = args.q, maps.cache = args.cache;
@@ -489,7 +497,7 @@ llvm::Error GpuDecoder::run(CUstream stream, const DecodeArgs &args,
   // KernelABI.h's order: kv_scale (fp8_e4m3), query_start_loc and T
   // (varlen), the two tensor maps (pipelined), the combine's counters, out
   // and lse (seesaw).
-  llvm::SmallVector<void *, kDecodeSeesawNumParams + 1> partialParams = {
+  llvm::SmallVector<void *, kDecodeSeesawNumParams + 2> partialParams = {
       &q,          &cache, &blockTable, &seqLens,   &splitBounds, &partialOut,
       &partialLse, &batch, &maxPages,   &numSplits, &softmaxScale};
   if (spec.shape.kvFormat == CacheFormat::FP8E4M3)
@@ -498,6 +506,8 @@ llvm::Error GpuDecoder::run(CUstream stream, const DecodeArgs &args,
     partialParams.append({&queryStartLoc, &numTokens});
   if (spec.tiling.pipelined)
     partialParams.append({&tma.qMap, &tma.cacheMap});
+  if (decodeSeesawScaleTiles(spec.shape, spec.tiling) > 0)
+    partialParams.push_back(&tma.scaleMap);
   // The kernel merges the pieces itself: the seesaw build when the GPU
   // holds the whole grid at once (a cooperative launch), the others as the
   // last piece of each row block (KernelABI.h); the counters enable that.

@@ -56,26 +56,27 @@ mla::gpu::encodeHeadRowsMap(const CudaDriver &driver, CUdeviceptr base,
 
 llvm::Expected<CUtensorMap>
 mla::gpu::encodeByteRowsMap(const CudaDriver &driver, CUdeviceptr base,
-                            int64_t rows, int64_t rowBytes, int64_t boxRows) {
+                            int64_t rows, int64_t rowBytes, int64_t boxRows,
+                            int64_t boxBytes) {
   if (llvm::Error err = checkAligned(base))
     return std::move(err);
   if (rows <= 0 || rowBytes <= 0 || rowBytes % 16 != 0 || boxRows <= 0 ||
-      boxRows > 256)
+      boxRows > 256 || (boxBytes != 128 && boxBytes != 16))
     return invalid("TMA map of " + llvm::Twine(rows) + " rows of " +
                    llvm::Twine(rowBytes) + " bytes with boxes of " +
-                   llvm::Twine(boxRows) +
+                   llvm::Twine(boxBytes) + " bytes x " + llvm::Twine(boxRows) +
                    " rows: counts must be positive, the row a multiple of 16 "
-                   "bytes, the box at most 256 rows");
+                   "bytes, the box 128 or 16 bytes x at most 256 rows");
   cuuint64_t dims[3] = {cuuint64_t(rowBytes), 1, cuuint64_t(rows)};
   cuuint64_t strides[2] = {cuuint64_t(rowBytes), cuuint64_t(rowBytes)};
-  cuuint32_t box[3] = {128, 1, cuuint32_t(boxRows)};
+  cuuint32_t box[3] = {cuuint32_t(boxBytes), 1, cuuint32_t(boxRows)};
   cuuint32_t elementStrides[3] = {1, 1, 1};
   CUtensorMap map;
   CUresult r = driver.api().tensorMapEncodeTiled(
       &map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 3, reinterpret_cast<void *>(base),
       dims, strides, box, elementStrides, CU_TENSOR_MAP_INTERLEAVE_NONE,
-      CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-      CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+      boxBytes == 128 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_NONE,
+      CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   if (llvm::Error err = driver.check(r, "cuTensorMapEncodeTiled"))
     return std::move(err);
   return map;

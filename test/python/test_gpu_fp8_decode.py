@@ -13,9 +13,11 @@ causal), 63, 64, 65 and 1000.
 
 The kernels under test are the default tiling's and, at N = 16, every tile the tiling may choose there
 (FP8_N16_TILES, forced through `tile=`; scripts/gpu-carry-with-kernels.sh puts each in the AOT set), and the
-opt-in seesaw build over fp8_e4m3 and fp8_e4m3_token (SEESAW_E4M3: E4M3 wgmmas on the raw codes and on Q's
-two E4M3 parts, V converted to f16 by the consumer warpgroups; over fp8_e4m3_token the RoPE codes converted
-in place to bf16 times s_R / s_L, and s_L folded into the scores and P).
+opt-in seesaw build over every fp8 format (SEESAW_E4M3: E4M3 wgmmas on the raw codes and on Q's two E4M3
+parts, V converted to f16 by the consumer warpgroups; over fp8_e4m3_token the RoPE codes converted in place
+to bf16 times s_R / s_L, and s_L folded into the scores and P; over fp8_ds_mla the scale tiles' scores
+rescaled per token between tiles in one accumulator, and each tile's scale over its running maximum folded
+into the converted V).
 test_single_token_rows_are_exact pins the conversion itself: every non-NaN E4M3 code (signed zeros,
 subnormals, +-448) decoded exactly, then at most one rounding of code * scale.
 
@@ -217,18 +219,19 @@ def test_n16_tiles_match_reference(kv_format, tile, sq, causal):
 SEESAW_E4M3 = "64x2x64x2s"
 
 
-@pytest.mark.parametrize("kv_format", ("fp8_e4m3", "fp8_e4m3_token"))
+@pytest.mark.parametrize("kv_format", FORMATS)
 @pytest.mark.parametrize("n", (16, 128))
 @pytest.mark.parametrize("sq, causal", ((1, False), (2, False), (4, False), (2, True)))
 @pytest.mark.parametrize("num_splits", (None, 1, 7))
 def test_seesaw_e4m3_matches_reference(kv_format, n, sq, causal, num_splits):
-    """The seesaw build over fp8_e4m3 and fp8_e4m3_token (tile 64x2x64x2s, opt-in; KernelABI.h
+    """The seesaw build over the fp8 formats (tile 64x2x64x2s, opt-in; KernelABI.h
     decodeSeesawReadsE4M3): Q K^T as E4M3 wgmmas on the raw codes and on Q's two E4M3 parts, V converted
     into an f16 tile by the consumer warpgroups, tokens outside a piece zeroed there (NaN codes in every
     unread slot). fp8_e4m3_token's 584-byte rows come through a map of row pairs (the odd tokens in the
     second half of each box: a wrong token order shows at the masked edges and in the causal rows), its
-    RoPE part as bf16 wgmmas on the box converted in place. With the grid's pieces, one piece (final rows
-    staged in the Q tile) and seven (merged in the launch)."""
+    RoPE part as bf16 wgmmas on the box converted in place; fp8_ds_mla's scores tile by tile in one
+    accumulator, its scales through a third map. With the grid's pieces, one piece (final rows staged in
+    the Q tile) and seven (merged in the launch)."""
     from mla import gpu  # the tile override is the GPU entry point's
 
     inputs, out_ref, lse_ref = problem(kv_format, n, sq, causal)
@@ -334,8 +337,6 @@ def test_single_token_rows_are_exact(kv_format, tile):
     reciprocal of the row sum 1); the per-token/per-tile scaled formats round code * scale to bf16 once
     (relative error <= 2^-8 with 8 significant bits, plus 2^-24 for the f32 product). atol 0: a flushed
     subnormal, a lost sign or a NaN fails."""
-    if tile == "64x2x64x2s" and kv_format == "fp8_ds_mla":
-        pytest.skip("the seesaw build reads fp8_e4m3 and fp8_e4m3_token only")
     rng = np.random.default_rng(5)
     batch = 8
     kv_scale = 0.125 if kv_format == "fp8_e4m3" else None
@@ -360,13 +361,15 @@ def test_single_token_rows_are_exact(kv_format, tile):
     np.testing.assert_allclose(got, np.broadcast_to(expected[:, None, :], got.shape), rtol=rtol, atol=0)
 
 
-@pytest.mark.parametrize("tile", (None, "16x4x32x2", "16x8x64x3"))
+@pytest.mark.parametrize("tile", (None, "16x4x32x2", "16x8x64x3", "64x2x64x2s"))
 def test_ds_mla_scales_far_apart(tile):
     """fp8_ds_mla at N = 16 scales each tile's scores per token after the MMAs and stores P once per scale
     tile as p * s / sigma, sigma the tile's running maximum scale (O kept in units of sigma, rescaled when
     it grows). Here every token's four scales are multiplied by independent powers of two that rise along
     the sequence, from 2^-14..2^-12 at its start to 2^-3..2^-1 at its end, so sigma grows block by block
-    and P spans many binades; the reference dequantises the same bytes. (Factors above 1 would make the
+    and P spans many binades; the reference dequantises the same bytes. The seesaw build (64x2x64x2s)
+    rescales the scores tile by tile instead and converts V times s / sigma, sigma each warpgroup's running
+    maximum of a tile's scales. (Factors above 1 would make the
     scores large enough that rounding the dequantised K to bf16, as the 16x8x64x3 kernel does, moves
     them by whole units.)"""
     rng = np.random.default_rng(31)

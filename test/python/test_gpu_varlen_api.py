@@ -82,15 +82,12 @@ def test_varlen_refuses_the_pipelined_build(lib):
 @pytest.mark.parametrize("heads", [16, 128])
 def test_varlen_fp8_spec_takes_an_fp8_build(lib, kv_format, heads):
     """A varlen kernel over an fp8 cache: the spec names the format and varlen, and the tiling is one that
-    dequantises (wgmma or mma.sync; never the seesaw or pipelined build: neither is built for varlen, and
-    the seesaw reads fp8_e4m3 and fp8_e4m3_token only)."""
+    dequantises (wgmma or mma.sync; never the seesaw or pipelined build: neither is built for varlen)."""
     text = gpu.decode_varlen_spec(heads, 8, 512, 64, 64, "bf16", True, "sm_90a", kv_format=kv_format)
     assert f" format={kv_format}" in text and text.endswith(" varlen=1"), text
     tile = text.split(" tile=")[1].split()[0]
     assert not tile.endswith(("p", "s")), text
-    refused = (r"seesaw decode \(tile suffix s\) reads bf16/f16 caches, and fp8_e4m3" if kv_format == "fp8_ds_mla"
-               else r"varlen decode \(query_start_loc\) is not built for the seesaw decode")
-    with pytest.raises(ValueError, match=refused):
+    with pytest.raises(ValueError, match=r"varlen decode \(query_start_loc\) is not built for the seesaw decode"):
         gpu.decode_varlen_spec(heads, 8, 512, 64, 64, "bf16", True, "sm_90a", tile="64x2x64x2s",
                                kv_format=kv_format)
 

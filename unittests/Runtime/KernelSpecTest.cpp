@@ -458,6 +458,28 @@ TEST(KernelSpecTest, SeesawOverE4M3TokenIsOptIn) {
   EXPECT_EQ(decodeSeesawRowsPerMapRow(spec.shape, wgmma), 1);
 }
 
+TEST(KernelSpecTest, SeesawOverDsMlaIsOptIn) {
+  // fp8_ds_mla under the seesaw tile: slots of five boxes and the rows'
+  // scales (41 KB), the f16 V tile, the scratch, each slot's 64 x 16-byte
+  // tile factors, the 128-byte scale-maximum scratch; the scale map after
+  // the cache's.
+  std::string text = "decode chip=sm_90a N=128 Sq=1 L=512 R=64 page=64 "
+                     "dtype=bf16 causal=0 format=fp8_ds_mla tile=64x2x64x2s";
+  DecodeKernelSpec spec = parseOrDie(text);
+  EXPECT_EQ(toString(spec), text);
+  EXPECT_TRUE(decodeSeesawReadsE4M3(spec.shape, spec.tiling));
+  EXPECT_EQ(decodeSeesawScaleTiles(spec.shape, spec.tiling), 4);
+  EXPECT_EQ(decodeSeesawRowsPerMapRow(spec.shape, spec.tiling), 1);
+  EXPECT_EQ(decodeSharedBytes(spec.chip, spec.shape, spec.tiling),
+            73728 + 2 * (5 * 8192 + 1024) + 65536 + 512 + 2048 + 128 + 256);
+  EXPECT_EQ(decodeKernelNumParams(spec.chip, spec.shape, spec.tiling),
+            kDecodeSeesawNumParams + 1);
+  EXPECT_FALSE(chooseDecodeTiling(spec.chip, spec.shape).seesaw);
+  DecodeTiling wgmma = spec.tiling;
+  wgmma.seesaw = wgmma.pipelined = false;
+  EXPECT_EQ(decodeSeesawScaleTiles(spec.shape, wgmma), 0);
+}
+
 TEST(KernelSpecTest, SeesawTileRoundTrips) {
   // Suffix s: the seesaw schedule of the warp-specialised TMA build (same
   // 384 threads and parameters), with no P tile of its own.
@@ -485,19 +507,21 @@ TEST(KernelSpecTest, SeesawTileRoundTrips) {
                       "64-column RoPE box) and stages = 2, got R = 64, "
                       "stages = 3"),
             std::string::npos);
-  EXPECT_NE(parseError(shape + " format=fp8_ds_mla tile=64x2x64x2s")
-                .find("the seesaw decode (tile suffix s) reads bf16/f16 "
-                      "caches, and fp8_e4m3 and fp8_e4m3_token caches under "
-                      "bf16 activations with R = 64"),
-            std::string::npos);
-  for (const char *format : {"fp8_e4m3", "fp8_e4m3_token"})
+  for (const char *format : {"fp8_e4m3", "fp8_e4m3_token", "fp8_ds_mla"})
     EXPECT_NE(parseError(std::string("decode chip=sm_90a N=16 Sq=1 L=512 "
                                      "R=64 page=64 dtype=f16 causal=0 "
                                      "format=") +
                          format + " tile=64x2x64x2s")
-                  .find("fp8_e4m3_token caches under bf16 activations"),
+                  .find("the seesaw decode (tile suffix s) reads bf16/f16 "
+                        "caches, and fp8 caches under bf16 activations with "
+                        "R = 64"),
               std::string::npos)
         << format;
+  // fp8_ds_mla: each warpgroup's 256 V columns are two whole scale tiles.
+  EXPECT_NE(parseError("decode chip=sm_90a N=16 Sq=1 L=384 R=64 page=64 "
+                       "dtype=bf16 causal=0 format=fp8_ds_mla tile=64x2x64x2s")
+                .find("for fp8_ds_mla, L a multiple of 256"),
+            std::string::npos);
   EXPECT_NE(parseError("decode chip=sm_90a N=16 Sq=2 L=512 R=64 page=64 "
                        "dtype=bf16 causal=1 varlen=1 tile=64x2x64x2s")
                 .find("varlen decode (query_start_loc) is not built for the "

@@ -141,10 +141,18 @@ bool decodeReadsRawFp8(const DecodeShape &shape, const DecodeTiling &tiling);
 /// warpgroup converts its half of V into an f16 V tile before its P V
 /// (DecodeSM90Seesaw.cpp). Also over fp8_e4m3_token: the latent and RoPE
 /// scores are two accumulators, combined per token with the row's scales,
-/// and the latent scale goes into P (decodeSeesawRowsPerMapRow). Opt-in
-/// (tile suffix s) until measured.
+/// and the latent scale goes into P (decodeSeesawRowsPerMapRow). And over
+/// fp8_ds_mla: the four scale tiles' scores in one accumulator, rescaled
+/// per token between tiles, and each tile's scale folded into its V
+/// columns (decodeSeesawScaleTiles). Opt-in (tile suffix s) until measured.
 bool decodeSeesawReadsE4M3(const DecodeShape &shape,
                            const DecodeTiling &tiling);
+/// The scale tiles of that build over fp8_ds_mla (L / kDsMlaTile; 0 for
+/// the other formats and builds). Such a kernel takes a third map after
+/// the cache's, of the rows' f32 scales (16-byte x kvBlock boxes from byte
+/// L, no swizzle: encodeByteRowsMap's scale map).
+int64_t decodeSeesawScaleTiles(const DecodeShape &shape,
+                               const DecodeTiling &tiling);
 /// Cache rows per row of that build's uint8 TMA map: 2 over fp8_e4m3_token,
 /// whose 584-byte rows are no multiple of 16 bytes (a map's row stride must
 /// be), so the map views pairs of rows (1168 bytes) and each box is loaded
@@ -230,8 +238,9 @@ inline int decodePartialNumParams(const DecodeShape &shape) {
 inline constexpr int kDecodePipelinedNumParams = 13;
 
 /// The seesaw build (DecodeTiling::seesaw) takes three more after the two
-/// maps (and after kv_scale before them, over an fp8_e4m3 cache), for the
-/// combine it can run itself (decodeCombinesInKernel):
+/// maps (and after kv_scale before them, over an fp8_e4m3 cache; after a
+/// third, the scale map, over fp8_ds_mla), for the combine it can run
+/// itself (decodeCombinesInKernel):
 ///   counters   [B, ceil(Sq*N / rowsPerCta)] i32, zero before the launch and
 ///              zero again after it (the kernel's last CTA of each row block
 ///              resets its counter); null: no combine in the kernel
@@ -288,7 +297,8 @@ inline int decodeKernelNumParams(Chip chip, const DecodeShape &shape,
                                  const DecodeTiling &tiling) {
   if (tiling.seesaw)
     return kDecodeSeesawNumParams +
-           (shape.kvFormat == CacheFormat::FP8E4M3 ? 1 : 0);
+           (shape.kvFormat == CacheFormat::FP8E4M3 ? 1 : 0) +
+           (decodeSeesawScaleTiles(shape, tiling) > 0 ? 1 : 0);
   return decodePartialNumParams(shape) + (tiling.pipelined ? 2 : 0) +
          (decodeMergesAsLastPiece(chip, shape, tiling) ? kDecodeCombineNumParams
                                                        : 0);

@@ -93,6 +93,10 @@ splitBF16x8ToE4M3Pair(DeviceBuilder &d, mlir::Value raw, mlir::Value scale);
 /// Sixteen E4M3 codes (`raw`: vector<4xi32>, code 0 in the low byte of word
 /// 0) as f16, exactly: two 16-byte chunks (vector<4xi32>), codes 0-7 then
 /// 8-15, element 0 in the low half of word 0.
+/// Eight f16 values (`chunk`: vector<4xi32>, as convertE4M3x16ToF16 gives
+/// them) times `factor` (f32, rounded to f16 once), one mul.f16x2 per word.
+mlir::Value scaleF16x8(DeviceBuilder &d, mlir::Value chunk, mlir::Value factor);
+
 std::pair<mlir::Value, mlir::Value> convertE4M3x16ToF16(DeviceBuilder &d,
                                                         mlir::Value raw);
 

@@ -155,6 +155,9 @@ struct DecodeTmaMaps {
   CUdeviceptr q = 0, cache = 0;
   int64_t batch = 0, numPages = 0;
   CUtensorMap qMap = {}, cacheMap = {};
+  /// The seesaw build over fp8_ds_mla's third map: the rows' scales
+  /// (decodeSeesawScaleTiles).
+  CUtensorMap scaleMap = {};
 
   bool encodedFor(const DecodeArgs &args) const {
     return q && q == args.q && cache == args.cache && batch == args.batch &&

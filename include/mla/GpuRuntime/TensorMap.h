@@ -27,15 +27,16 @@ llvm::Expected<CUtensorMap> encodeHeadRowsMap(const CudaDriver &driver,
                                               int64_t width, int64_t boxRows);
 
 /// A CUtensorMap over `rows` rows of `rowBytes` bytes (a row-major uint8
-/// tensor: fp8 cache rows) as [rows, 1, rowBytes], read in boxes of 128
-/// bytes (the 128B swizzle) x `boxRows` rows; a box reaching past the row
-/// reads zeros there. Fails (std::errc::invalid_argument) when `base` is not
-/// 16-byte aligned, `rowBytes` is not a multiple of 16 (a TMA stride) or a
-/// count is not positive.
+/// tensor: fp8 cache rows) as [rows, 1, rowBytes], read in boxes of
+/// `boxBytes` bytes x `boxRows` rows: 128 bytes with the 128B swizzle, or 16
+/// unswizzled (the f32 scales of fp8_ds_mla rows); a box reaching past the
+/// row reads zeros there. Fails (std::errc::invalid_argument) when `base` is
+/// not 16-byte aligned, `rowBytes` is not a multiple of 16 (a TMA stride),
+/// `boxBytes` is neither 128 nor 16 or a count is not positive.
 llvm::Expected<CUtensorMap> encodeByteRowsMap(const CudaDriver &driver,
                                               CUdeviceptr base, int64_t rows,
-                                              int64_t rowBytes,
-                                              int64_t boxRows);
+                                              int64_t rowBytes, int64_t boxRows,
+                                              int64_t boxBytes = 128);
 
 } // namespace mla::gpu
 

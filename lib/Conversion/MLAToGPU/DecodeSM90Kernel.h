@@ -64,11 +64,15 @@ struct DecodeSM90Layout {
   /// Offset of the f16 V tile of the seesaw build over fp8_e4m3
   /// (abi::decodeSeesawReadsE4M3; 0 otherwise).
   int64_t vOff = 0;
-  /// Offset of the seesaw build's f32 latent scales over fp8_e4m3_token
-  /// (kvBlock per ring slot, after the scratch; 0 otherwise).
-  int64_t tokenScaleOff = 0;
+  /// Offset of the seesaw build's per-token factors of each ring slot
+  /// (`tokenScaleBytes` per slot, after the scratch): fp8_e4m3_token's
+  /// latent scales, fp8_ds_mla's tile rescale factors; 0 otherwise.
+  int64_t tokenScaleOff = 0, tokenScaleBytes = 0;
+  /// The seesaw build over an fp8 cache: where its mbarriers start.
+  int64_t barrierOff = 0;
   /// Offset of a raw fp8_ds_mla decode's f32 running maxima of the scale
-  /// tiles' per-token scales (one per tile).
+  /// tiles' per-token scales (one per tile); in the seesaw build over
+  /// fp8_ds_mla, the scratch where its warps' block maxima meet.
   int64_t scaleMaxOff = 0;
 
   /// ChunkXor Q/KV tiles and a padded Linear P tile (mma.sync), or Box128B

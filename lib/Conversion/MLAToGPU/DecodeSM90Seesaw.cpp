@@ -114,21 +114,27 @@ SmallVector<ReleaseGroup> releaseGroups(const DecodeSM90Kernel &k) {
 }
 
 /// A consumer thread's running state: its O half (ntO * 4), the row maxima
-/// and the partial row sums of its two rows.
+/// and the partial row sums of its two rows, and over fp8_ds_mla the
+/// running maxima of its warpgroup's scale tiles' scales (O's columns of
+/// tile j are in units of 1 / sigma[j]).
 struct Running {
   SmallVector<Value> o;
   Value m[2], l[2];
+  SmallVector<Value> sigma;
 
-  SmallVector<Value> flatten() const {
+  SmallVector<Value> flatten(bool withSigma = true) const {
     SmallVector<Value> v(o);
     v.append({m[0], m[1], l[0], l[1]});
+    if (withSigma)
+      v.append(sigma.begin(), sigma.end());
     return v;
   }
-  static Running unflatten(ValueRange v) {
+  static Running unflatten(ValueRange v, size_t sigmas) {
     Running r;
-    size_t n = v.size() - 4;
+    size_t n = v.size() - 4 - sigmas;
     r.o.assign(v.begin(), v.begin() + n);
     r.m[0] = v[n], r.m[1] = v[n + 1], r.l[0] = v[n + 2], r.l[1] = v[n + 3];
+    r.sigma.assign(v.begin() + n + 4, v.end());
     return r;
   }
 };
@@ -187,7 +193,20 @@ private:
   /// Over fp8_e4m3: converts warpgroup `wg`'s V columns of block `n` into
   /// its half of the f16 V tile (ws.convertV; `waitBoxes` as there);
   /// `publish` as for zeroOwnV.
-  void convertOwnV(int wg, Value n, bool waitBoxes, bool publish);
+  void convertOwnV(int wg, Value n, int slot, bool waitBoxes, bool publish,
+                   Running &r);
+  /// Over fp8_ds_mla, before warpgroup `wg` converts its V columns of block
+  /// `n` (in slot `slot`): its tiles' running maxima take in the block's
+  /// largest scales of tokens inside the piece (a warp reduction, then the
+  /// warpgroup's through the scratch), O's columns of a tile whose maximum
+  /// moved are rescaled (in a branch), and 1 / sigma per tile is returned.
+  SmallVector<Value> updateTileMaxima(int wg, Value n, int slot, Running &r);
+  /// Over fp8_ds_mla, once the scores of slot `slot`'s block are done: s *=
+  /// the last tile factor of its column (ws.convertDsMlaRope).
+  void foldLastTileFactor(WgmmaAccum &s, int slot);
+  /// Over fp8_ds_mla, after tile j's wgmmas of slot `slot`'s block: s *=
+  /// factor j of its column.
+  void scaleByTileFactor(WgmmaAccum &s, int slot, int64_t j);
   /// Over fp8_e4m3: warpgroup `wg` has converted its V columns of slot
   /// `slot`'s block and that block's scores are done: frees its raw V
   /// boxes.
@@ -196,7 +215,7 @@ private:
   /// `slot`, whose scores are done) made ready for its P V and published:
   /// zeroed outside the piece, or over fp8_e4m3 converted (after waiting
   /// for the boxes) and their raw boxes freed.
-  void prepareOtherV(int wg, Value n, int slot);
+  void prepareOtherV(int wg, Value n, int slot, Running &r);
   /// Issues warpgroup `wg`'s O half += P V of block `n` in slot `n % 2` (no
   /// commit), after waiting for its V boxes when the block is the other
   /// warpgroup's.
@@ -269,6 +288,30 @@ WgmmaAccum SeesawDecode::issueScores(Value n, int slot) {
   Value qBase = opaqueI32(k.b, d.c32(k.lay.q.base));
   if (!ws.e4m3)
     return ws.issueScores(sMma, k.Bk, qBase, n, slotOff[slot]);
+  if (ws.scaleTiles) {
+    // One accumulator over the scale tiles: tile j's wgmmas, a wait, the
+    // per-column factor, the next tile's; the RoPE box is converted (and
+    // the factors stored) while tile 0's run, and its bf16 wgmmas go with
+    // the last tile's.
+    const int64_t steps = ws.boxColumns / 32;
+    WgmmaAccum s =
+        ws.issueE4M3Steps(sMma, WgmmaAccum::splat(k.Bk, d.poison(d.f32)), qBase,
+                          n, slotOff[slot], 0, steps);
+    sMma.commit();
+    ws.convertDsMlaRope(n, slotOff[slot], slot, wtid, kWarpgroupThreads, [&] {
+      ws.namedSync(kOwnBarrier + slot, kWarpgroupThreads);
+    });
+    for (int64_t j = 1; j < ws.scaleTiles; ++j) {
+      sMma.wait(0);
+      scaleByTileFactor(s, slot, j - 1);
+      sMma.fence();
+      s = ws.issueE4M3Steps(sMma, s, qBase, n, slotOff[slot], j * steps,
+                            (j + 1) * steps);
+      if (j + 1 < ws.scaleTiles)
+        sMma.commit();
+    }
+    return ws.issueTokenRope(ropeMma, s, qBase, slotOff[slot]);
+  }
   WgmmaAccum s = ws.issueScoresE4M3(sMma, qBase, n, slotOff[slot],
                                     /*latentOnly=*/ws.tokenScales);
   if (!ws.tokenScales)
@@ -279,6 +322,62 @@ WgmmaAccum SeesawDecode::issueScores(Value n, int slot) {
   });
   ropeMma.fence();
   return ws.issueTokenRope(ropeMma, s, qBase, slotOff[slot]);
+}
+
+void SeesawDecode::scaleByTileFactor(WgmmaAccum &s, int slot, int64_t j) {
+  for (int64_t c = 0; c < k.Bk / 4; ++c) {
+    // Column 8 (c / 2) + 2 tq + c % 2 of the thread's registers.
+    Value col = d.add(d.c32(8 * (c / 2) + c % 2), d.mul(k.tq, d.c32(2)));
+    Value f = d.load(d.f32, ws.tileFactorAt(slot, col, j), 4);
+    for (int64_t h = 0; h < 2; ++h) {
+      size_t i = 4 * (c / 2) + 2 * h + c % 2;
+      s.regs[i] = d.fmul(s.regs[i], f);
+    }
+  }
+}
+
+void SeesawDecode::foldLastTileFactor(WgmmaAccum &s, int slot) {
+  scaleByTileFactor(s, slot, ws.scaleTiles - 1);
+}
+
+SmallVector<Value> SeesawDecode::updateTileMaxima(int wg, Value n, int slot,
+                                                  Running &r) {
+  const int64_t tiles = r.sigma.size();
+  assert(tiles * k.Bk == kWarpgroupThreads && "a scale per thread");
+  // Thread t reads tile t % tiles of token t / tiles: zero outside the piece
+  // (any bytes there; 0x7F7F7F7F is 3.4e38) and for a NaN.
+  Value tok = d.divu(wtid, d.c32(tiles)), tile = d.remu(wtid, d.c32(tiles));
+  Value pos = d.add(k.blockStart(n), tok);
+  Value valid = d.andi(d.sge(pos, k.lo), d.slt(pos, k.kvEnd));
+  Value sc = ws.rowScale(slotOff[slot], tok, d.add(tile, d.c32(wg * tiles)));
+  sc = d.select(valid, d.fmin(d.fmax(sc, d.f(0.0f)), d.f(0x1p100f)), d.f(0.0f));
+  for (int64_t mask = tiles; mask < 32; mask *= 2)
+    sc = d.fmax(sc, d.shflXor(sc, mask));
+  // Lanes 0..tiles-1 hold their tile's warp maximum; the warpgroup's four
+  // meet in the scratch (one array per slot, so the next block's writes
+  // cannot meet this one's reads).
+  Value warp = d.divu(wtid, d.c32(32)), lane = d.remu(wtid, d.c32(32));
+  auto at = [&](Value w, Value t) {
+    int64_t base = k.lay.scaleMaxOff + 4 * 4 * tiles * (2 * slot + wg);
+    return k.sm(base, d.mul(d.add(d.mul(w, d.c32(tiles)), t), d.c32(4)));
+  };
+  d.ifThen(d.slt(lane, d.c32(tiles)), [&] { d.store(sc, at(warp, lane), 4); });
+  ws.namedSync(kOwnBarrier + wg, kWarpgroupThreads);
+  SmallVector<Value> inv;
+  for (int64_t j = 0; j < tiles; ++j) {
+    Value m = r.sigma[j];
+    for (int64_t w = 0; w < 4; ++w)
+      m = d.fmax(m, d.load(d.f32, at(d.c32(w), d.c32(j)), 4));
+    // O's columns of tile j (registers 64j.. of an m64n256 half with two
+    // tiles) go to the new unit when the maximum moved.
+    Value factor[2] = {d.fdiv(r.sigma[j], m), d.fdiv(r.sigma[j], m)};
+    int64_t per = r.o.size() / tiles;
+    sm::rescaleIf(d, MutableArrayRef<Value>(r.o).slice(j * per, per), factor,
+                  d.fcmp(arith::CmpFPredicate::UNE, m, r.sigma[j]));
+    r.sigma[j] = m;
+    inv.push_back(d.fdiv(d.f(1.0f), m));
+  }
+  return inv;
 }
 
 SmallVector<Value> SeesawDecode::foldTokenScales(WgmmaAccum &s, int slot) {
@@ -380,9 +479,19 @@ void SeesawDecode::zeroOwnV(int wg, Value n, bool publish) {
   });
 }
 
-void SeesawDecode::convertOwnV(int wg, Value n, bool waitBoxes, bool publish) {
+void SeesawDecode::convertOwnV(int wg, Value n, int slot, bool waitBoxes,
+                               bool publish, Running &r) {
   int64_t boxes = k.Lw / ws.boxColumns;
-  ws.convertV(n, wg * boxes, boxes, wtid, kWarpgroupThreads, waitBoxes);
+  SmallVector<Value> invSigma;
+  if (ws.scaleTiles) {
+    // The scales come with the RoPE box (the caller's scores waited for it
+    // when the block is this warpgroup's).
+    if (waitBoxes)
+      ws.full(ws.slot(n), k.L / ws.boxColumns).waitParity(ws.phase(n));
+    invSigma = updateTileMaxima(wg, n, slot, r);
+  }
+  ws.convertV(n, wg * boxes, boxes, wtid, kWarpgroupThreads, waitBoxes,
+              invSigma);
   if (!publish)
     return;
   fenceProxyAsyncShared(d);
@@ -393,10 +502,10 @@ void SeesawDecode::releaseRawV(int wg, int slot) {
   ws.empty(d.c32(slot), wg).arrive();
 }
 
-void SeesawDecode::prepareOtherV(int wg, Value n, int slot) {
+void SeesawDecode::prepareOtherV(int wg, Value n, int slot, Running &r) {
   if (!ws.e4m3)
     return zeroOwnV(wg, n, /*publish=*/true);
-  convertOwnV(wg, n, /*waitBoxes=*/true, /*publish=*/true);
+  convertOwnV(wg, n, slot, /*waitBoxes=*/true, /*publish=*/true, r);
   releaseRawV(wg, slot);
 }
 
@@ -434,7 +543,7 @@ Running SeesawDecode::iterationWG0(Value i, Running r) {
   if (ws.e4m3) {
     // V0_L converts while S0's wgmmas run (published with P0 below).
     sMma.commit();
-    convertOwnV(0, n0, /*waitBoxes=*/false, /*publish=*/false);
+    convertOwnV(0, n0, 0, /*waitBoxes=*/false, /*publish=*/false, r);
     sMma.wait(0);
     releaseRawV(0, 0);
   } else {
@@ -445,6 +554,8 @@ Running SeesawDecode::iterationWG0(Value i, Running r) {
   SmallVector<Value> toRowSum;
   if (ws.tokenScales)
     toRowSum = foldTokenScales(s, 0);
+  if (ws.scaleTiles)
+    foldLastTileFactor(s, 0);
   Value rowMax[2], m0[2], alpha[2], mUse[2];
   maskScores(s, n0, rowMax);
   for (int h = 0; h < 2; ++h) {
@@ -474,7 +585,7 @@ Running SeesawDecode::iterationWG0(Value i, Running r) {
   }
   scale(r.o, beta, m0, m1);
   // S1 is done (before "P1 ready"), P0 V0_L too: V1_L may go over V0_L.
-  prepareOtherV(0, n1, 1);
+  prepareOtherV(0, n1, 1, r);
   r.o = issuePV(0, r.o, n1, 1, /*waitBoxes=*/true).regs;
   oMma.commitAndWait();
   release(0, 1);
@@ -500,7 +611,7 @@ Running SeesawDecode::iterationWG1(Value i, Running r) {
     alpha[h] = sm::rescaleFactor(d, r.m[h], m0[h]);
   scale(r.o, alpha, r.m, m0);
   // While S1's wgmmas run; S0 is done (before "P0 ready").
-  prepareOtherV(1, n0, 0);
+  prepareOtherV(1, n0, 0, r);
   r.o = issuePV(1, r.o, n0, 0, /*waitBoxes=*/true).regs;
   oMma.commit();
 
@@ -509,6 +620,8 @@ Running SeesawDecode::iterationWG1(Value i, Running r) {
   SmallVector<Value> toRowSum;
   if (ws.tokenScales)
     toRowSum = foldTokenScales(s, 1);
+  if (ws.scaleTiles)
+    foldLastTileFactor(s, 1);
   Value rowMax[2], m1[2], mUse[2];
   maskScores(s, n1, rowMax);
   for (int h = 0; h < 2; ++h) {
@@ -534,7 +647,7 @@ Running SeesawDecode::iterationWG1(Value i, Running r) {
     r.m[h] = m1[h];
   if (ws.e4m3) {
     // P0 V0_R is done: V1_R goes over V0_R.
-    convertOwnV(1, n1, /*waitBoxes=*/false, /*publish=*/true);
+    convertOwnV(1, n1, 1, /*waitBoxes=*/false, /*publish=*/true, r);
     releaseRawV(1, 1);
   }
   r.o = issuePV(1, r.o, n1, 1, /*waitBoxes=*/false).regs;
@@ -584,7 +697,14 @@ void SeesawDecode::finish(const Running &run) {
          "the staged rows fit in the Q tile");
   auto sync = [&] { ws.namedSync(kConsumerBarrier, kConsumerThreads); };
   RowStaging staging{stageBase, wtid, kWarpgroupThreads, sync};
-  k.writeOutput(run.flatten(), lRow, &staging);
+  // fp8_ds_mla: O's columns of scale tile j back from units of 1 / sigma_j.
+  Running out = run;
+  for (size_t j = 0; j < run.sigma.size(); ++j) {
+    size_t per = out.o.size() / run.sigma.size();
+    for (size_t i = j * per; i < (j + 1) * per; ++i)
+      out.o[i] = d.fmul(out.o[i], run.sigma[j]);
+  }
+  k.writeOutput(out.flatten(/*withSigma=*/false), lRow, &staging);
   mergePieces();
 }
 
@@ -621,6 +741,11 @@ void SeesawDecode::consume(Value blocks) {
         d.minsi(k.kvEnd, d.add(d.sub(k.seq, k.qRows), d.add(iq, d.c32(1))));
   }
   SmallVector<Value> init = k.initialState();
+  // fp8_ds_mla: each warpgroup's scale tiles' running maxima, floored so
+  // that an all-zero tile keeps its factors 0 (not NaN).
+  const size_t sigmas = ws.scaleTiles / 2;
+  for (size_t j = 0; j < sigmas; ++j)
+    init.push_back(d.f(1e-30f));
   Value iterations = d.divu(blocks, d.c32(2));
   SmallVector<Type> types(init.size(), d.f32);
   auto ifOp = scf::IfOp::create(k.b, types, d.eq(k.wj, d.c32(0)),
@@ -630,7 +755,7 @@ void SeesawDecode::consume(Value blocks) {
     k.b.setInsertionPointToStart(block);
     SmallVector<Value> carried = d.forLoop(
         d.c32(0), iterations, d.c32(1), init, [&](Value i, ValueRange c) {
-          Running r = Running::unflatten(c);
+          Running r = Running::unflatten(c, sigmas);
           return withLocalCoordinates([&] {
                    return first ? iterationWG0(i, r) : iterationWG1(i, r);
                  })
@@ -640,7 +765,7 @@ void SeesawDecode::consume(Value blocks) {
   };
   role(ifOp.thenBlock(), true);
   role(ifOp.elseBlock(), false);
-  finish(Running::unflatten(ifOp.getResults()));
+  finish(Running::unflatten(ifOp.getResults(), sigmas));
 }
 
 void mla::gpu_codegen::sm90::emitDecodeSM90Seesaw(

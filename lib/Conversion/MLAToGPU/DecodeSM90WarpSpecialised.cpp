@@ -36,12 +36,12 @@ WarpSpecialisedDecode::WarpSpecialisedDecode(DecodeSM90Kernel &k,
                                              SmallVector<ReleaseGroup> groups)
     : k(k), d(k.d), e4m3(abi::decodeSeesawReadsE4M3(k.shape, k.tiling)),
       tokenScales(e4m3 && k.shape.kvFormat == abi::CacheFormat::FP8E4M3Token),
+      scaleTiles(abi::decodeSeesawScaleTiles(k.shape, k.tiling)),
       perMapRow(abi::decodeSeesawRowsPerMapRow(k.shape, k.tiling)),
       boxColumns(e4m3 ? 128 : 64), numBoxes(llvm::divideCeil(k.D, boxColumns)),
-      stageBytes(numBoxes * k.Bk * kBoxBytes),
-      barrierOff(tokenScales
-                     ? k.lay.tokenScaleOff + llvm::alignTo(k.St * k.Bk * 4, 128)
-                     : k.lay.redOff + llvm::alignTo(k.M * k.wn * 4, 128)),
+      stageBytes(numBoxes * k.Bk * kBoxBytes + (scaleTiles ? k.Bk * 16 : 0)),
+      barrierOff(e4m3 ? k.lay.barrierOff
+                      : k.lay.redOff + llvm::alignTo(k.M * k.wn * 4, 128)),
       groups(std::move(groups)) {}
 
 MBarrier WarpSpecialisedDecode::barrier(Value index) {
@@ -77,6 +77,11 @@ void WarpSpecialisedDecode::declare(StringRef name) {
   SmallVector<bool> byValue(types.size(), false);
   types.append({map, map});
   byValue.append({true, true});
+  // fp8_ds_mla's scale map after the cache's (KernelABI.h).
+  if (scaleTiles) {
+    types.push_back(map);
+    byValue.push_back(true);
+  }
   // The seesaw build's in-kernel combine: counters, out, lse (KernelABI.h).
   if (k.tiling.seesaw) {
     types.append({g, g, g});
@@ -104,10 +109,13 @@ void WarpSpecialisedDecode::declare(StringRef name) {
     k.outScale = kvScale;
   }
   qMap = entry->getArgument(maps), kvMap = entry->getArgument(maps + 1);
+  unsigned combine = maps + 2;
+  if (scaleTiles)
+    scaleMap = entry->getArgument(combine++);
   if (k.tiling.seesaw)
-    k.counters = entry->getArgument(maps + 2),
-    k.finalOut = entry->getArgument(maps + 3),
-    k.finalLse = entry->getArgument(maps + 4);
+    k.counters = entry->getArgument(combine),
+    k.finalOut = entry->getArgument(combine + 1),
+    k.finalLse = entry->getArgument(combine + 2);
 }
 
 void WarpSpecialisedDecode::awaitRelease(Value n, int64_t box) {
@@ -126,17 +134,38 @@ void WarpSpecialisedDecode::loadBlock(Value n, Value row) {
   // from the pair's second row, at byte cacheRowBytes.
   const int64_t part = k.Bk / perMapRow;
   Value mapRow = perMapRow > 1 ? d.divu(row, d.c32(perMapRow)) : row;
+  // fp8_ds_mla: the RoPE box holds the row's bf16 values (from byte
+  // dsMlaRopeOffset), and the rows' scales come with it, through the scale
+  // map: both are released with P (after both P V).
+  const int64_t ropeBox = k.L / boxColumns;
   for (int64_t c = 0; c < numBoxes; ++c) {
     awaitRelease(n, c);
     MBarrier bar = full(slot, c);
-    bar.arriveExpectTx(d.c32(k.Bk * kBoxBytes));
+    bool scales = scaleTiles && c == ropeBox;
+    bar.arriveExpectTx(d.c32(k.Bk * kBoxBytes + (scales ? k.Bk * 16 : 0)));
     for (int64_t r = 0; r < perMapRow; ++r) {
       Value box = k.sm(
           k.lay.kv.base + c * k.Bk * kBoxBytes + r * part * kBoxBytes, slotOff);
       int64_t column = r * k.shape.cacheRowBytes() + c * boxColumns;
+      if (scaleTiles && c == ropeBox)
+        column = abi::dsMlaRopeOffset(k.L);
       desc.loadTile(box, bar, {d.c32(column), d.c32(0), mapRow});
     }
+    if (scales)
+      TmaDescriptor(d, scaleMap)
+          .loadTile(k.sm(k.lay.kv.base, d.add(slotOff, rowScalesOff())), bar,
+                    {d.c32(k.L), d.c32(0), mapRow});
   }
+}
+
+Value WarpSpecialisedDecode::rowScalesOff() {
+  return d.c32(numBoxes * k.Bk * kBoxBytes);
+}
+
+Value WarpSpecialisedDecode::rowScale(Value slotOff, Value row, Value tile) {
+  Value at = d.add(d.add(slotOff, rowScalesOff()),
+                   d.add(d.mul(row, d.c32(16)), d.mul(tile, d.c32(4))));
+  return d.load(d.f32, k.sm(k.lay.kv.base, at), 4);
 }
 
 Value WarpSpecialisedDecode::tokenOfRow(Value row) {
@@ -256,9 +285,16 @@ WgmmaAccum WarpSpecialisedDecode::issueScoresE4M3(WarpgroupMma &mma,
                                                   Value qBase, Value n,
                                                   Value kBase,
                                                   bool latentOnly) {
+  return issueE4M3Steps(mma, WgmmaAccum::splat(k.Bk, d.poison(d.f32)), qBase, n,
+                        kBase, 0, (latentOnly ? k.L : k.D) / 32);
+}
+
+WgmmaAccum WarpSpecialisedDecode::issueE4M3Steps(WarpgroupMma &mma,
+                                                 WgmmaAccum acc, Value qBase,
+                                                 Value n, Value kBase,
+                                                 int64_t first, int64_t end) {
   WgmmaDescriptors descs(d, k.smem);
-  WgmmaAccum acc = WgmmaAccum::splat(k.Bk, d.poison(d.f32));
-  for (int64_t kk = 0; kk < (latentOnly ? k.L : k.D) / 32; ++kk) {
+  for (int64_t kk = first; kk < end; ++kk) {
     // Four k-steps per 128-byte box (DecodeSM90Kernel::issueScores' waits).
     if (kk % 4 == 0) {
       full(slot(n), kk / 4).waitParity(phase(n));
@@ -276,7 +312,8 @@ WgmmaAccum WarpSpecialisedDecode::issueScoresE4M3(WarpgroupMma &mma,
 }
 
 Value WarpSpecialisedDecode::tokenScale(int slotIndex, Value row) {
-  return k.sm(k.lay.tokenScaleOff + slotIndex * k.Bk * 4, d.mul(row, d.c32(4)));
+  return k.sm(k.lay.tokenScaleOff + slotIndex * k.lay.tokenScaleBytes,
+              d.mul(row, d.c32(4)));
 }
 
 void WarpSpecialisedDecode::convertTokenRope(Value n, Value kBase,
@@ -325,6 +362,50 @@ void WarpSpecialisedDecode::convertTokenRope(Value n, Value kBase,
   sync();
 }
 
+void WarpSpecialisedDecode::convertDsMlaRope(Value n, Value kBase,
+                                             int slotIndex, Value thread,
+                                             int64_t threads,
+                                             function_ref<void()> sync) {
+  const SmemTile &kv = k.lay.kv;
+  const int64_t box = k.L / boxColumns, perRow = threads / k.Bk;
+  const int64_t units = kBoxBytes / 16 / perRow, tiles = scaleTiles;
+  assert(perRow * k.Bk == threads && units > 0 && tiles >= 2 &&
+         "whole rows per thread group");
+  full(slot(n), box).waitParity(phase(n));
+  Value rows = d.add(kBase, d.c32(kv.base + box * k.Bk * kBoxBytes));
+  Value row = d.divu(thread, d.c32(perRow));
+  Value part = d.remu(thread, d.c32(perRow));
+  // The row's tile scales, clamped to [2^-100, 2^100] (a row outside the
+  // piece may hold any bytes; its scores are masked).
+  SmallVector<Value> s, inv;
+  for (int64_t j = 0; j < tiles; ++j) {
+    s.push_back(d.fmin(d.fmax(rowScale(kBase, row, d.c32(j)), d.f(0x1p-100f)),
+                       d.f(0x1p100f)));
+    inv.push_back(NVVM::RcpApproxFtzF32Op::create(k.b, d.f32, s[j]));
+  }
+  // Each thread rewrites its own units: RoPE / s(t, last).
+  for (int64_t u = 0; u < units; ++u) {
+    Value unit = d.add(d.mul(part, d.c32(units)), d.c32(u));
+    Value at = k.sm(0, d.add(rows, kv.byteOffset(d, row, unit)));
+    Value raw = d.load(VectorType::get({4}, d.i32), at, 16);
+    d.store(convertBF16x8(d, raw, k.b.getBF16Type(), inv[tiles - 1]), at, 16);
+  }
+  // tileFactor(j): s(t, j) / s(t, j + 1) for j < tiles - 1, then s(t, last).
+  d.ifThen(d.eq(part, d.c32(0)), [&] {
+    for (int64_t j = 0; j < tiles; ++j) {
+      Value f = j + 1 < tiles ? d.fmul(s[j], inv[j + 1]) : s[j];
+      d.store(f, tileFactorAt(slotIndex, row, j), 4);
+    }
+  });
+  fenceProxyAsyncShared(d);
+  sync();
+}
+
+Value WarpSpecialisedDecode::tileFactorAt(int slotIndex, Value row, int64_t j) {
+  return k.sm(k.lay.tokenScaleOff + slotIndex * k.lay.tokenScaleBytes + 4 * j,
+              d.mul(row, d.c32(16)));
+}
+
 WgmmaAccum WarpSpecialisedDecode::issueTokenRope(WarpgroupMma &mma,
                                                  WgmmaAccum acc, Value qBase,
                                                  Value kBase) {
@@ -346,13 +427,17 @@ Value WarpSpecialisedDecode::reachesOutsidePiece(Value start) {
 
 void WarpSpecialisedDecode::convertV(Value n, int64_t firstBox, int64_t boxes,
                                      Value thread, int64_t threads,
-                                     bool waitBoxes) {
+                                     bool waitBoxes, ArrayRef<Value> invSigma) {
   const int64_t units = k.Bk * 8 * boxes;
   assert(threads % 32 == 0 && units % threads == 0 &&
          "every thread converts the same number of 16-byte units");
-  if (waitBoxes)
+  if (waitBoxes) {
     for (int64_t c = firstBox; c < firstBox + boxes; ++c)
       full(slot(n), c).waitParity(phase(n));
+    // fp8_ds_mla's row scales come with the RoPE box.
+    if (!invSigma.empty())
+      full(slot(n), k.L / boxColumns).waitParity(phase(n));
+  }
   const SmemTile &kv = k.lay.kv;
   const SmemTile v = SmemTile::box128B(k.lay.vOff, k.Bk);
   Value rawSlot = d.add(slotBytes(n), d.c32(kv.base));
@@ -381,6 +466,15 @@ void WarpSpecialisedDecode::convertV(Value n, int64_t firstBox, int64_t boxes,
                        LLVM::ZeroOp::create(k.b, VectorType::get({4}, d.i32)));
       }
       auto [even, odd] = convertE4M3x16ToF16(d, raw);
+      if (!invSigma.empty()) {
+        // Tile `box`'s scale of the row over the warpgroup's running
+        // maximum: in [0, 1] (0 for a NaN), exact enough in f16.
+        Value f = d.fmul(rowScale(slotBytes(n), tok, d.c32(box)),
+                         invSigma[box - firstBox]);
+        f = d.fmin(d.fmax(f, d.f(0.0f)), d.f(1.0f));
+        even = scaleF16x8(d, even, f);
+        odd = scaleF16x8(d, odd, f);
+      }
       Value chunk = d.add(d.c32(16 * box), d.mul(unit, d.c32(2)));
       Value first = d.add(chunk, swap);
       Value second = d.sub(d.add(chunk, d.c32(1)), swap);

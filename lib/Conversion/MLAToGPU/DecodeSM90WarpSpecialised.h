@@ -104,6 +104,30 @@ public:
   WgmmaAccum issueScoresE4M3(WarpgroupMma &mma, mlir::Value qBase,
                              mlir::Value n, mlir::Value kBase,
                              bool latentOnly = false);
+  /// E4M3 k-steps [first, end) of that product onto `acc` (no commit; step
+  /// 0's first part does not accumulate), each box's steps once it landed.
+  WgmmaAccum issueE4M3Steps(WarpgroupMma &mma, WgmmaAccum acc,
+                            mlir::Value qBase, mlir::Value n, mlir::Value kBase,
+                            int64_t first, int64_t end);
+  /// Over fp8_ds_mla, once block `n`'s RoPE box (and with it the rows'
+  /// scales) has landed: rewrites each row's bf16 RoPE values divided by
+  /// its last tile's scale s(t, T-1) (clamped to [2^-100, 2^100], as all
+  /// its scales are here: a row outside the piece may hold any bytes) and
+  /// stores tileFactorAt(slotIndex, row, j) = s(t, j) / s(t, j + 1) for j <
+  /// T - 1 and s(t, T - 1): so S = Q_0 K_0, then S = S * factor(0) + Q_1
+  /// K_1, ..., S = S * factor(T-2) + Q_{T-1} K_{T-1} + Q_R K_R / s(t, T-1),
+  /// and S * factor(T-1) is the score. The `threads` threads from `thread`
+  /// (two per row) each rewrite their own units, then sync behind the
+  /// async-proxy fence.
+  void convertDsMlaRope(mlir::Value n, mlir::Value kBase, int slotIndex,
+                        mlir::Value thread, int64_t threads,
+                        llvm::function_ref<void()> sync);
+  /// Where convertDsMlaRope leaves factor `j` of tile row `row` (i32) of
+  /// slot `slotIndex`.
+  mlir::Value tileFactorAt(int slotIndex, mlir::Value row, int64_t j);
+  /// fp8_ds_mla: scale `tile` (i32) of tile row `row` of the slot at
+  /// `slotOff` (bytes from lay.kv.base), as loaded (unclamped).
+  mlir::Value rowScale(mlir::Value slotOff, mlir::Value row, mlir::Value tile);
   /// Over fp8_e4m3_token, once block `n`'s box of RoPE codes (box L/128 of
   /// its slot, at `kBase` from lay.kv.base) has landed: converts each row's
   /// R codes in place into R bf16 values times s_R / s_L, its RoPE and
@@ -135,9 +159,12 @@ public:
   /// `threads` threads from `thread` (i32) share the work (a multiple of 32
   /// that divides kvBlock * 8). `waitBoxes`: first wait for the boxes to
   /// land (the caller did not, through its own scores). The caller fences
-  /// and syncs before the wgmmas read the tile.
+  /// and syncs before the wgmmas read the tile. Given `invSigma` (fp8_ds_mla:
+  /// 1 / the running maximum of each box's scale tile), each row's values
+  /// are multiplied by its tile scale times that, clamped to [0, 1].
   void convertV(mlir::Value n, int64_t firstBox, int64_t boxes,
-                mlir::Value thread, int64_t threads, bool waitBoxes);
+                mlir::Value thread, int64_t threads, bool waitBoxes,
+                llvm::ArrayRef<mlir::Value> invSigma = {});
   /// Whether a block starting at KV position `start` reaches outside the
   /// piece [lo, kvEnd) (uniform over the CTA).
   mlir::Value reachesOutsidePiece(mlir::Value start);
@@ -159,14 +186,20 @@ public:
   /// byte L+R of each, in the slot's box past the latent columns), and the
   /// map views pairs of rows (abi::decodeSeesawRowsPerMapRow).
   const bool tokenScales;
+  /// Over fp8_ds_mla: its scale tiles (abi::decodeSeesawScaleTiles; each a
+  /// 128-code box), whose row scales a third map loads behind a slot's
+  /// boxes; 0 otherwise.
+  const int64_t scaleTiles;
   const int64_t perMapRow;
   const int64_t boxColumns, numBoxes, stageBytes, barrierOff;
-  mlir::Value qMap, kvMap, ctid;
+  mlir::Value qMap, kvMap, scaleMap, ctid;
 
 private:
   void declare(llvm::StringRef name);
   /// Thread 0 loads the CTA's Q tile (Q full: barrier 0).
   void loadQ();
+  /// fp8_ds_mla: the byte offset of a slot's row scales from the slot.
+  mlir::Value rowScalesOff();
   void produce(mlir::Value blocks);
   /// Waits until the previous use of block `n`'s slot has released the
   /// group starting at `box`, if `box` starts a group past the first (the
