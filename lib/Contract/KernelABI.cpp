@@ -136,12 +136,16 @@ bool decodeSeesawReadsE4M3(const DecodeShape &shape,
                            shape.kvFormat == CacheFormat::FP8DsMla);
 }
 
-int64_t decodeSeesawScaleTiles(const DecodeShape &shape,
-                               const DecodeTiling &tiling) {
-  return decodeSeesawReadsE4M3(shape, tiling) &&
-                 shape.kvFormat == CacheFormat::FP8DsMla
+/// fp8_ds_mla's scale tiles where a build reads them (`reads`), else 0.
+static int64_t dsMlaScaleTilesIf(bool reads, const DecodeShape &shape) {
+  return reads && shape.kvFormat == CacheFormat::FP8DsMla
              ? shape.latentDim / kDsMlaTile
              : 0;
+}
+
+int64_t decodeSeesawScaleTiles(const DecodeShape &shape,
+                               const DecodeTiling &tiling) {
+  return dsMlaScaleTilesIf(decodeSeesawReadsE4M3(shape, tiling), shape);
 }
 
 int64_t decodeSeesawRowsPerMapRow(const DecodeShape &shape,
@@ -154,10 +158,7 @@ int64_t decodeSeesawRowsPerMapRow(const DecodeShape &shape,
 
 int64_t decodeRawScaleTiles(const DecodeShape &shape,
                             const DecodeTiling &tiling) {
-  return decodeReadsRawFp8(shape, tiling) &&
-                 shape.kvFormat == CacheFormat::FP8DsMla
-             ? shape.latentDim / kDsMlaTile
-             : 0;
+  return dsMlaScaleTilesIf(decodeReadsRawFp8(shape, tiling), shape);
 }
 
 int64_t decodeSharedBytes(Chip chip, const DecodeShape &shape,

@@ -316,24 +316,32 @@ Value WarpSpecialisedDecode::tokenScale(int slotIndex, Value row) {
               d.mul(row, d.c32(4)));
 }
 
+WarpSpecialisedDecode::RopeRow
+WarpSpecialisedDecode::landedRopeRow(Value n, Value kBase, Value thread,
+                                     int64_t threads) {
+  const int64_t box = k.L / boxColumns, perRow = threads / k.Bk;
+  assert(k.L % boxColumns == 0 && perRow * k.Bk == threads &&
+         "whole rows per thread group");
+  full(slot(n), box).waitParity(phase(n));
+  return {d.add(kBase, d.c32(k.lay.kv.base + box * k.Bk * kBoxBytes)),
+          d.divu(thread, d.c32(perRow)), d.remu(thread, d.c32(perRow)), perRow};
+}
+
+Value WarpSpecialisedDecode::ropeUnit(const RopeRow &r, Value unit) {
+  return k.sm(0, d.add(r.rows, k.lay.kv.byteOffset(d, r.row, unit)));
+}
+
 void WarpSpecialisedDecode::convertTokenRope(Value n, Value kBase,
                                              int slotIndex, Value thread,
                                              int64_t threads,
                                              function_ref<void()> sync) {
-  const SmemTile &kv = k.lay.kv;
-  const int64_t box = k.L / boxColumns, perRow = threads / k.Bk;
+  RopeRow rr = landedRopeRow(n, kBase, thread, threads);
+  Value row = rr.row, part = rr.part;
   // A thread converts R / perRow codes (R / (16 perRow) 16-byte units) of
   // its row into twice the bytes; the scales are the unit past the codes.
-  const int64_t units = k.shape.ropeDim / 16 / perRow;
-  assert(k.L % boxColumns == 0 && k.shape.ropeDim * 2 == kBoxBytes &&
-         perRow * k.Bk == threads && units > 0 && "two threads per row");
-  full(slot(n), box).waitParity(phase(n));
-  Value rows = d.add(kBase, d.c32(kv.base + box * k.Bk * kBoxBytes));
-  Value row = d.divu(thread, d.c32(perRow));
-  Value part = d.remu(thread, d.c32(perRow));
-  auto at = [&](Value unit) {
-    return k.sm(0, d.add(rows, kv.byteOffset(d, row, unit)));
-  };
+  const int64_t units = k.shape.ropeDim / 16 / rr.perRow;
+  assert(k.shape.ropeDim * 2 == kBoxBytes && units > 0 && "two per row");
+  auto at = [&](Value unit) { return ropeUnit(rr, unit); };
   Type v4 = VectorType::get({4}, d.i32);
   SmallVector<Value> raw;
   for (int64_t u = 0; u < units; ++u)
@@ -366,15 +374,10 @@ void WarpSpecialisedDecode::convertDsMlaRope(Value n, Value kBase,
                                              int slotIndex, Value thread,
                                              int64_t threads,
                                              function_ref<void()> sync) {
-  const SmemTile &kv = k.lay.kv;
-  const int64_t box = k.L / boxColumns, perRow = threads / k.Bk;
-  const int64_t units = kBoxBytes / 16 / perRow, tiles = scaleTiles;
-  assert(perRow * k.Bk == threads && units > 0 && tiles >= 2 &&
-         "whole rows per thread group");
-  full(slot(n), box).waitParity(phase(n));
-  Value rows = d.add(kBase, d.c32(kv.base + box * k.Bk * kBoxBytes));
-  Value row = d.divu(thread, d.c32(perRow));
-  Value part = d.remu(thread, d.c32(perRow));
+  RopeRow rr = landedRopeRow(n, kBase, thread, threads);
+  Value row = rr.row, part = rr.part;
+  const int64_t units = kBoxBytes / 16 / rr.perRow, tiles = scaleTiles;
+  assert(units > 0 && tiles >= 2 && "whole units per thread");
   // The row's tile scales, clamped to [2^-100, 2^100] (a row outside the
   // piece may hold any bytes; its scores are masked).
   SmallVector<Value> s, inv;
@@ -386,7 +389,7 @@ void WarpSpecialisedDecode::convertDsMlaRope(Value n, Value kBase,
   // Each thread rewrites its own units: RoPE / s(t, last).
   for (int64_t u = 0; u < units; ++u) {
     Value unit = d.add(d.mul(part, d.c32(units)), d.c32(u));
-    Value at = k.sm(0, d.add(rows, kv.byteOffset(d, row, unit)));
+    Value at = ropeUnit(rr, unit);
     Value raw = d.load(VectorType::get({4}, d.i32), at, 16);
     d.store(convertBF16x8(d, raw, k.b.getBF16Type(), inv[tiles - 1]), at, 16);
   }
