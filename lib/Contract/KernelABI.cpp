@@ -132,7 +132,6 @@ bool decodeReadsRawFp8(const DecodeShape &shape, const DecodeTiling &tiling) {
 bool decodeSeesawReadsE4M3(const DecodeShape &shape,
                            const DecodeTiling &tiling) {
   return tiling.seesaw && (shape.kvFormat == CacheFormat::FP8E4M3 ||
-                           shape.kvFormat == CacheFormat::FP8E4M3Token ||
                            shape.kvFormat == CacheFormat::FP8DsMla);
 }
 
@@ -148,14 +147,6 @@ int64_t decodeSeesawScaleTiles(const DecodeShape &shape,
   return dsMlaScaleTilesIf(decodeSeesawReadsE4M3(shape, tiling), shape);
 }
 
-int64_t decodeSeesawRowsPerMapRow(const DecodeShape &shape,
-                                  const DecodeTiling &tiling) {
-  return decodeSeesawReadsE4M3(shape, tiling) &&
-                 shape.kvFormat == CacheFormat::FP8E4M3Token
-             ? 2
-             : 1;
-}
-
 int64_t decodeRawScaleTiles(const DecodeShape &shape,
                             const DecodeTiling &tiling) {
   return dsMlaScaleTilesIf(decodeReadsRawFp8(shape, tiling), shape);
@@ -168,21 +159,16 @@ int64_t decodeSharedBytes(Chip chip, const DecodeShape &shape,
   if (decodeSeesawReadsE4M3(shape, tiling)) {
     // Q's two E4M3 parts (as many bytes as bf16 Q), the ring of raw boxes
     // (128 bytes x kvBlock tokens, ceil((L+R)/128) per slot), the f16 V
-    // tile, the scratch, over fp8_e4m3_token each slot's f32 latent scales,
-    // and the mbarriers: Q full, per slot a full barrier per box and three
-    // release groups.
-    // Over fp8_ds_mla a slot also holds the rows' scales (16 bytes each),
-    // each slot a 16-byte array of per-token factors, and the warpgroups'
-    // scale maxima meet in a 128-byte scratch.
+    // tile, the scratch, and the mbarriers: Q full, per slot a full barrier
+    // per box and three release groups. Over fp8_ds_mla a slot also holds
+    // the rows' scales (16 bytes each), each slot a 16-byte array of
+    // per-token factors, and the warpgroups' scale maxima meet in a
+    // 128-byte scratch.
     int64_t boxes = (shape.rowDim() + 127) / 128;
     bool dsMla = decodeSeesawScaleTiles(shape, tiling) > 0;
     int64_t slotScales = dsMla ? tiling.kvBlock * 16 : 0;
-    int64_t perToken = dsMla                                         ? 16
-                       : shape.kvFormat == CacheFormat::FP8E4M3Token ? 4
-                                                                     : 0;
     int64_t tokenScales =
-        alignTo(tiling.stages * tiling.kvBlock * perToken, 128) +
-        (dsMla ? 128 : 0);
+        dsMla ? alignTo(tiling.stages * tiling.kvBlock * 16, 128) + 128 : 0;
     return alignTo(tiling.rowsPerCta * shape.rowDim() * 2, 1024) +
            tiling.stages * (boxes * tiling.kvBlock * 128 + slotScales) +
            alignTo(tiling.kvBlock * shape.latentDim * 2, 1024) +
@@ -252,15 +238,21 @@ std::string checkDecodeTiling(Chip chip, const DecodeShape &shape,
       shape.latentDim % kDsMlaTile != 0)
     return "fp8_ds_mla needs L % " + std::to_string(kDsMlaTile) +
            " == 0, got L = " + std::to_string(shape.latentDim);
+  if (tiling.seesaw && shape.kvFormat == CacheFormat::FP8E4M3Token)
+    return "the seesaw decode (tile suffix s) does not read fp8_e4m3_token "
+           "caches: every odd 584-byte row starts 8 bytes off a 16-byte "
+           "boundary, and a TMA box must start on one (an sm_90a load from "
+           "such an address is an illegal instruction); use the wgmma or "
+           "mma.sync builds";
   if (tiling.seesaw && shape.fp8() &&
       (shape.elem != ElemType::BF16 || shape.ropeDim != 64 ||
        (shape.kvFormat == CacheFormat::FP8DsMla &&
         shape.latentDim % (2 * kDsMlaTile) != 0)))
-    return "the seesaw decode (tile suffix s) reads bf16/f16 caches, and fp8 "
-           "caches under bf16 activations with R = 64 (the RoPE part of Q "
-           "is one 128-byte box) and, for fp8_ds_mla, L a multiple of 256 "
-           "(each warpgroup's V columns whole scale tiles); other fp8 "
-           "decodes use the wgmma or mma.sync builds";
+    return "the seesaw decode (tile suffix s) reads bf16/f16 caches, and "
+           "fp8_e4m3 and fp8_ds_mla caches under bf16 activations with R = "
+           "64 (the RoPE part of Q is one 128-byte box) and, for fp8_ds_mla, "
+           "L a multiple of 256 (each warpgroup's V columns whole scale "
+           "tiles); other fp8 decodes use the wgmma or mma.sync builds";
   if (tiling.pipelined && !tiling.seesaw && shape.fp8())
     return "the pipelined decode (tile suffix p) reads bf16/f16 caches; fp8 "
            "caches use the wgmma or mma.sync builds";

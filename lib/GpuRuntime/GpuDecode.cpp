@@ -431,17 +431,15 @@ llvm::Error GpuDecoder::encodePipelinedMaps(const DecodeArgs &args,
       s.rowDim(), spec.tiling.rowsPerCta);
   if (!q)
     return q.takeError();
-  // The seesaw build over fp8_e4m3 (and _token, in pairs of rows) reads the
-  // raw rows (KernelABI.h).
-  const int64_t perMapRow = decodeSeesawRowsPerMapRow(s, spec.tiling);
+  // The seesaw build over fp8_e4m3 and fp8_ds_mla reads the raw rows
+  // (KernelABI.h).
   llvm::Expected<CUtensorMap> cache =
-      s.fp8() ? encodeByteRowsMap(*driver, args.cache,
-                                  args.numPages * s.pageSize / perMapRow,
-                                  perMapRow * s.cacheRowBytes(),
-                                  spec.tiling.kvBlock / perMapRow)
-              : encodeHeadRowsMap(*driver, args.cache, elem,
-                                  args.numPages * s.pageSize, 1, s.rowDim(),
-                                  spec.tiling.kvBlock);
+      s.fp8()
+          ? encodeByteRowsMap(*driver, args.cache, args.numPages * s.pageSize,
+                              s.cacheRowBytes(), spec.tiling.kvBlock)
+          : encodeHeadRowsMap(*driver, args.cache, elem,
+                              args.numPages * s.pageSize, 1, s.rowDim(),
+                              spec.tiling.kvBlock);
   if (!cache)
     return cache.takeError();
   if (decodeSeesawScaleTiles(s, spec.tiling) > 0) {

@@ -267,18 +267,21 @@ def test_fp8_decode_spec_names_its_format(lib):
 
 
 def test_seesaw_tile_over_fp8_is_opt_in(lib):
-    """The seesaw tile builds over every fp8 format under bf16 q when given (KernelABI.h
-    decodeSeesawReadsE4M3), and is refused, with the reason, for f16 q; without a tile the fp8 formats keep
-    their wgmma / mma.sync kernels."""
-    for kv_format in ("fp8_e4m3", "fp8_e4m3_token", "fp8_ds_mla"):
+    """The seesaw tile builds over fp8_e4m3 and fp8_ds_mla under bf16 q when given (KernelABI.h
+    decodeSeesawReadsE4M3), and is refused, with the reason, for f16 q and for fp8_e4m3_token (whose odd rows
+    no TMA box may start on); without a tile the fp8 formats keep their wgmma / mma.sync kernels."""
+    for kv_format in ("fp8_e4m3", "fp8_ds_mla"):
         spec = gpu.decode_spec(128, 1, 512, 64, 64, "bf16", False, "sm_90a", tile="64x2x64x2s",
                                kv_format=kv_format)
         assert spec.endswith(f" format={kv_format} tile=64x2x64x2s"), spec
         default = gpu.decode_spec(128, 1, 512, 64, 64, "bf16", False, "sm_90a", kv_format=kv_format)
         assert not default.endswith("s"), default
-    for dtype, kv_format in (("f16", "fp8_e4m3"), ("f16", "fp8_e4m3_token"), ("f16", "fp8_ds_mla")):
-        with pytest.raises(ValueError, match="and fp8 caches under bf16 activations with R = 64"):
-            gpu.decode_spec(128, 1, 512, 64, 64, dtype, False, "sm_90a", tile="64x2x64x2s", kv_format=kv_format)
+    for kv_format in ("fp8_e4m3", "fp8_ds_mla"):
+        with pytest.raises(ValueError, match="fp8_e4m3 and fp8_ds_mla caches under bf16 activations with R = 64"):
+            gpu.decode_spec(128, 1, 512, 64, 64, "f16", False, "sm_90a", tile="64x2x64x2s", kv_format=kv_format)
+    with pytest.raises(ValueError, match="odd 584-byte row starts 8 bytes off a 16-byte boundary"):
+        gpu.decode_spec(128, 1, 512, 64, 64, "bf16", False, "sm_90a", tile="64x2x64x2s",
+                        kv_format="fp8_e4m3_token")
 
 
 @pytest.mark.parametrize("check_only", [True, False])

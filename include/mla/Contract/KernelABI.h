@@ -139,12 +139,10 @@ bool decodeReadsRawFp8(const DecodeShape &shape, const DecodeTiling &tiling);
 /// parts (hi + lo: every bf16 value of at least 2^-2 times the largest,
 /// exactly), and each consumer
 /// warpgroup converts its half of V into an f16 V tile before its P V
-/// (DecodeSM90Seesaw.cpp). Also over fp8_e4m3_token: the latent and RoPE
-/// scores are two accumulators, combined per token with the row's scales,
-/// and the latent scale goes into P (decodeSeesawRowsPerMapRow). And over
-/// fp8_ds_mla: the four scale tiles' scores in one accumulator, rescaled
-/// per token between tiles, and each tile's scale folded into its V
-/// columns (decodeSeesawScaleTiles). Opt-in (tile suffix s) until measured.
+/// (DecodeSM90Seesaw.cpp). Also over fp8_ds_mla: the four scale tiles' scores
+/// in one accumulator, rescaled per token between tiles, and each tile's scale
+/// folded into its V columns (decodeSeesawScaleTiles). Opt-in (tile suffix s)
+/// until measured.
 bool decodeSeesawReadsE4M3(const DecodeShape &shape,
                            const DecodeTiling &tiling);
 /// The scale tiles of that build over fp8_ds_mla (L / kDsMlaTile; 0 for
@@ -153,12 +151,6 @@ bool decodeSeesawReadsE4M3(const DecodeShape &shape,
 /// L, no swizzle: encodeByteRowsMap's scale map).
 int64_t decodeSeesawScaleTiles(const DecodeShape &shape,
                                const DecodeTiling &tiling);
-/// Cache rows per row of that build's uint8 TMA map: 2 over fp8_e4m3_token,
-/// whose 584-byte rows are no multiple of 16 bytes (a map's row stride must
-/// be), so the map views pairs of rows (1168 bytes) and each box is loaded
-/// as the even tokens' 32 rows then the odd tokens'; else 1.
-int64_t decodeSeesawRowsPerMapRow(const DecodeShape &shape,
-                                  const DecodeTiling &tiling);
 /// The per-token scale tiles of a raw-fp8 decode, each with its own P tile:
 /// L / kDsMlaTile for fp8_ds_mla, 0 where there are none (fp8_e4m3, whose
 /// one scale is folded out, or a decode that does not read raw blocks).

@@ -32,13 +32,11 @@ DecodeSM90Layout DecodeSM90Layout::get(const abi::DecodeShape &shape,
   if (abi::decodeSeesawReadsE4M3(shape, tiling)) {
     // Q's two E4M3 parts (the bytes of a bf16 Q tile), the ring of raw
     // 128-byte boxes (over fp8_ds_mla each slot ends with its rows' scales),
-    // the f16 V tile, the scratch, each slot's per-token factors
-    // (fp8_e4m3_token: its latent scales; fp8_ds_mla: its rescale factors)
-    // and fp8_ds_mla's scale-maximum scratch, then the mbarriers
+    // the f16 V tile, the scratch, over fp8_ds_mla each slot's per-token
+    // tile factors and the scale-maximum scratch, then the mbarriers
     // (KernelABI.cpp).
     const int64_t boxes = llvm::divideCeil(shape.rowDim(), 128);
     const bool dsMla = abi::decodeSeesawScaleTiles(shape, tiling) > 0;
-    const bool token = shape.kvFormat == abi::CacheFormat::FP8E4M3Token;
     const int64_t slotBytes = boxes * Bk * 128 + (dsMla ? Bk * 16 : 0);
     const int64_t kvOff = llvm::alignTo(M * rowData, 1024);
     lay.q = SmemTile::box128B(0, M);
@@ -47,14 +45,11 @@ DecodeSM90Layout DecodeSM90Layout::get(const abi::DecodeShape &shape,
     lay.vOff = kvOff + tiling.stages * slotBytes;
     lay.redOff = lay.vOff + llvm::alignTo(Bk * shape.latentDim * 2, 1024);
     lay.barrierOff = lay.redOff + redBytes;
-    if (token || dsMla) {
-      lay.tokenScaleOff = lay.barrierOff;
-      lay.tokenScaleBytes = Bk * (dsMla ? 16 : 4);
-      lay.barrierOff += llvm::alignTo(tiling.stages * lay.tokenScaleBytes, 128);
-    }
     if (dsMla) {
-      lay.scaleMaxOff = lay.barrierOff;
-      lay.barrierOff += 128;
+      lay.tileFactorOff = lay.barrierOff;
+      lay.scaleMaxOff =
+          lay.tileFactorOff + llvm::alignTo(tiling.stages * Bk * 16, 128);
+      lay.barrierOff = lay.scaleMaxOff + 128;
     }
     return lay;
   }
@@ -374,12 +369,10 @@ void DecodeSM90Kernel::stageQAsE4M3Pair(Value thread, int64_t threads,
   Value e = d.minsi(d.maxsi(q.maxExponent, d.c32(8)), d.c32(254));
   Value down = pow2OfBiased(d, d.sub(d.c32(261), e));
   scaleLog2 = d.fmul(scaleLog2, pow2OfBiased(d, d.sub(e, d.c32(7))));
-  // Over fp8_e4m3_token and fp8_ds_mla the RoPE columns stay bf16 (times
-  // the same power of two, exactly): one bf16 box, which the RoPE part's
-  // bf16 wgmmas read against the converted K
-  // (WarpSpecialisedDecode::convertTokenRope / convertDsMlaRope).
-  const bool ropeInBF16 = shape.kvFormat == abi::CacheFormat::FP8E4M3Token ||
-                          shape.kvFormat == abi::CacheFormat::FP8DsMla;
+  // Over fp8_ds_mla the RoPE columns stay bf16 (times the same power of
+  // two, exactly): one bf16 box, which the RoPE part's bf16 wgmmas read
+  // against the cache's bf16 RoPE (WarpSpecialisedDecode::convertDsMlaRope).
+  const bool ropeInBF16 = shape.kvFormat == abi::CacheFormat::FP8DsMla;
   for (auto [i, v] : llvm::enumerate(q.chunks)) {
     Value pair = q.inRange[i];
     if (ropeInBF16) {

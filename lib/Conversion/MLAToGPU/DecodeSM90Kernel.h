@@ -64,10 +64,10 @@ struct DecodeSM90Layout {
   /// Offset of the f16 V tile of the seesaw build over fp8_e4m3
   /// (abi::decodeSeesawReadsE4M3; 0 otherwise).
   int64_t vOff = 0;
-  /// Offset of the seesaw build's per-token factors of each ring slot
-  /// (`tokenScaleBytes` per slot, after the scratch): fp8_e4m3_token's
-  /// latent scales, fp8_ds_mla's tile rescale factors; 0 otherwise.
-  int64_t tokenScaleOff = 0, tokenScaleBytes = 0;
+  /// Offset of the seesaw build's per-token tile factors over fp8_ds_mla
+  /// (16 bytes per token of each ring slot, after the scratch; 0
+  /// otherwise).
+  int64_t tileFactorOff = 0;
   /// The seesaw build over an fp8 cache: where its mbarriers start.
   int64_t barrierOff = 0;
   /// Offset of a raw fp8_ds_mla decode's f32 running maxima of the scale

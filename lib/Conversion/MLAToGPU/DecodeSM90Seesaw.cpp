@@ -159,28 +159,17 @@ private:
   Running iterationWG0(Value i, Running run);
   Running iterationWG1(Value i, Running run);
   /// Issues S = Q K^T of all 64 tokens of block `n` in slot `slot` (no
-  /// commit), by warpgroup `slot`; over fp8_e4m3_token the latent part,
-  /// then the RoPE box converted in place (ws.convertTokenRope) and its
-  /// bf16 part.
+  /// commit), by warpgroup `slot`; over fp8_ds_mla tile by tile, with
+  /// waits (its last tile and the bf16 RoPE part left uncommitted).
   WgmmaAccum issueScores(Value n, int slot);
-  /// Over fp8_e4m3_token, once the scores of slot `slot`'s block are done:
-  /// s = s_L(t) s + log2(s_L(t)) / scaleLog2 per token column t (s_L the
-  /// clamped latent scale ws.convertTokenRope stored). So p = 2^(s *
-  /// scaleLog2 - m) is the probability times s_L(t): the P that multiplies
-  /// V's raw codes, and the running max covers those products (P stays
-  /// below 2^kLazySlack in f16). Returns 1 / s_L(t) per column (entry
-  /// 2 (i / 4) + i % 2 for register i), which takes p back to the row
-  /// sum's units.
-  SmallVector<Value> foldTokenScales(WgmmaAccum &s, int slot);
   /// Masks `s` (block `n`, unscaled) in place; returns the rows' maxima
   /// over the quad, scaled to base 2, in `rowMax`. The scale is positive
   /// (the host checks it), so the max of the scaled scores is the scaled
   /// max: the scaling waits for the exponentials' fma.
   void maskScores(WgmmaAccum &s, Value n, Value rowMax[2]);
-  /// p = 2^(s * scaleLog2 - mUse) packed in pairs; adds the p to `l`
-  /// (times the column's factor in `toRowSum`, foldTokenScales', if any).
+  /// p = 2^(s * scaleLog2 - mUse) packed in pairs; adds the p to `l`.
   SmallVector<Value> probabilities(const WgmmaAccum &s, Value mUse[2],
-                                   Value l[2], ArrayRef<Value> toRowSum);
+                                   Value l[2]);
   /// Stores P over slot `slot`'s RoPE box and the rows' maxima `m` to
   /// scratch array `slot`, fenced for the async proxy.
   void storePAndMax(int slot, ArrayRef<Value> packed, Value m[2]);
@@ -249,14 +238,12 @@ private:
   DeviceBuilder &d;
   WarpSpecialisedDecode ws;
   WarpgroupMma sMma, oMma;
-  /// fp8_e4m3_token's RoPE part: bf16 m64n64k16.
+  /// fp8_ds_mla's RoPE part: bf16 m64n64k16.
   WarpgroupMma ropeMma;
   /// The thread's index in its warpgroup.
   Value wtid;
   /// Byte offsets of the two slots from lay.kv.base.
   Value slotOff[2];
-  /// 1 / scaleLog2 (fp8_e4m3_token: foldTokenScales' bias).
-  Value invScaleLog2;
   /// Every row of the CTA sees every position in [lo, unmaskedEnd): the
   /// first row's limit (the smallest under the causal mask).
   Value unmaskedEnd;
@@ -310,18 +297,9 @@ WgmmaAccum SeesawDecode::issueScores(Value n, int slot) {
       if (j + 1 < ws.scaleTiles)
         sMma.commit();
     }
-    return ws.issueTokenRope(ropeMma, s, qBase, slotOff[slot]);
+    return ws.issueRopeBF16(ropeMma, s, qBase, slotOff[slot]);
   }
-  WgmmaAccum s = ws.issueScoresE4M3(sMma, qBase, n, slotOff[slot],
-                                    /*latentOnly=*/ws.tokenScales);
-  if (!ws.tokenScales)
-    return s;
-  // The RoPE box converts while the latent wgmmas run.
-  ws.convertTokenRope(n, slotOff[slot], slot, wtid, kWarpgroupThreads, [&] {
-    ws.namedSync(kOwnBarrier + slot, kWarpgroupThreads);
-  });
-  ropeMma.fence();
-  return ws.issueTokenRope(ropeMma, s, qBase, slotOff[slot]);
+  return ws.issueScoresE4M3(sMma, qBase, n, slotOff[slot]);
 }
 
 void SeesawDecode::scaleByTileFactor(WgmmaAccum &s, int slot, int64_t j) {
@@ -380,23 +358,6 @@ SmallVector<Value> SeesawDecode::updateTileMaxima(int wg, Value n, int slot,
   return inv;
 }
 
-SmallVector<Value> SeesawDecode::foldTokenScales(WgmmaAccum &s, int slot) {
-  SmallVector<Value> toRowSum;
-  for (int64_t c = 0; c < k.Bk / 4; ++c) {
-    // Column 8 (c / 2) + 2 tq + c % 2 of the thread's registers.
-    Value col = d.add(d.c32(8 * (c / 2) + c % 2), d.mul(k.tq, d.c32(2)));
-    Value sL = d.load(d.f32, ws.tokenScale(slot, col), 4);
-    Value bias = d.fmul(d.log2(sL), invScaleLog2);
-    for (int64_t h = 0; h < 2; ++h) {
-      size_t i = 4 * (c / 2) + 2 * h + c % 2;
-      s.regs[i] = d.fma(sL, s.regs[i], bias);
-    }
-    toRowSum.push_back(
-        NVVM::RcpApproxFtzF32Op::create(k.b, d.f32, sL).getResult());
-  }
-  return toRowSum;
-}
-
 void SeesawDecode::maskScores(WgmmaAccum &s, Value n, Value rowMax[2]) {
   // Only a block reaching outside [lo, unmaskedEnd) needs the per-token
   // mask; the condition is uniform over the CTA (no wgmma in either branch).
@@ -408,10 +369,10 @@ void SeesawDecode::maskScores(WgmmaAccum &s, Value n, Value rowMax[2]) {
   {
     OpBuilder::InsertionGuard guard(k.b);
     k.b.setInsertionPointToStart(ifOp.thenBlock());
+    Value tokBase = d.add(start, d.mul(k.tq, d.c32(2)));
     SmallVector<Value> masked;
     for (size_t i = 0; i < s.regs.size(); ++i) {
-      Value col = d.add(d.mul(k.tq, d.c32(2)), d.c32(8 * (i / 4) + i % 2));
-      Value pos = d.add(start, ws.tokenOfRow(col));
+      Value pos = d.add(tokBase, d.c32(8 * (i / 4) + i % 2));
       Value valid =
           d.andi(d.sge(pos, k.lo), d.slt(pos, k.rowLimit[(i % 4) / 2]));
       masked.push_back(d.select(valid, s.regs[i], d.negInf()));
@@ -431,19 +392,13 @@ void SeesawDecode::maskScores(WgmmaAccum &s, Value n, Value rowMax[2]) {
 }
 
 SmallVector<Value> SeesawDecode::probabilities(const WgmmaAccum &s,
-                                               Value mUse[2], Value l[2],
-                                               ArrayRef<Value> toRowSum) {
+                                               Value mUse[2], Value l[2]) {
   SmallVector<Value> packed;
   for (size_t i = 0; i < s.regs.size(); i += 2) {
     int h = (i % 4) / 2;
     Value p0 = sm::scaledProbability(d, s.regs[i], k.scaleLog2, mUse[h]);
     Value p1 = sm::scaledProbability(d, s.regs[i + 1], k.scaleLog2, mUse[h]);
-    if (toRowSum.empty()) {
-      l[h] = d.fadd(l[h], d.fadd(p0, p1));
-    } else {
-      size_t c = 2 * (i / 4);
-      l[h] = d.fadd(l[h], d.fma(p0, toRowSum[c], d.fmul(p1, toRowSum[c + 1])));
-    }
+    l[h] = d.fadd(l[h], d.fadd(p0, p1));
     packed.push_back(d.pack2(p0, p1, k.halfType));
   }
   return packed;
@@ -551,9 +506,6 @@ Running SeesawDecode::iterationWG0(Value i, Running r) {
   }
   ws.namedArrive(kS0Done, kConsumerThreads);
 
-  SmallVector<Value> toRowSum;
-  if (ws.tokenScales)
-    toRowSum = foldTokenScales(s, 0);
   if (ws.scaleTiles)
     foldLastTileFactor(s, 0);
   Value rowMax[2], m0[2], alpha[2], mUse[2];
@@ -563,7 +515,7 @@ Running SeesawDecode::iterationWG0(Value i, Running r) {
         d, r.m[h], r.l[h], sm::lazyMax(d, r.m[h], rowMax[h], sm::kLazySlack));
     m0[h] = re.mNew, mUse[h] = re.mUse, alpha[h] = re.alpha, r.l[h] = re.l;
   }
-  SmallVector<Value> packed = probabilities(s, mUse, r.l, toRowSum);
+  SmallVector<Value> packed = probabilities(s, mUse, r.l);
   scale(r.o, alpha, r.m, m0);
   if (!ws.e4m3)
     zeroOwnV(0, n0, /*publish=*/false);
@@ -617,9 +569,6 @@ Running SeesawDecode::iterationWG1(Value i, Running r) {
 
   // S1 is done; P0 V0_R runs on.
   sMma.wait(1);
-  SmallVector<Value> toRowSum;
-  if (ws.tokenScales)
-    toRowSum = foldTokenScales(s, 1);
   if (ws.scaleTiles)
     foldLastTileFactor(s, 1);
   Value rowMax[2], m1[2], mUse[2];
@@ -630,7 +579,7 @@ Running SeesawDecode::iterationWG1(Value i, Running r) {
         d, r.m[h], r.l[h], sm::lazyMax(d, m0[h], rowMax[h], sm::kLazySlack));
     m1[h] = re.mNew, mUse[h] = re.mUse, r.l[h] = re.l;
   }
-  SmallVector<Value> packed = probabilities(s, mUse, r.l, toRowSum);
+  SmallVector<Value> packed = probabilities(s, mUse, r.l);
   if (!ws.e4m3)
     zeroOwnV(1, n1, /*publish=*/false);
   storePAndMax(1, packed, m1);
@@ -731,8 +680,6 @@ void SeesawDecode::consume(Value blocks) {
     auto sync = [&] { ws.namedSync(kConsumerBarrier, kConsumerThreads); };
     k.stageQAsE4M3Pair(ws.ctid, kConsumerThreads, sync);
     sync();
-    if (ws.tokenScales)
-      invScaleLog2 = d.fdiv(d.f(1.0f), k.scaleLog2);
   }
   unmaskedEnd = k.kvEnd;
   if (k.shape.causal) {

@@ -35,9 +35,7 @@ WarpSpecialisedDecode::WarpSpecialisedDecode(DecodeSM90Kernel &k)
 WarpSpecialisedDecode::WarpSpecialisedDecode(DecodeSM90Kernel &k,
                                              SmallVector<ReleaseGroup> groups)
     : k(k), d(k.d), e4m3(abi::decodeSeesawReadsE4M3(k.shape, k.tiling)),
-      tokenScales(e4m3 && k.shape.kvFormat == abi::CacheFormat::FP8E4M3Token),
       scaleTiles(abi::decodeSeesawScaleTiles(k.shape, k.tiling)),
-      perMapRow(abi::decodeSeesawRowsPerMapRow(k.shape, k.tiling)),
       boxColumns(e4m3 ? 128 : 64), numBoxes(llvm::divideCeil(k.D, boxColumns)),
       stageBytes(numBoxes * k.Bk * kBoxBytes + (scaleTiles ? k.Bk * 16 : 0)),
       barrierOff(e4m3 ? k.lay.barrierOff
@@ -128,12 +126,6 @@ void WarpSpecialisedDecode::loadBlock(Value n, Value row) {
   Value slot = this->slot(n);
   TmaDescriptor desc(d, kvMap);
   Value slotOff = d.mul(slot, d.c32(stageBytes));
-  // In pairs of rows (fp8_e4m3_token), map row row / 2 holds tokens row and
-  // row + 1 (row is even: blocks start on kvBlock boundaries of a page):
-  // the box's first kvBlock / 2 rows are the even tokens, then the odd ones
-  // from the pair's second row, at byte cacheRowBytes.
-  const int64_t part = k.Bk / perMapRow;
-  Value mapRow = perMapRow > 1 ? d.divu(row, d.c32(perMapRow)) : row;
   // fp8_ds_mla: the RoPE box holds the row's bf16 values (from byte
   // dsMlaRopeOffset), and the rows' scales come with it, through the scale
   // map: both are released with P (after both P V).
@@ -143,18 +135,13 @@ void WarpSpecialisedDecode::loadBlock(Value n, Value row) {
     MBarrier bar = full(slot, c);
     bool scales = scaleTiles && c == ropeBox;
     bar.arriveExpectTx(d.c32(k.Bk * kBoxBytes + (scales ? k.Bk * 16 : 0)));
-    for (int64_t r = 0; r < perMapRow; ++r) {
-      Value box = k.sm(
-          k.lay.kv.base + c * k.Bk * kBoxBytes + r * part * kBoxBytes, slotOff);
-      int64_t column = r * k.shape.cacheRowBytes() + c * boxColumns;
-      if (scaleTiles && c == ropeBox)
-        column = abi::dsMlaRopeOffset(k.L);
-      desc.loadTile(box, bar, {d.c32(column), d.c32(0), mapRow});
-    }
+    Value box = k.sm(k.lay.kv.base + c * k.Bk * kBoxBytes, slotOff);
+    int64_t column = scales ? abi::dsMlaRopeOffset(k.L) : c * boxColumns;
+    desc.loadTile(box, bar, {d.c32(column), d.c32(0), row});
     if (scales)
       TmaDescriptor(d, scaleMap)
           .loadTile(k.sm(k.lay.kv.base, d.add(slotOff, rowScalesOff())), bar,
-                    {d.c32(k.L), d.c32(0), mapRow});
+                    {d.c32(k.L), d.c32(0), row});
   }
 }
 
@@ -166,14 +153,6 @@ Value WarpSpecialisedDecode::rowScale(Value slotOff, Value row, Value tile) {
   Value at = d.add(d.add(slotOff, rowScalesOff()),
                    d.add(d.mul(row, d.c32(16)), d.mul(tile, d.c32(4))));
   return d.load(d.f32, k.sm(k.lay.kv.base, at), 4);
-}
-
-Value WarpSpecialisedDecode::tokenOfRow(Value row) {
-  if (perMapRow == 1)
-    return row;
-  const int64_t part = k.Bk / perMapRow;
-  return d.add(d.mul(d.remu(row, d.c32(part)), d.c32(perMapRow)),
-               d.divu(row, d.c32(part)));
 }
 
 void WarpSpecialisedDecode::loadQ() {
@@ -283,10 +262,9 @@ WgmmaAccum WarpSpecialisedDecode::issuePV(WarpgroupMma &mma, ArrayRef<Value> o,
 
 WgmmaAccum WarpSpecialisedDecode::issueScoresE4M3(WarpgroupMma &mma,
                                                   Value qBase, Value n,
-                                                  Value kBase,
-                                                  bool latentOnly) {
+                                                  Value kBase) {
   return issueE4M3Steps(mma, WgmmaAccum::splat(k.Bk, d.poison(d.f32)), qBase, n,
-                        kBase, 0, (latentOnly ? k.L : k.D) / 32);
+                        kBase, 0, k.D / 32);
 }
 
 WgmmaAccum WarpSpecialisedDecode::issueE4M3Steps(WarpgroupMma &mma,
@@ -311,11 +289,6 @@ WgmmaAccum WarpSpecialisedDecode::issueE4M3Steps(WarpgroupMma &mma,
   return acc;
 }
 
-Value WarpSpecialisedDecode::tokenScale(int slotIndex, Value row) {
-  return k.sm(k.lay.tokenScaleOff + slotIndex * k.lay.tokenScaleBytes,
-              d.mul(row, d.c32(4)));
-}
-
 WarpSpecialisedDecode::RopeRow
 WarpSpecialisedDecode::landedRopeRow(Value n, Value kBase, Value thread,
                                      int64_t threads) {
@@ -329,45 +302,6 @@ WarpSpecialisedDecode::landedRopeRow(Value n, Value kBase, Value thread,
 
 Value WarpSpecialisedDecode::ropeUnit(const RopeRow &r, Value unit) {
   return k.sm(0, d.add(r.rows, k.lay.kv.byteOffset(d, r.row, unit)));
-}
-
-void WarpSpecialisedDecode::convertTokenRope(Value n, Value kBase,
-                                             int slotIndex, Value thread,
-                                             int64_t threads,
-                                             function_ref<void()> sync) {
-  RopeRow rr = landedRopeRow(n, kBase, thread, threads);
-  Value row = rr.row, part = rr.part;
-  // A thread converts R / perRow codes (R / (16 perRow) 16-byte units) of
-  // its row into twice the bytes; the scales are the unit past the codes.
-  const int64_t units = k.shape.ropeDim / 16 / rr.perRow;
-  assert(k.shape.ropeDim * 2 == kBoxBytes && units > 0 && "two per row");
-  auto at = [&](Value unit) { return ropeUnit(rr, unit); };
-  Type v4 = VectorType::get({4}, d.i32);
-  SmallVector<Value> raw;
-  for (int64_t u = 0; u < units; ++u)
-    raw.push_back(
-        d.load(v4, at(d.add(d.mul(part, d.c32(units)), d.c32(u))), 16));
-  Value scales =
-      d.load(VectorType::get({2}, d.f32), at(d.c32(k.shape.ropeDim / 16)), 8);
-  Value sL =
-      d.fmin(d.fmax(d.extract(scales, 0), d.f(0x1p-100f)), d.f(0x1p100f));
-  Value ratio = d.fmul(d.extract(scales, 1),
-                       NVVM::RcpApproxFtzF32Op::create(k.b, d.f32, sL));
-  sync();
-  Type bf16 = k.b.getBF16Type();
-  Type v2 = VectorType::get({2}, d.i32);
-  for (int64_t u = 0; u < units; ++u)
-    for (int64_t h = 0; h < 2; ++h) {
-      Value codes = LLVM::UndefOp::create(k.b, v2);
-      for (int64_t w = 0; w < 2; ++w)
-        codes = d.insert(codes, d.extract(raw[u], 2 * h + w), w);
-      Value unit = d.add(d.mul(part, d.c32(2 * units)), d.c32(2 * u + h));
-      d.store(dequantE4M3x8(d, codes, ratio, bf16), at(unit), 16);
-    }
-  d.ifThen(d.eq(part, d.c32(0)),
-           [&] { d.store(sL, tokenScale(slotIndex, row), 4); });
-  fenceProxyAsyncShared(d);
-  sync();
 }
 
 void WarpSpecialisedDecode::convertDsMlaRope(Value n, Value kBase,
@@ -405,13 +339,13 @@ void WarpSpecialisedDecode::convertDsMlaRope(Value n, Value kBase,
 }
 
 Value WarpSpecialisedDecode::tileFactorAt(int slotIndex, Value row, int64_t j) {
-  return k.sm(k.lay.tokenScaleOff + slotIndex * k.lay.tokenScaleBytes + 4 * j,
+  return k.sm(k.lay.tileFactorOff + slotIndex * k.Bk * 16 + 4 * j,
               d.mul(row, d.c32(16)));
 }
 
-WgmmaAccum WarpSpecialisedDecode::issueTokenRope(WarpgroupMma &mma,
-                                                 WgmmaAccum acc, Value qBase,
-                                                 Value kBase) {
+WgmmaAccum WarpSpecialisedDecode::issueRopeBF16(WarpgroupMma &mma,
+                                                WgmmaAccum acc, Value qBase,
+                                                Value kBase) {
   WgmmaDescriptors descs(d, k.smem);
   const int64_t box = k.L / boxColumns;
   const int64_t qBox = k.e4m3QPlace(k.L, 0).first;
@@ -463,7 +397,7 @@ void WarpSpecialisedDecode::convertV(Value n, int64_t firstBox, int64_t boxes,
                               d.add(rawSlot, kv.byteOffset(d, tok, unit))),
                          16);
       if (masked) {
-        Value pos = d.add(start, tokenOfRow(tok));
+        Value pos = d.add(start, tok);
         Value valid = d.andi(d.sge(pos, k.lo), d.slt(pos, k.kvEnd));
         raw = d.select(valid, raw,
                        LLVM::ZeroOp::create(k.b, VectorType::get({4}, d.i32)));

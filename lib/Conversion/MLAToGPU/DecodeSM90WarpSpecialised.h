@@ -98,12 +98,9 @@ public:
   /// Over fp8_e4m3: issues S = Q K^T (no commit) of the 64 tokens of block
   /// `n` from its raw boxes at `kBase` (from lay.kv.base), two E4M3 wgmmas
   /// per 32-column k-step (Q's hi and lo parts, DecodeSM90Kernel::e4m3QPlace,
-  /// Q at byte `qBase`), each box's k-steps once that box has landed;
-  /// `latentOnly`: the first L columns only (fp8_e4m3_token, whose RoPE
-  /// part issueTokenRope adds).
+  /// Q at byte `qBase`), each box's k-steps once that box has landed.
   WgmmaAccum issueScoresE4M3(WarpgroupMma &mma, mlir::Value qBase,
-                             mlir::Value n, mlir::Value kBase,
-                             bool latentOnly = false);
+                             mlir::Value n, mlir::Value kBase);
   /// E4M3 k-steps [first, end) of that product onto `acc` (no commit; step
   /// 0's first part does not accumulate), each box's steps once it landed.
   WgmmaAccum issueE4M3Steps(WarpgroupMma &mma, WgmmaAccum acc,
@@ -128,31 +125,11 @@ public:
   /// fp8_ds_mla: scale `tile` (i32) of tile row `row` of the slot at
   /// `slotOff` (bytes from lay.kv.base), as loaded (unclamped).
   mlir::Value rowScale(mlir::Value slotOff, mlir::Value row, mlir::Value tile);
-  /// Over fp8_e4m3_token, once block `n`'s box of RoPE codes (box L/128 of
-  /// its slot, at `kBase` from lay.kv.base) has landed: converts each row's
-  /// R codes in place into R bf16 values times s_R / s_L, its RoPE and
-  /// latent scales (s_L clamped to [2^-100, 2^100]: a row outside the piece
-  /// may hold any bytes, and its scores are masked), and stores the clamped
-  /// s_L at tokenScale(slotIndex, row). So the box becomes a bf16 K-major
-  /// box and S = s_L (Q_L K_L + Q_R (K_R s_R / s_L)) needs one accumulator.
-  /// The `threads` threads from `thread` (two per row) read everything
-  /// before `sync`, write after it, and sync again behind the async-proxy
-  /// fence: the wgmmas may then read the box.
-  void convertTokenRope(mlir::Value n, mlir::Value kBase, int slotIndex,
-                        mlir::Value thread, int64_t threads,
-                        llvm::function_ref<void()> sync);
   /// Issues the RoPE part of S (no commit) onto `acc`: R / 16 bf16 k-steps
   /// of Q's bf16 RoPE box (DecodeSM90Kernel::e4m3QPlace, at `qBase`) and
-  /// the converted box of convertTokenRope (at `kBase`).
-  WgmmaAccum issueTokenRope(WarpgroupMma &mma, WgmmaAccum acc,
-                            mlir::Value qBase, mlir::Value kBase);
-  /// Where convertTokenRope leaves the clamped latent scale of tile row
-  /// `row` (i32) of slot `slotIndex`.
-  mlir::Value tokenScale(int slotIndex, mlir::Value row);
-  /// The token (from the block's first) that tile row `row` of a slot
-  /// holds: the row itself, or over rows loaded in pairs (perMapRow = 2)
-  /// the even tokens in rows 0..kvBlock/2-1 and the odd ones after.
-  mlir::Value tokenOfRow(mlir::Value row);
+  /// the slot's bf16 RoPE box as convertDsMlaRope left it (at `kBase`).
+  WgmmaAccum issueRopeBF16(WarpgroupMma &mma, WgmmaAccum acc, mlir::Value qBase,
+                           mlir::Value kBase);
   /// Over fp8_e4m3: converts raw boxes [firstBox, firstBox + boxes) of block
   /// `n` into the f16 V tile (lay.vOff, a Box128B tile of kvBlock rows, its
   /// columns those of the boxes), tokens outside [lo, kvEnd) as zeros;
@@ -178,19 +155,14 @@ public:
 
   DecodeSM90Kernel &k;
   DeviceBuilder &d;
-  /// abi::decodeSeesawReadsE4M3: the ring holds raw fp8_e4m3(_token) rows in
-  /// boxes of 128 codes (boxColumns: the map's elements per box, 64 bf16 or 128
-  /// bytes), the consumers stage Q.
+  /// abi::decodeSeesawReadsE4M3: the ring holds raw fp8_e4m3 / fp8_ds_mla
+  /// rows in boxes of 128 codes (boxColumns: the map's elements per box, 64
+  /// bf16 or 128 bytes), the consumers stage Q.
   const bool e4m3;
-  /// Over fp8_e4m3_token: per-token latent and RoPE scales in the rows (at
-  /// byte L+R of each, in the slot's box past the latent columns), and the
-  /// map views pairs of rows (abi::decodeSeesawRowsPerMapRow).
-  const bool tokenScales;
   /// Over fp8_ds_mla: its scale tiles (abi::decodeSeesawScaleTiles; each a
   /// 128-code box), whose row scales a third map loads behind a slot's
   /// boxes; 0 otherwise.
   const int64_t scaleTiles;
-  const int64_t perMapRow;
   const int64_t boxColumns, numBoxes, stageBytes, barrierOff;
   mlir::Value qMap, kvMap, scaleMap, ctid;
 
@@ -201,7 +173,7 @@ private:
   /// fp8_ds_mla: the byte offset of a slot's row scales from the slot.
   mlir::Value rowScalesOff();
   /// A thread's row of block `n`'s RoPE box (at `kBase`, as for
-  /// convertTokenRope), once the box has landed: `perRow` threads of the
+  /// convertDsMlaRope), once the box has landed: `perRow` threads of the
   /// `threads` from `thread` share each row (`part` is this one's index).
   struct RopeRow {
     mlir::Value rows, row, part;

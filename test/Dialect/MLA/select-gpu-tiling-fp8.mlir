@@ -94,3 +94,18 @@ module attributes {mla.target = #mla.target<chip = sm100>} {
     return %o, %s : tensor<2x1x128x512xbf16>, tensor<2x128x1xf32>
   }
 }
+
+// -----
+
+// A given seesaw tiling is refused over fp8_e4m3_token, with the reason: its
+// odd 584-byte rows start where no TMA box may (the H200 raised an illegal
+// instruction on 2026-12-05).
+module attributes {mla.target = #mla.target<chip = sm90>} {
+  func.func @token_seesaw(%q: tensor<2x1x128x576xbf16>, %c: tensor<8x64x584xi8>, %bt: tensor<2x4xi32>, %l: tensor<2xi32>) -> (tensor<2x1x128x512xbf16>, tensor<2x128x1xf32>) {
+    // expected-error @+1 {{cannot run this decode on sm_90a: the seesaw decode (tile suffix s) does not read fp8_e4m3_token caches: every odd 584-byte row starts 8 bytes off a 16-byte boundary}}
+    %o, %s = mla.decode %q, %c[%bt, %l] layout #mla.cache_layout<format = fp8_e4m3_token, page_size = 64> scale 0.0721687824
+        {mla.gpu_tiling = #mla.gpu_tiling<rows_per_cta = 64, warps_n = 2, kv_block = 64, stages = 2, wgmma = true, pipelined = true, seesaw = true>}
+        : (tensor<2x1x128x576xbf16>, tensor<8x64x584xi8>, tensor<2x4xi32>, tensor<2xi32>) -> (tensor<2x1x128x512xbf16>, tensor<2x128x1xf32>)
+    return %o, %s : tensor<2x1x128x512xbf16>, tensor<2x128x1xf32>
+  }
+}
