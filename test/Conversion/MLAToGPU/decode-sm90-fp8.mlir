@@ -11,9 +11,11 @@
 // pair of codes is one cvt.rn.f16x2.e4m3x2 (exact; no widening, prmt or
 // multiply); its 576-byte rows are whole 16-byte chunks, zero-filled past
 // the piece, so no select either. The wgmma build dequantises box by box (64 columns), issuing each
-// box's four k-steps before converting the next. The tiling pass picks wgmma
-// where two raw stages fit (fp8_e4m3, fp8_e4m3_token) and mma.sync for
-// fp8_ds_mla.
+// box's four k-steps before converting the next. The N = 128 fp8_e4m3 and
+// fp8_ds_mla cases pin these builds (wgmma, and mma.sync 64x2x32x3: two raw
+// 656-byte stages do not fit beside the wgmma tiles); the tiling pass gives
+// them the seesaw build (decode-sm90-seesaw-fp8*.mlir) and fp8_e4m3_token
+// the wgmma one.
 // RUN: mla-opt %s --split-input-file --mla-select-gpu-tiling --convert-mla-to-gpu | FileCheck %s
 
 // CHECK-LABEL: gpu.func @mla_decode_partial(
@@ -64,6 +66,7 @@ module attributes {mla.target = #mla.target<chip = sm90>} {
       -> (tensor<?x1x128x512xbf16>, tensor<?x128x1xf32>) {
     %o, %l = mla.decode %q, %cache[%bt, %lens]
         layout #mla.cache_layout<format = fp8_e4m3, page_size = 64, scale = 0.5 : f32> scale 0.0721687824
+        {mla.gpu_tiling = #mla.gpu_tiling<rows_per_cta = 64, warps_n = 2, kv_block = 64, stages = 2, wgmma = true>}
         : (tensor<?x1x128x576xbf16>, tensor<?x64x576xi8>, tensor<?x?xi32>, tensor<?xi32>)
         -> (tensor<?x1x128x512xbf16>, tensor<?x128x1xf32>)
     return %o, %l : tensor<?x1x128x512xbf16>, tensor<?x128x1xf32>
@@ -200,6 +203,7 @@ module attributes {mla.target = #mla.target<chip = sm90>} {
       -> (tensor<?x1x128x512xbf16>, tensor<?x128x1xf32>) {
     %o, %l = mla.decode %q, %cache[%bt, %lens]
         layout #mla.cache_layout<format = fp8_ds_mla, page_size = 64> scale 0.0721687824
+        {mla.gpu_tiling = #mla.gpu_tiling<rows_per_cta = 64, warps_n = 2, kv_block = 32, stages = 3>}
         : (tensor<?x1x128x576xbf16>, tensor<?x64x656xi8>, tensor<?x?xi32>, tensor<?xi32>)
         -> (tensor<?x1x128x512xbf16>, tensor<?x128x1xf32>)
     return %o, %l : tensor<?x1x128x512xbf16>, tensor<?x128x1xf32>
