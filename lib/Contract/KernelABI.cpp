@@ -67,6 +67,13 @@ DecodeTiling chooseDecodeTiling(Chip chip, const DecodeShape &shape) {
     if (checkDecodeTiling(chip, shape, narrowFp8).empty())
       return narrowFp8;
   }
+  // fp8 at 64 query rows or more: the seesaw build where it reads the
+  // format (fp8_e4m3 and fp8_ds_mla under bf16 q). On the H200 at N = 128,
+  // same call: 1.37x the wgmma kernel over fp8_e4m3 and 1.51x the 64x2x32x3
+  // mma.sync kernel over fp8_ds_mla (docs/benchmarks.md, 2026-12-05).
+  if (shape.fp8() && shape.numHeads * shape.queryRows >= 64 &&
+      checkDecodeTiling(chip, shape, seesawTiling).empty())
+    return seesawTiling;
   // Warpgroup MMAs on 128B-swizzled tiles when the shape allows them: on
   // the H200 2.1-2.3x the mma.sync kernel at N=128 and +5% at N=16, where
   // the 64-row tile idles MMA rows but the kernel is bound by HBM anyway

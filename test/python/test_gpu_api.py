@@ -251,31 +251,33 @@ def test_fp8_cache_checks_raise_value_error(kv_format, width, kv_scale, message)
 
 def test_fp8_decode_spec_names_its_format(lib):
     """The spec of an fp8 decode prints the row format before the tile; at 16 query rows every format takes
-    the 16-row mma.sync kernel; fp8_ds_mla's rows leave no room for the wgmma kernel's raw stages, so its
-    default is the mma.sync one at 128 heads too."""
+    the 16-row mma.sync kernel; at 128 heads fp8_e4m3 and fp8_ds_mla take the seesaw build, fp8_e4m3_token
+    (which it cannot load) the wgmma kernel, and f16 q the wgmma / mma.sync kernels."""
     e4m3 = gpu.decode_spec(16, 1, 512, 64, 64, "bf16", False, "sm_90a", kv_format="fp8_e4m3")
     assert e4m3.endswith(" format=fp8_e4m3 tile=16x4x64x2"), e4m3
     e4m3 = gpu.decode_spec(128, 1, 512, 64, 64, "bf16", False, "sm_90a", kv_format="fp8_e4m3")
+    assert e4m3.endswith(" format=fp8_e4m3 tile=64x2x64x2s"), e4m3
+    e4m3 = gpu.decode_spec(128, 1, 512, 64, 64, "f16", False, "sm_90a", kv_format="fp8_e4m3")
     assert e4m3.endswith(" format=fp8_e4m3 tile=64x2x64x2w"), e4m3
     token = gpu.decode_spec(16, 1, 512, 64, 64, "bf16", False, "sm_90a", kv_format="fp8_e4m3_token")
     assert token.endswith(" format=fp8_e4m3_token tile=16x4x32x2"), token
+    token = gpu.decode_spec(128, 1, 512, 64, 64, "bf16", False, "sm_90a", kv_format="fp8_e4m3_token")
+    assert token.endswith(" format=fp8_e4m3_token tile=64x2x64x2w"), token
     ds = gpu.decode_spec(128, 1, 512, 64, 64, "bf16", False, "sm_90a", kv_format="fp8_ds_mla")
-    assert ds.endswith(" format=fp8_ds_mla tile=64x2x32x3"), ds
+    assert ds.endswith(" format=fp8_ds_mla tile=64x2x64x2s"), ds
     assert "format" not in gpu.decode_spec(16, 1, 512, 64, 64, "bf16", False, "sm_90a")
     with pytest.raises(ValueError, match="fp8 caches are decoded on sm_90a only"):
         gpu.decode_spec(128, 1, 512, 64, 128, "bf16", False, "sm_100a", kv_format="fp8_e4m3")
 
 
-def test_seesaw_tile_over_fp8_is_opt_in(lib):
-    """The seesaw tile builds over fp8_e4m3 and fp8_ds_mla under bf16 q when given (KernelABI.h
-    decodeSeesawReadsE4M3), and is refused, with the reason, for f16 q and for fp8_e4m3_token (whose odd rows
-    no TMA box may start on); without a tile the fp8 formats keep their wgmma / mma.sync kernels."""
+def test_seesaw_tile_over_fp8(lib):
+    """The seesaw tile builds over fp8_e4m3 and fp8_ds_mla under bf16 q (KernelABI.h decodeSeesawReadsE4M3;
+    given, and the default from 64 query rows), and is refused, with the reason, for f16 q and for
+    fp8_e4m3_token (whose odd rows no TMA box may start on)."""
     for kv_format in ("fp8_e4m3", "fp8_ds_mla"):
-        spec = gpu.decode_spec(128, 1, 512, 64, 64, "bf16", False, "sm_90a", tile="64x2x64x2s",
+        spec = gpu.decode_spec(16, 1, 512, 64, 64, "bf16", False, "sm_90a", tile="64x2x64x2s",
                                kv_format=kv_format)
         assert spec.endswith(f" format={kv_format} tile=64x2x64x2s"), spec
-        default = gpu.decode_spec(128, 1, 512, 64, 64, "bf16", False, "sm_90a", kv_format=kv_format)
-        assert not default.endswith("s"), default
     for kv_format in ("fp8_e4m3", "fp8_ds_mla"):
         with pytest.raises(ValueError, match="fp8_e4m3 and fp8_ds_mla caches under bf16 activations with R = 64"):
             gpu.decode_spec(128, 1, 512, 64, 64, "f16", False, "sm_90a", tile="64x2x64x2s", kv_format=kv_format)

@@ -168,11 +168,11 @@ TEST(KernelSpecTest, Fp8CachesAddTheirFormatAndKeepBf16Keys) {
     EXPECT_TRUE(keys.insert(cacheKeyFor(spec)).second) << text;
   }
   // fp8_ds_mla's 656-byte rows leave no room for two raw stages beside the
-  // wgmma tiles: its default is the mma.sync kernel; the others fit.
+  // wgmma tiles; at N = 128 its default is the seesaw build, which has none.
   DecodeKernelSpec ds = parseOrDie("decode chip=sm_90a N=128 Sq=1 L=512 R=64 "
                                    "page=64 dtype=bf16 causal=0 "
                                    "format=fp8_ds_mla");
-  EXPECT_FALSE(ds.tiling.wgmma);
+  EXPECT_TRUE(ds.tiling.seesaw);
   EXPECT_LE(decodeSharedBytes(ds.chip, ds.shape, ds.tiling), 227 * 1024);
   EXPECT_NE(parseError(toString(ds).substr(0, toString(ds).rfind(" tile=")) +
                        " tile=64x2x64x2w")
@@ -410,7 +410,7 @@ TEST(KernelSpecTest, PipelinedTileRoundTrips) {
             std::string::npos);
 }
 
-TEST(KernelSpecTest, SeesawOverE4M3IsOptIn) {
+TEST(KernelSpecTest, SeesawOverE4M3IsTheDefaultFrom64Rows) {
   // fp8_e4m3 under the seesaw tile: Q's two E4M3 parts (72 KB), two slots
   // of five 128-byte x 64-token raw boxes (80 KB), the f16 V tile (64 KB),
   // the scratch and 17 mbarriers; kv_scale before the maps.
@@ -423,10 +423,15 @@ TEST(KernelSpecTest, SeesawOverE4M3IsOptIn) {
             73728 + 2 * 5 * 8192 + 65536 + 512 + 256);
   EXPECT_EQ(decodeKernelNumParams(spec.chip, spec.shape, spec.tiling),
             kDecodeSeesawNumParams + 1);
-  // The planner keeps the wgmma kernel until the build is measured.
-  DecodeTiling chosen = chooseDecodeTiling(spec.chip, spec.shape);
-  EXPECT_TRUE(chosen.wgmma);
-  EXPECT_FALSE(chosen.seesaw);
+  // The planner's choice from 64 query rows (1.37x the wgmma kernel on the
+  // H200); 16 rows keep the 16-row kernel, f16 q the wgmma one.
+  EXPECT_TRUE(chooseDecodeTiling(spec.chip, spec.shape).seesaw);
+  DecodeShape n16 = spec.shape;
+  n16.numHeads = 16;
+  EXPECT_EQ(chooseDecodeTiling(spec.chip, n16).rowsPerCta, 16);
+  DecodeShape f16 = spec.shape;
+  f16.elem = ElemType::F16;
+  EXPECT_FALSE(chooseDecodeTiling(spec.chip, f16).seesaw);
   DecodeShape bf16 = spec.shape;
   bf16.kvFormat = CacheFormat::BF16;
   EXPECT_FALSE(decodeSeesawReadsE4M3(bf16, spec.tiling));
@@ -453,7 +458,7 @@ TEST(KernelSpecTest, SeesawRefusesE4M3Token) {
   EXPECT_FALSE(decodeSeesawReadsE4M3(shape, seesaw));
 }
 
-TEST(KernelSpecTest, SeesawOverDsMlaIsOptIn) {
+TEST(KernelSpecTest, SeesawOverDsMlaIsTheDefaultFrom64Rows) {
   // fp8_ds_mla under the seesaw tile: slots of five boxes and the rows'
   // scales (41 KB), the f16 V tile, the scratch, each slot's 64 x 16-byte
   // tile factors, the 128-byte scale-maximum scratch; the scale map after
@@ -468,7 +473,7 @@ TEST(KernelSpecTest, SeesawOverDsMlaIsOptIn) {
             73728 + 2 * (5 * 8192 + 1024) + 65536 + 512 + 2048 + 128 + 256);
   EXPECT_EQ(decodeKernelNumParams(spec.chip, spec.shape, spec.tiling),
             kDecodeSeesawNumParams + 1);
-  EXPECT_FALSE(chooseDecodeTiling(spec.chip, spec.shape).seesaw);
+  EXPECT_TRUE(chooseDecodeTiling(spec.chip, spec.shape).seesaw);
   DecodeTiling wgmma = spec.tiling;
   wgmma.seesaw = wgmma.pipelined = false;
   EXPECT_EQ(decodeSeesawScaleTiles(spec.shape, wgmma), 0);

@@ -2,13 +2,13 @@
 // the raw fp8 staging ring in shared memory, and no fp8 decode on sm_100a.
 // RUN: mla-opt %s --split-input-file --mla-select-gpu-tiling --verify-diagnostics | FileCheck %s
 
-// fp8_e4m3 and fp8_e4m3_token rows (576 and 584 bytes): two raw stages fit
-// next to the wgmma tiles, so they take the wgmma kernel, but at 16 query
-// rows every fp8 format takes the 16-row mma.sync kernel (four warps and
-// two stages for fp8_e4m3, eight warps of 8 tokens and three stages for
-// the formats scaled in f32).
+// At 64 query rows or more fp8_e4m3 takes the seesaw build (E4M3 wgmmas on
+// the raw codes), fp8_e4m3_token (584-byte rows, which that build cannot
+// TMA-load) the wgmma kernel; at 16 query rows every fp8 format takes the
+// 16-row mma.sync kernel (four warps and two stages for fp8_e4m3, eight
+// warps of 8 tokens and three stages for the formats scaled in f32).
 // CHECK-LABEL: func.func @e4m3_heads128
-// CHECK: mla.decode {{.*}}mla.gpu_tiling = #mla.gpu_tiling<rows_per_cta = 64, warps_n = 2, kv_block = 64, stages = 2, wgmma = true>
+// CHECK: mla.decode {{.*}}mla.gpu_tiling = #mla.gpu_tiling<rows_per_cta = 64, warps_n = 2, kv_block = 64, stages = 2, wgmma = true, pipelined = true, seesaw = true>
 module attributes {mla.target = #mla.target<chip = sm90>} {
   func.func @e4m3_heads128(%q: tensor<2x1x128x576xbf16>, %c: tensor<8x64x576xi8>, %bt: tensor<2x4xi32>, %l: tensor<2xi32>) -> (tensor<2x1x128x512xbf16>, tensor<2x128x1xf32>) {
     %o, %s = mla.decode %q, %c[%bt, %l] layout #mla.cache_layout<format = fp8_e4m3, page_size = 64, scale = 0.5 : f32> scale 0.0721687824
@@ -56,11 +56,11 @@ module attributes {mla.target = #mla.target<chip = sm90>} {
 
 // -----
 
-// fp8_ds_mla's 656-byte rows overflow shared memory next to the wgmma tiles:
-// the mma.sync kernel, tiled as for a bf16 cache of the head count at 64
-// rows and as the other fp8 formats at 16.
+// fp8_ds_mla takes the seesaw build at 64 query rows (its 656-byte rows
+// overflow shared memory next to the wgmma kernel's tiles) and the 16-row
+// kernel at 16.
 // CHECK-LABEL: func.func @ds_heads128
-// CHECK: mla.decode {{.*}}mla.gpu_tiling = #mla.gpu_tiling<rows_per_cta = 64, warps_n = 2, kv_block = 32, stages = 3>
+// CHECK: mla.decode {{.*}}mla.gpu_tiling = #mla.gpu_tiling<rows_per_cta = 64, warps_n = 2, kv_block = 64, stages = 2, wgmma = true, pipelined = true, seesaw = true>
 module attributes {mla.target = #mla.target<chip = sm90>} {
   func.func @ds_heads128(%q: tensor<2x1x128x576xbf16>, %c: tensor<8x64x656xi8>, %bt: tensor<2x4xi32>, %l: tensor<2xi32>) -> (tensor<2x1x128x512xbf16>, tensor<2x128x1xf32>) {
     %o, %s = mla.decode %q, %c[%bt, %l] layout #mla.cache_layout<format = fp8_ds_mla, page_size = 64> scale 0.0721687824
