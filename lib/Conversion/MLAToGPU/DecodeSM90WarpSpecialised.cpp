@@ -366,8 +366,8 @@ void WarpSpecialisedDecode::convertV(Value n, int64_t firstBox, int64_t boxes,
                                      Value thread, int64_t threads,
                                      bool waitBoxes, ArrayRef<Value> invSigma) {
   const int64_t units = k.Bk * 8 * boxes;
-  assert(threads % 32 == 0 && units % threads == 0 &&
-         "every thread converts the same number of 16-byte units");
+  assert(threads % 64 == 0 && units % threads == 0 && k.Bk % 8 == 0 &&
+         "every thread converts the same units of whole 8-row groups");
   if (waitBoxes) {
     for (int64_t c = firstBox; c < firstBox + boxes; ++c)
       full(slot(n), c).waitParity(phase(n));
@@ -378,19 +378,26 @@ void WarpSpecialisedDecode::convertV(Value n, int64_t firstBox, int64_t boxes,
   const SmemTile &kv = k.lay.kv;
   const SmemTile v = SmemTile::box128B(k.lay.vOff, k.Bk);
   Value rawSlot = d.add(slotBytes(n), d.c32(kv.base));
-  // Thread t converts unit t % 8 of rows t / 8 + (threads / 8) i: the eight
-  // threads of a 16-byte access phase read one row's eight units. Unit u
-  // holds 16 codes: f16 chunks 2u, 2u + 1 of a 64-column box (two per raw
-  // box). Threads with u >= 4 store their odd chunk first, so each store
-  // instruction of a phase meets eight different banks.
-  Value unit = d.remu(thread, d.c32(8));
-  Value oddFirst = d.sge(unit, d.c32(4));
-  Value swap = d.select(oddFirst, d.c32(1), d.c32(0));
+  // Index idx = thread + threads * i is unit u of row r of a raw box (512
+  // units: 64 rows of 8): each 16 consecutive indices cover rows a and a ^ 5
+  // of an 8-row group (a = 0..3), their units 0-3 in the first eight (one
+  // 16-byte access phase: a's, then a ^ 5's) and 4-7 in the next. The rows'
+  // swizzles differ by 5, so in each phase the raw loads (units U ^ r % 8)
+  // and the even and odd f16 chunk stores (2 (u % 4) (+1) ^ r % 8) meet
+  // eight different bank groups, and no thread reorders its chunks.
+  Value p = d.remu(thread, d.c32(8));
+  Value unit =
+      d.add(d.remu(p, d.c32(4)),
+            d.mul(d.remu(d.divu(thread, d.c32(8)), d.c32(2)), d.c32(4)));
+  Value pairRow = d.remu(d.divu(thread, d.c32(16)), d.c32(4));
+  Value rowInGroup =
+      d.select(d.sge(p, d.c32(4)), d.bitXor(pairRow, d.c32(5)), pairRow);
   Value start = k.blockStart(n);
   auto convert = [&](bool masked) {
     for (int64_t i = 0; i < units / threads; ++i) {
       Value idx = d.add(thread, d.c32(i * threads));
-      Value tok = d.remu(d.divu(idx, d.c32(8)), d.c32(k.Bk));
+      Value group = d.remu(d.divu(idx, d.c32(64)), d.c32(k.Bk / 8));
+      Value tok = d.add(d.mul(group, d.c32(8)), rowInGroup);
       int64_t box = firstBox + (i * threads) / (k.Bk * 8);
       Value raw = d.load(VectorType::get({4}, d.i32),
                          k.sm(box * k.Bk * kBoxBytes,
@@ -413,12 +420,9 @@ void WarpSpecialisedDecode::convertV(Value n, int64_t firstBox, int64_t boxes,
         odd = scaleF16x8(d, odd, f);
       }
       Value chunk = d.add(d.c32(16 * box), d.mul(unit, d.c32(2)));
-      Value first = d.add(chunk, swap);
-      Value second = d.sub(d.add(chunk, d.c32(1)), swap);
-      d.store(d.select(oddFirst, odd, even),
-              k.sm(v.base, v.byteOffset(d, tok, first)), 16);
-      d.store(d.select(oddFirst, even, odd),
-              k.sm(v.base, v.byteOffset(d, tok, second)), 16);
+      d.store(even, k.sm(v.base, v.byteOffset(d, tok, chunk)), 16);
+      d.store(odd, k.sm(v.base, v.byteOffset(d, tok, d.add(chunk, d.c32(1)))),
+              16);
     }
   };
   // Only a block reaching outside the piece needs the mask (a uniform

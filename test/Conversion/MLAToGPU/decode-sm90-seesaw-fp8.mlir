@@ -78,6 +78,10 @@
 // CHECK:             llvm.load %{{.*}} {alignment = 16 : i64} : !llvm.ptr<3> -> vector<4xi32>
 // CHECK-NEXT:        llvm.mlir.poison : vector<4xi32>
 // CHECK:             cvt.rn.f16x2.e4m3x2
+// CHECK-NOT:         arith.select
+// CHECK:             llvm.store %{{.*}} {alignment = 16 : i64} : vector<4xi32>, !llvm.ptr<3>
+// CHECK-NOT:         arith.select
+// CHECK:             llvm.store %{{.*}} {alignment = 16 : i64} : vector<4xi32>, !llvm.ptr<3>
 // CHECK:           nvvm.wgmma.wait.group.sync.aligned 0
 // CHECK:           nvvm.mbarrier.arrive %
 // CHECK:           nvvm.barrier.arrive id = %c6_i32{{.*}} number_of_threads = %c256_i32
