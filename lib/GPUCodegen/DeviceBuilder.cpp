@@ -223,6 +223,9 @@ Value DeviceBuilder::callIntrinsic(StringRef name, Value x) {
 
 Value DeviceBuilder::exp2(Value x) { return ptx::ex2ApproxFtz(b, x); }
 Value DeviceBuilder::log2(Value x) { return ptx::lg2ApproxFtz(b, x); }
+Value DeviceBuilder::rcpApprox(Value x) {
+  return NVVM::RcpApproxFtzF32Op::create(b, f32, x);
+}
 
 Value DeviceBuilder::gep(Value base, Type elemType, Value index) {
   return LLVM::GEPOp::create(b, base.getType(), elemType, base,

@@ -113,6 +113,8 @@ public:
   mlir::Value exp2(mlir::Value x);
   /// lg2.approx.ftz.f32.
   mlir::Value log2(mlir::Value x);
+  /// rcp.approx.ftz.f32: 1 / x to about an ulp for normal f32 x.
+  mlir::Value rcpApprox(mlir::Value x);
 
   // Pointers: element `index` (i32 or i64) of `elemType` past `base`.
   mlir::Value gep(mlir::Value base, mlir::Type elemType, mlir::Value index);

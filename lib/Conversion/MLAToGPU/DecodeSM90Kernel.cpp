@@ -661,12 +661,6 @@ void DecodeSM90Kernel::stageQAndPrefill() {
   lay.ring.prefill(d, [&](Value k) { issueBlock(k); });
 }
 
-/// 1 / x to about an ulp (rcp.approx.ftz.f32), for the scale tiles' maxima
-/// (normal f32 values: at least kMinScaleMax).
-Value DecodeSM90Kernel::reciprocal(Value x) {
-  return NVVM::RcpApproxFtzF32Op::create(b, d.f32, x);
-}
-
 /// The floor of a scale tile's running maximum: an all-zero tile keeps
 /// p * 0 / sigma at 0 (not NaN), and sigma_old / sigma_new stays finite.
 static constexpr float kMinScaleMax = 1e-30f;
@@ -719,7 +713,7 @@ void DecodeSM90Kernel::storeProbabilities(ArrayRef<MmaAccum> s, Value mUse[2],
   // With scale tiles: P of tile j is p * s_tj / sigma_j (softmaxBlock).
   SmallVector<Value> invSigma;
   for (int64_t j = 0; scales && j < scaleTiles; ++j)
-    invSigma.push_back(reciprocal(
+    invSigma.push_back(d.rcpApprox(
         d.load(d.f32, d.gepBytes(smem, d.c32(lay.scaleMaxOff + 4 * j)), 4)));
   for (int64_t q = 0; q < ntS; ++q) {
     Value pv[4];
@@ -821,7 +815,7 @@ DecodeSM90Kernel::softmaxBlock(MutableArrayRef<MmaAccum> s, Value start,
     mNew[h] = r.mNew, mUse[h] = r.mUse, alpha[h] = r.alpha, lNew[h] = r.l;
     // O changes unit from sigma_old to sigma_new.
     if (scales)
-      alpha[h] = d.fmul(alpha[h], d.fmul(sigmaOld, reciprocal(sigmaNew)));
+      alpha[h] = d.fmul(alpha[h], d.fmul(sigmaOld, d.rcpApprox(sigmaNew)));
   }
   storeProbabilities(s, mUse, lNew, scales);
   for (int64_t j = 0; j < ntO; ++j)

@@ -350,7 +350,6 @@ private:
   /// The largest scale of tile wj over the block in ring slot `stage`, and
   /// the new running maximum from `sigmaOld`, stored to the tile's slot.
   mlir::Value publishScaleMax(mlir::Value stage, mlir::Value sigmaOld);
-  mlir::Value reciprocal(mlir::Value x);
   /// Element offset of the request's first Q row in q.
   mlir::Value qRequestBase();
   /// Address in q of 16-byte chunk `chunk` of request row `r`, clamped into

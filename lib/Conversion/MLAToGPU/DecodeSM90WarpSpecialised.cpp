@@ -289,41 +289,31 @@ WgmmaAccum WarpSpecialisedDecode::issueE4M3Steps(WarpgroupMma &mma,
   return acc;
 }
 
-WarpSpecialisedDecode::RopeRow
-WarpSpecialisedDecode::landedRopeRow(Value n, Value kBase, Value thread,
-                                     int64_t threads) {
-  const int64_t box = k.L / boxColumns, perRow = threads / k.Bk;
-  assert(k.L % boxColumns == 0 && perRow * k.Bk == threads &&
-         "whole rows per thread group");
-  full(slot(n), box).waitParity(phase(n));
-  return {d.add(kBase, d.c32(k.lay.kv.base + box * k.Bk * kBoxBytes)),
-          d.divu(thread, d.c32(perRow)), d.remu(thread, d.c32(perRow)), perRow};
-}
-
-Value WarpSpecialisedDecode::ropeUnit(const RopeRow &r, Value unit) {
-  return k.sm(0, d.add(r.rows, k.lay.kv.byteOffset(d, r.row, unit)));
-}
-
 void WarpSpecialisedDecode::convertDsMlaRope(Value n, Value kBase,
                                              int slotIndex, Value thread,
                                              int64_t threads,
                                              function_ref<void()> sync) {
-  RopeRow rr = landedRopeRow(n, kBase, thread, threads);
-  Value row = rr.row, part = rr.part;
-  const int64_t units = kBoxBytes / 16 / rr.perRow, tiles = scaleTiles;
-  assert(units > 0 && tiles >= 2 && "whole units per thread");
+  // perRow threads share each row of the RoPE box once it has landed.
+  const int64_t box = k.L / boxColumns, perRow = threads / k.Bk;
+  const int64_t units = kBoxBytes / 16 / perRow, tiles = scaleTiles;
+  assert(k.L % boxColumns == 0 && perRow * k.Bk == threads && units > 0 &&
+         tiles >= 2 && "whole rows per thread group, whole units per thread");
+  full(slot(n), box).waitParity(phase(n));
+  Value rows = d.add(kBase, d.c32(k.lay.kv.base + box * k.Bk * kBoxBytes));
+  Value row = d.divu(thread, d.c32(perRow));
+  Value part = d.remu(thread, d.c32(perRow));
   // The row's tile scales, clamped to [2^-100, 2^100] (a row outside the
   // piece may hold any bytes; its scores are masked).
   SmallVector<Value> s, inv;
   for (int64_t j = 0; j < tiles; ++j) {
     s.push_back(d.fmin(d.fmax(rowScale(kBase, row, d.c32(j)), d.f(0x1p-100f)),
                        d.f(0x1p100f)));
-    inv.push_back(NVVM::RcpApproxFtzF32Op::create(k.b, d.f32, s[j]));
+    inv.push_back(d.rcpApprox(s[j]));
   }
   // Each thread rewrites its own units: RoPE / s(t, last).
   for (int64_t u = 0; u < units; ++u) {
     Value unit = d.add(d.mul(part, d.c32(units)), d.c32(u));
-    Value at = ropeUnit(rr, unit);
+    Value at = k.sm(0, d.add(rows, k.lay.kv.byteOffset(d, row, unit)));
     Value raw = d.load(VectorType::get({4}, d.i32), at, 16);
     d.store(convertBF16x8(d, raw, k.b.getBF16Type(), inv[tiles - 1]), at, 16);
   }

@@ -172,17 +172,6 @@ private:
   void loadQ();
   /// fp8_ds_mla: the byte offset of a slot's row scales from the slot.
   mlir::Value rowScalesOff();
-  /// A thread's row of block `n`'s RoPE box (at `kBase`, as for
-  /// convertDsMlaRope), once the box has landed: `perRow` threads of the
-  /// `threads` from `thread` share each row (`part` is this one's index).
-  struct RopeRow {
-    mlir::Value rows, row, part;
-    int64_t perRow;
-  };
-  RopeRow landedRopeRow(mlir::Value n, mlir::Value kBase, mlir::Value thread,
-                        int64_t threads);
-  /// Where 16-byte unit `unit` of that row is (swizzled).
-  mlir::Value ropeUnit(const RopeRow &r, mlir::Value unit);
   void produce(mlir::Value blocks);
   /// Waits until the previous use of block `n`'s slot has released the
   /// group starting at `box`, if `box` starts a group past the first (the
