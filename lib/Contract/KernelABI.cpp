@@ -238,9 +238,11 @@ std::string checkDecodeTiling(Chip chip, const DecodeShape &shape,
            ", N = " + std::to_string(shape.numHeads) +
            " and Sq = " + std::to_string(shape.queryRows) +
            " must each be at most " + std::to_string(kMaxDecodeRowDim);
-  if (chip == Chip::SM100a && shape.fp8())
-    return "fp8 caches are decoded on sm_90a only; the sm_100a (tcgen05) "
-           "decode reads bf16/f16 caches";
+  if (chip == Chip::SM100a && shape.kvFormat == CacheFormat::FP8E4M3Token)
+    return "the sm_100a (tcgen05) decode does not read fp8_e4m3_token "
+           "caches: it stages each row with 16-byte cp.async copies, and a "
+           "584-byte row is not whole 16-byte chunks; it reads bf16, f16, "
+           "fp8_e4m3 and fp8_ds_mla caches";
   if (shape.fp8() && shape.kvFormat == CacheFormat::FP8DsMla &&
       shape.latentDim % kDsMlaTile != 0)
     return "fp8_ds_mla needs L % " + std::to_string(kDsMlaTile) +
@@ -371,12 +373,19 @@ int64_t decodeSharedBytesSM100(const DecodeShape &shape,
   // Shared rows are padded to whole 128-byte swizzle groups.
   int64_t rowBytes = alignTo(shape.rowDim() * elemBytes(shape.elem), 128);
   int64_t q = tiling.rowsPerCta * rowBytes;
-  int64_t kv = tiling.stages * tiling.kvBlock * rowBytes;
+  // An fp8 cache: one dequantised KV tile, and after the other sections a
+  // ring of `stages` raw blocks.
+  int64_t kvTiles = shape.fp8() ? 1 : tiling.stages;
+  int64_t kv = kvTiles * tiling.kvBlock * rowBytes;
   int64_t p = tiling.rowsPerCta * tiling.kvBlock * 2;
   // One mbarrier (8 bytes) and the tcgen05.alloc result slot (4 bytes); the
   // kernel aligns the dynamic shared base up to 128 bytes itself.
   int64_t sync = 16;
-  return alignTo(q + kv + p + sync, 128) + 128;
+  int64_t raw =
+      shape.fp8()
+          ? tiling.stages * alignTo(tiling.kvBlock * shape.cacheRowBytes(), 128)
+          : 0;
+  return alignTo(q + kv + p + sync, 128) + raw + 128;
 }
 
 std::string checkDecodeTilingSM100(const DecodeShape &shape,

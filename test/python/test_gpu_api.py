@@ -266,8 +266,14 @@ def test_fp8_decode_spec_names_its_format(lib):
     ds = gpu.decode_spec(128, 1, 512, 64, 64, "bf16", False, "sm_90a", kv_format="fp8_ds_mla")
     assert ds.endswith(" format=fp8_ds_mla tile=64x2x64x2s"), ds
     assert "format" not in gpu.decode_spec(16, 1, 512, 64, 64, "bf16", False, "sm_90a")
-    with pytest.raises(ValueError, match="fp8 caches are decoded on sm_90a only"):
-        gpu.decode_spec(128, 1, 512, 64, 128, "bf16", False, "sm_100a", kv_format="fp8_e4m3")
+    # sm_100a: fp8_e4m3 over 64-token blocks, fp8_ds_mla over 32 (its raw ring fits beside Q and one KV
+    # tile only so), and no fp8_e4m3_token (584-byte rows are not whole 16-byte cp.async chunks).
+    e4m3 = gpu.decode_spec(128, 1, 512, 64, 128, "bf16", False, "sm_100a", kv_format="fp8_e4m3")
+    assert e4m3.endswith(" format=fp8_e4m3 tile=64x1x64x2"), e4m3
+    ds = gpu.decode_spec(128, 1, 512, 64, 128, "bf16", False, "sm_100a", kv_format="fp8_ds_mla")
+    assert ds.endswith(" format=fp8_ds_mla tile=64x1x32x2"), ds
+    with pytest.raises(ValueError, match="does not read fp8_e4m3_token caches"):
+        gpu.decode_spec(128, 1, 512, 64, 128, "bf16", False, "sm_100a", kv_format="fp8_e4m3_token")
 
 
 def test_seesaw_tile_over_fp8(lib):

@@ -193,9 +193,19 @@ TEST(KernelSpecTest, Fp8CachesAddTheirFormatAndKeepBf16Keys) {
                        "dtype=bf16 causal=0 format=f32")
                 .find("format (the cache's row format"),
             std::string::npos);
+  // sm_100a reads fp8_e4m3 and fp8_ds_mla (decode-sm100-fp8.mlir), not
+  // fp8_e4m3_token.
+  DecodeKernelSpec sm100;
+  std::string error;
+  EXPECT_TRUE(parseDecodeKernelSpec(
+      "decode chip=sm_100a N=128 Sq=1 L=512 R=64 page=128 dtype=bf16 "
+      "causal=0 format=fp8_e4m3",
+      sm100, error))
+      << error;
+  EXPECT_EQ(sm100.tiling.kvBlock, 64);
   EXPECT_NE(parseError("decode chip=sm_100a N=128 Sq=1 L=512 R=64 page=128 "
-                       "dtype=bf16 causal=0 format=fp8_e4m3")
-                .find("fp8 caches are decoded on sm_90a only"),
+                       "dtype=bf16 causal=0 format=fp8_e4m3_token")
+                .find("does not read fp8_e4m3_token caches"),
             std::string::npos);
 }
 

@@ -38,6 +38,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "Fp8RowChunks.h"
 #include "mla/Conversion/MLAToGPU/MLAToGPU.h"
 #include "mla/GPUCodegen/DeviceBuilder.h"
 #include "mla/GPUCodegen/Tcgen05.h"
@@ -45,6 +46,7 @@
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/IR/SymbolTable.h"
+#include "llvm/Support/MathExtras.h"
 
 #include <cmath>
 
@@ -88,11 +90,14 @@ LLVM::GlobalOp getDynamicSmem(OpBuilder &builder, Location loc) {
 struct KernelArgs {
   Value q, cache, blockTable, seqLens, splitBounds, partialOut, partialLse;
   Value numB, maxPages, numS, softmaxScale;
+  /// fp8_e4m3: the per-tensor scale (f32, read once); null otherwise.
+  Value kvScale;
 };
 
 /// Pointers into the CTA's shared memory.
 struct SharedTiles {
-  Value q, kv, p, mbar, slot;
+  /// `raw`: an fp8 cache's ring of raw blocks (null for bf16/f16).
+  Value q, kv, p, mbar, slot, raw;
 };
 
 /// What one KV block does to this thread's online-softmax row: the new
@@ -110,7 +115,9 @@ public:
                      const abi::DecodeShape &shape,
                      const abi::DecodeTiling &tiling)
       : kb(builder), shape(shape), tiling(tiling), D(shape.rowDim()),
-        L(shape.latentDim), Lh(shape.latentDim / 2), KB(tiling.kvBlock) {}
+        L(shape.latentDim), Lh(shape.latentDim / 2), KB(tiling.kvBlock),
+        rawStageBytes(
+            shape.fp8() ? llvm::alignTo(KB * shape.cacheRowBytes(), 128) : 0) {}
 
   mlir::gpu::GPUFuncOp emit(StringRef name);
 
@@ -119,6 +126,8 @@ private:
   const abi::DecodeShape &shape;
   const abi::DecodeTiling &tiling;
   int64_t D, L, Lh, KB;
+  /// Bytes of one raw block of an fp8 cache in the ring (0 for bf16/f16).
+  int64_t rawStageBytes;
   Type elemTy;
   KernelArgs args;
   SharedTiles smem;
@@ -158,8 +167,24 @@ private:
   void copyRowsToTile(
       Value tile, int64_t rows,
       function_ref<std::pair<Value, Value>(Value r, Value cg)> source);
+  /// `rows` x `chunksPerRow` 16-byte cp.async copies: chunk cg of row r to
+  /// `dst(r, cg)`, from `source(r, cg)` (its address and whether it exists;
+  /// if not, zero-filled).
+  void
+  copyChunks(int64_t rows, int64_t chunksPerRow,
+             function_ref<Value(Value r, Value cg)> dst,
+             function_ref<std::pair<Value, Value>(Value r, Value cg)> source);
   void loadQ();
+  /// The cache row (i64) of KV position `pos` and whether it is in the piece
+  /// (< endCta); a position past it reads the row of endCta - 1, so
+  /// block_table is only read inside the piece.
+  std::pair<Value, Value> cacheRowOf(Value pos, Value pageSize);
   void loadKVBlock(Value block);
+  /// An fp8 cache: block `block`'s raw rows into its ring slot.
+  void loadRawBlock(Value block);
+  /// An fp8 cache: block `blk`'s raw rows dequantised into the KV tile
+  /// (Fp8RowChunks), then published to the tensor cores.
+  void dequantiseBlock(Value blk);
 
   Value smemAddr(Value ptr) {
     return LLVM::PtrToIntOp::create(kb.b, kb.i32, ptr);
@@ -169,6 +194,11 @@ private:
   }
   Value kvStage(Value stage) {
     return smemAt(smem.kv, kb.mul(stage, kb.c32(KB * D * 2)));
+  }
+  /// The KV tile block `blk` is read from: its ring stage, or an fp8
+  /// cache's one dequantised tile.
+  Value kvTileOf(Value blk) {
+    return shape.fp8() ? smem.kv : kvStage(kb.remu(blk, kb.c32(tiling.stages)));
   }
   Value extractF32(Value vec, int64_t i) {
     return LLVM::BitcastOp::create(kb.b, kb.f32, kb.extract(vec, i));
@@ -186,25 +216,33 @@ private:
 void DecodeSM100Emitter::copyRowsToTile(
     Value tile, int64_t rows,
     function_ref<std::pair<Value, Value>(Value r, Value cg)> source) {
-  // Each thread copies 16-byte chunks (8 elements); `source` gives chunk cg
-  // of tile row r's global address and whether it exists (if not, the chunk
-  // is zero-filled: src-size 0).
-  int64_t chunksPerRow = D / 8;
+  // Each thread copies 16-byte chunks (8 elements) into the core-matrix
+  // layout.
+  copyChunks(
+      rows, D / 8,
+      [&](Value r, Value cg) {
+        return smemAt(tile,
+                      tc::coreMatrixOffset(kb, r, kb.mul(cg, kb.c32(8)), D));
+      },
+      source);
+}
+
+void DecodeSM100Emitter::copyChunks(
+    int64_t rows, int64_t chunksPerRow, function_ref<Value(Value, Value)> dst,
+    function_ref<std::pair<Value, Value>(Value, Value)> source) {
   int64_t total = rows * chunksPerRow;
-  kb.forLoop(
-      kb.c32(0), kb.c32((total + kThreads - 1) / kThreads), kb.c32(1), {},
-      [&](Value it, ValueRange) {
-        Value idx = kb.add(kb.mul(it, kb.c32(kThreads)), tid);
-        kb.ifThen(kb.slt(idx, kb.c32(total)), [&] {
-          Value r = kb.divu(idx, kb.c32(chunksPerRow));
-          Value cg = kb.remu(idx, kb.c32(chunksPerRow));
-          auto [src, valid] = source(r, cg);
-          Value dst = smemAt(
-              tile, tc::coreMatrixOffset(kb, r, kb.mul(cg, kb.c32(8)), D));
-          kb.cpAsync16(dst, src, kb.select(valid, kb.c32(16), kb.c32(0)));
-        });
-        return SmallVector<Value>{};
-      });
+  kb.forLoop(kb.c32(0), kb.c32((total + kThreads - 1) / kThreads), kb.c32(1),
+             {}, [&](Value it, ValueRange) {
+               Value idx = kb.add(kb.mul(it, kb.c32(kThreads)), tid);
+               kb.ifThen(kb.slt(idx, kb.c32(total)), [&] {
+                 Value r = kb.divu(idx, kb.c32(chunksPerRow));
+                 Value cg = kb.remu(idx, kb.c32(chunksPerRow));
+                 auto [src, valid] = source(r, cg);
+                 Value to = dst(r, cg);
+                 kb.cpAsync16(to, src, kb.select(valid, kb.c32(16), kb.c32(0)));
+               });
+               return SmallVector<Value>{};
+             });
 }
 
 void DecodeSM100Emitter::loadQ() {
@@ -224,7 +262,20 @@ void DecodeSM100Emitter::loadQ() {
   });
 }
 
+std::pair<Value, Value> DecodeSM100Emitter::cacheRowOf(Value pos,
+                                                       Value pageSize) {
+  Value valid = kb.slt(pos, endCta);
+  Value posC = kb.select(valid, pos, kb.sub(endCta, kb.c32(1)));
+  Value entry = kb.add(kb.mul(blockB, args.maxPages), kb.divu(posC, pageSize));
+  Value page = kb.load(kb.i32, kb.gep(args.blockTable, kb.i32, entry), 4);
+  Value cacheRow = kb.add(kb.mul(kb.toI64(page), kb.c64(shape.pageSize)),
+                          kb.toI64(kb.remu(posC, pageSize)));
+  return {cacheRow, valid};
+}
+
 void DecodeSM100Emitter::loadKVBlock(Value block) {
+  if (shape.fp8())
+    return loadRawBlock(block);
   // Token t of the block is position start + block*KB + t; tokens at or past
   // endCta are zero-filled so that masked P entries (exactly 0) never meet a
   // NaN in V, and their address is that of position endCta-1, which lies in
@@ -233,18 +284,69 @@ void DecodeSM100Emitter::loadKVBlock(Value block) {
   Value first = kb.add(start, kb.mul(block, kb.c32(KB)));
   Value pageSize = kb.c32(shape.pageSize);
   copyRowsToTile(dstBase, KB, [&](Value t, Value cg) {
-    Value pos = kb.add(first, t);
-    Value valid = kb.slt(pos, endCta);
-    Value posC = kb.select(valid, pos, kb.sub(endCta, kb.c32(1)));
-    Value entry =
-        kb.add(kb.mul(blockB, args.maxPages), kb.divu(posC, pageSize));
-    Value page = kb.load(kb.i32, kb.gep(args.blockTable, kb.i32, entry), 4);
-    Value cacheRow = kb.add(kb.mul(kb.toI64(page), kb.c64(shape.pageSize)),
-                            kb.toI64(kb.remu(posC, pageSize)));
+    auto [cacheRow, valid] = cacheRowOf(kb.add(first, t), pageSize);
     Value elem =
         kb.add(kb.mul(cacheRow, kb.c64(D)), kb.toI64(kb.mul(cg, kb.c32(8))));
     return std::make_pair(kb.gep(args.cache, elemTy, elem), valid);
   });
+}
+
+void DecodeSM100Emitter::loadRawBlock(Value block) {
+  // As loadKVBlock, byte rows of the cache (whole 16-byte chunks:
+  // checkDecodeTiling) copied as they are into the block's ring slot.
+  const int64_t rowBytes = shape.cacheRowBytes();
+  Value slot =
+      kb.mul(kb.remu(block, kb.c32(tiling.stages)), kb.c32(rawStageBytes));
+  Value first = kb.add(start, kb.mul(block, kb.c32(KB)));
+  Value pageSize = kb.c32(shape.pageSize);
+  copyChunks(
+      KB, rowBytes / 16,
+      [&](Value t, Value cg) {
+        return smemAt(smem.raw, kb.add(slot, kb.add(kb.mul(t, kb.c32(rowBytes)),
+                                                    kb.mul(cg, kb.c32(16)))));
+      },
+      [&](Value t, Value cg) {
+        auto [cacheRow, valid] = cacheRowOf(kb.add(first, t), pageSize);
+        Value byte = kb.add(kb.mul(cacheRow, kb.c64(rowBytes)),
+                            kb.toI64(kb.mul(cg, kb.c32(16))));
+        return std::make_pair(kb.gep(args.cache, kb.i8, byte), valid);
+      });
+}
+
+void DecodeSM100Emitter::dequantiseBlock(Value blk) {
+  // Tokens past the piece were zero-filled, and zero codes, scales and bf16
+  // values decode to zeros: no NaN of an unused slot reaches the tile.
+  const int64_t rowBytes = shape.cacheRowBytes(), Lc = L / 8;
+  mla::gpu_codegen::Fp8RowChunks rows(kb, shape, smem.raw, elemTy);
+  Value slot =
+      kb.mul(kb.remu(blk, kb.c32(tiling.stages)), kb.c32(rawStageBytes));
+  // Chunks [c0, c1) of every token, `chunk` converting one.
+  auto convert = [&](int64_t c0, int64_t c1,
+                     function_ref<Value(Value, Value)> chunk) {
+    int64_t per = c1 - c0, total = KB * per;
+    kb.forLoop(kb.c32(0), kb.c32((total + kThreads - 1) / kThreads), kb.c32(1),
+               {}, [&](Value it, ValueRange) {
+                 Value idx = kb.add(kb.mul(it, kb.c32(kThreads)), tid);
+                 kb.ifThen(kb.slt(idx, kb.c32(total)), [&] {
+                   Value t = kb.divu(idx, kb.c32(per));
+                   Value c = kb.add(kb.remu(idx, kb.c32(per)), kb.c32(c0));
+                   Value row = kb.add(slot, kb.mul(t, kb.c32(rowBytes)));
+                   Value v = chunk(row, c);
+                   Value off =
+                       tc::coreMatrixOffset(kb, t, kb.mul(c, kb.c32(8)), D);
+                   kb.store(v, smemAt(smem.kv, off), 16);
+                 });
+                 return SmallVector<Value>{};
+               });
+  };
+  auto latent = [&](Value row, Value c) { return rows.latent(row, c); };
+  if (!rows.splitsRope()) {
+    convert(0, D / 8, latent);
+  } else {
+    convert(0, Lc, latent);
+    convert(Lc, D / 8, [&](Value row, Value c) { return rows.rope(row, c); });
+  }
+  tc::publishSharedToTensorCores(kb);
 }
 
 //===----------------------------------------------------------------------===//
@@ -255,9 +357,17 @@ mlir::gpu::GPUFuncOp DecodeSM100Emitter::createFunction(StringRef name) {
   SmallVector<Type> params(7, kb.ptrGlobal);
   params.append(3, kb.i32);
   params.push_back(kb.f32);
+  // fp8_e4m3's kv_scale (KernelABI.h: the 12th parameter).
+  const bool kvScale = shape.kvFormat == abi::CacheFormat::FP8E4M3;
+  if (kvScale)
+    params.push_back(kb.ptrGlobal);
+  assert(int64_t(params.size()) == abi::decodePartialNumParams(shape) &&
+         "KernelABI.h's decode-partial parameters");
   auto fn = mla::gpu_codegen::createKernel(kb.b, name, params, kThreads);
   ValueRange a = fn.getArguments();
   args = {a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9], a[10]};
+  if (kvScale)
+    args.kvScale = kb.load(kb.f32, a[11], 4);
   elemTy = shape.elem == abi::ElemType::BF16 ? Type(kb.b.getBF16Type())
                                              : Type(kb.b.getF16Type());
   return fn;
@@ -283,13 +393,18 @@ void DecodeSM100Emitter::carveSharedMemory(LLVM::GlobalOp dynSmem) {
       kb.sub(kb.andi(kb.add(rawAddr, kb.c32(127)), kb.c32(~127)), rawAddr);
   Value base = smemAt(raw, pad);
   int64_t qBytes = kRows * D * 2;
-  int64_t kvBytes = tiling.stages * KB * D * 2;
+  // An fp8 cache: one dequantised KV tile, then (past the sync words) the
+  // ring of raw blocks (KernelABI.cpp's decodeSharedBytesSM100).
+  int64_t kvBytes = (shape.fp8() ? 1 : tiling.stages) * KB * D * 2;
   int64_t pBytes = kRows * KB * 2;
   smem.q = base;
   smem.kv = smemAt(base, kb.c32(qBytes));
   smem.p = smemAt(base, kb.c32(qBytes + kvBytes));
   smem.mbar = smemAt(base, kb.c32(qBytes + kvBytes + pBytes));
   smem.slot = smemAt(base, kb.c32(qBytes + kvBytes + pBytes + 8));
+  if (shape.fp8())
+    smem.raw = smemAt(
+        base, kb.c32(llvm::alignTo(qBytes + kvBytes + pBytes + 16, 128)));
 }
 
 void DecodeSM100Emitter::computePieceBounds() {
@@ -356,6 +471,9 @@ void DecodeSM100Emitter::computeRowLimits() {
 void DecodeSM100Emitter::prepareMmaOperands() {
   float log2e = 1.4426950408889634f;
   scoreScale = kb.fmul(args.softmaxScale, kb.f(log2e));
+  // fp8_e4m3: K = kv_scale * codes (the tile holds the codes' values).
+  if (args.kvScale)
+    scoreScale = kb.fmul(scoreScale, args.kvScale);
   negInf = kb.f(-INFINITY);
   one = kb.f(1.0);
   bool bf16 = shape.elem == abi::ElemType::BF16;
@@ -377,7 +495,9 @@ SmallVector<Value> DecodeSM100Emitter::processKVBlock(Value blk,
                                                       ValueRange carried) {
   Value m = carried[0], l = carried[1], phase = carried[2];
   prefetchKVBlock(blk);
-  Value kvAddr = smemAddr(kvStage(kb.remu(blk, kb.c32(tiling.stages))));
+  if (shape.fp8())
+    dequantiseBlock(blk);
+  Value kvAddr = smemAddr(kvTileOf(blk));
   issueScoreMmas(kvAddr);
   tc::waitCommitted(kb, smem.mbar, phase);
   phase = kb.bitXor(phase, kb.c32(1));
@@ -527,8 +647,11 @@ void DecodeSM100Emitter::writeResults(Value m, Value l) {
   Value lRow = shflIdx(l, rowLane);
   Value hasData = kb.andi(kb.slt(zero, numBlocks),
                           kb.fcmp(arith::CmpFPredicate::UNE, lRow, kb.f(0.0)));
-  Value inv =
-      kb.select(hasData, arith::DivFOp::create(kb.b, one, lRow), kb.f(0.0));
+  // fp8_e4m3: V = kv_scale * codes, into the normaliser.
+  Value inv = kb.select(
+      hasData,
+      arith::DivFOp::create(kb.b, args.kvScale ? args.kvScale : one, lRow),
+      kb.f(0.0));
   int64_t rowsTotal = shape.queryRows * shape.numHeads;
   Value rowValid = kb.slt(row, kb.c32(rowsTotal));
   Value rowC = kb.select(rowValid, row, zero);

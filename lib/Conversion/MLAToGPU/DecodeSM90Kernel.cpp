@@ -2,6 +2,8 @@
 
 #include "DecodeSM90Kernel.h"
 
+#include "Fp8RowChunks.h"
+
 #include "CombineRow.h"
 
 #include "mla/GPUCodegen/Fp8Dequant.h"
@@ -591,68 +593,18 @@ void DecodeSM90Kernel::storeKvChunks(Value k, int64_t c0, int64_t c1,
 }
 
 void DecodeSM90Kernel::dequantSlice(Value k, int64_t c0, int64_t c1) {
-  const int64_t rowBytes = shape.cacheRowBytes(), Lc = L / 8;
-  const int64_t rawAlign =
-      std::min<int64_t>(8, int64_t(1) << llvm::countr_zero(uint64_t(rowBytes)));
-  auto v2 = VectorType::get({2}, d.i32), v4 = VectorType::get({4}, d.i32);
-  auto codesAt = [&](Value row, Value first) {
-    return d.load(v2, d.gepBytes(smem, d.add(row, first)), rawAlign);
-  };
-  // Eight e4m3 codes from byte `first` of the row, times `scale`.
-  auto fp8Chunk = [&](Value row, Value first, Value scale) {
-    return dequantE4M3x8(d, codesAt(row, first), scale, halfType);
-  };
-  auto scaleAt = [&](Value row, Value byteOff) {
-    return d.load(d.f32, d.gepBytes(smem, d.add(row, byteOff)), 4);
-  };
-  auto eightCodes = [&](Value c) { return d.mul(c, d.c32(8)); };
-  // The latent chunks [c0, min(c1, L/8)) with `latent`, the RoPE chunks
-  // [max(c0, L/8), c1) with `rope`.
-  auto split = [&](function_ref<Value(Value, Value)> latent,
-                   function_ref<Value(Value, Value)> rope) {
-    if (c0 < std::min(c1, Lc))
-      storeKvChunks(k, c0, std::min(c1, Lc), latent);
-    if (std::max(c0, Lc) < c1)
-      storeKvChunks(k, std::max(c0, Lc), c1, rope);
-  };
-  switch (shape.kvFormat) {
-  case abi::CacheFormat::FP8E4M3:
-    // The per-tensor scale is folded out (begin): the codes' exact values.
-    storeKvChunks(k, c0, c1, [&](Value row, Value c) {
-      return convertE4M3x8(d, codesAt(row, eightCodes(c)), halfType);
-    });
-    return;
-  case abi::CacheFormat::FP8E4M3Token:
-    // D codes, then the f32 scales of the latent (s0) and the RoPE (s1).
-    split(
-        [&](Value row, Value c) {
-          return fp8Chunk(row, eightCodes(c), scaleAt(row, d.c32(D)));
-        },
-        [&](Value row, Value c) {
-          return fp8Chunk(row, eightCodes(c), scaleAt(row, d.c32(D + 4)));
-        });
-    return;
-  case abi::CacheFormat::FP8DsMla: {
-    // L codes, an f32 scale per 128 of them, then R bf16 values.
-    const int64_t ropeOff = abi::dsMlaRopeOffset(L);
-    const int64_t ropeAlign = std::min<int64_t>(
-        16, int64_t(1) << llvm::countr_zero(uint64_t(rowBytes | ropeOff)));
-    split(
-        [&](Value row, Value c) {
-          Value tile = d.divu(c, d.c32(abi::kDsMlaTile / 8));
-          return fp8Chunk(row, eightCodes(c),
-                          scaleAt(row, d.add(d.c32(L), d.mul(tile, d.c32(4)))));
-        },
-        [&](Value row, Value c) {
-          Value off = d.add(d.c32(ropeOff - 16 * Lc), d.mul(c, d.c32(16)));
-          Value raw = d.load(v4, d.gepBytes(smem, d.add(row, off)), ropeAlign);
-          return convertBF16x8(d, raw, halfType);
-        });
-    return;
-  }
-  default:
-    llvm_unreachable("dequantSlice of a cache that is not fp8");
-  }
+  const int64_t Lc = L / 8;
+  Fp8RowChunks rows(d, shape, smem, halfType);
+  auto latent = [&](Value row, Value c) { return rows.latent(row, c); };
+  if (!rows.splitsRope())
+    return storeKvChunks(k, c0, c1, latent);
+  // The latent chunks [c0, min(c1, L/8)), then the RoPE chunks
+  // [max(c0, L/8), c1).
+  if (c0 < std::min(c1, Lc))
+    storeKvChunks(k, c0, std::min(c1, Lc), latent);
+  if (std::max(c0, Lc) < c1)
+    storeKvChunks(k, std::max(c0, Lc), c1,
+                  [&](Value row, Value c) { return rows.rope(row, c); });
 }
 
 void DecodeSM90Kernel::stageQAndPrefill() {

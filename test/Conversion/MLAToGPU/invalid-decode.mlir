@@ -26,14 +26,15 @@ module attributes {mla.target = #mla.target<chip = sm90>} {
 
 // -----
 
-// The sm_100a (tcgen05) decode reads bf16/f16 caches only.
+// The sm_100a (tcgen05) decode does not read fp8_e4m3_token caches (584-byte
+// rows are not whole 16-byte chunks).
 module attributes {mla.target = #mla.target<chip = sm100>} {
-  func.func @fp8_sm100(%q: tensor<2x1x16x576xbf16>, %c: tensor<8x64x656xi8>, %bt: tensor<2x4xi32>, %l: tensor<2xi32>)
+  func.func @fp8_token_sm100(%q: tensor<2x1x16x576xbf16>, %c: tensor<8x128x584xi8>, %bt: tensor<2x4xi32>, %l: tensor<2xi32>)
       -> (tensor<2x1x16x512xbf16>, tensor<2x16x1xf32>) {
-    // expected-error @+1 {{fp8 caches are decoded on sm_90a only; the sm_100a (tcgen05) decode reads bf16/f16 caches}}
-    %o, %s = mla.decode %q, %c[%bt, %l] layout #mla.cache_layout<format = fp8_ds_mla, page_size = 64> scale 0.0721687824
+    // expected-error @+1 {{the sm_100a (tcgen05) decode does not read fp8_e4m3_token caches: it stages each row with 16-byte cp.async copies, and a 584-byte row is not whole 16-byte chunks; it reads bf16, f16, fp8_e4m3 and fp8_ds_mla caches}}
+    %o, %s = mla.decode %q, %c[%bt, %l] layout #mla.cache_layout<format = fp8_e4m3_token, page_size = 128> scale 0.0721687824
         {mla.gpu_tiling = #mla.gpu_tiling<rows_per_cta = 64, warps_n = 1, kv_block = 64, stages = 2>}
-        : (tensor<2x1x16x576xbf16>, tensor<8x64x656xi8>, tensor<2x4xi32>, tensor<2xi32>) -> (tensor<2x1x16x512xbf16>, tensor<2x16x1xf32>)
+        : (tensor<2x1x16x576xbf16>, tensor<8x128x584xi8>, tensor<2x4xi32>, tensor<2xi32>) -> (tensor<2x1x16x512xbf16>, tensor<2x16x1xf32>)
     return %o, %s : tensor<2x1x16x512xbf16>, tensor<2x16x1xf32>
   }
 }

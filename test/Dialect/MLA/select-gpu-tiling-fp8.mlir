@@ -85,12 +85,13 @@ module attributes {mla.target = #mla.target<chip = sm90>} {
 
 // -----
 
-// The sm_100a decode reads bf16/f16 caches only.
+// The sm_100a decode reads fp8_e4m3 and fp8_ds_mla caches, not
+// fp8_e4m3_token (decode-sm100-fp8.mlir has the kernels).
 module attributes {mla.target = #mla.target<chip = sm100>} {
-  func.func @sm100(%q: tensor<2x1x128x576xbf16>, %c: tensor<8x128x656xi8>, %bt: tensor<2x4xi32>, %l: tensor<2xi32>) -> (tensor<2x1x128x512xbf16>, tensor<2x128x1xf32>) {
-    // expected-error @+1 {{no GPU decode tiling for this shape on sm_100a: fp8 caches are decoded on sm_90a only; the sm_100a (tcgen05) decode reads bf16/f16 caches}}
-    %o, %s = mla.decode %q, %c[%bt, %l] layout #mla.cache_layout<format = fp8_ds_mla, page_size = 128> scale 0.0721687824
-        : (tensor<2x1x128x576xbf16>, tensor<8x128x656xi8>, tensor<2x4xi32>, tensor<2xi32>) -> (tensor<2x1x128x512xbf16>, tensor<2x128x1xf32>)
+  func.func @sm100(%q: tensor<2x1x128x576xbf16>, %c: tensor<8x128x584xi8>, %bt: tensor<2x4xi32>, %l: tensor<2xi32>) -> (tensor<2x1x128x512xbf16>, tensor<2x128x1xf32>) {
+    // expected-error @+1 {{no GPU decode tiling for this shape on sm_100a: the sm_100a (tcgen05) decode does not read fp8_e4m3_token caches}}
+    %o, %s = mla.decode %q, %c[%bt, %l] layout #mla.cache_layout<format = fp8_e4m3_token, page_size = 128> scale 0.0721687824
+        : (tensor<2x1x128x576xbf16>, tensor<8x128x584xi8>, tensor<2x4xi32>, tensor<2xi32>) -> (tensor<2x1x128x512xbf16>, tensor<2x128x1xf32>)
     return %o, %s : tensor<2x1x128x512xbf16>, tensor<2x128x1xf32>
   }
 }
