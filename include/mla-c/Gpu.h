@@ -81,7 +81,8 @@ typedef struct mlaGpuCacheFormat {
 /* The options of a decode: `headDimV` is the latent width L. With
  * `hasNumSplits`, every request is cut into `numSplits` pieces (1 to 65535);
  * without, `splitPolicy` (MLA_GPU_SPLIT_*) decides. The decode kernels read
- * caches of q's dtype (kv_format "auto") and the fp8 formats (sm_90a only);
+ * caches of q's dtype (kv_format "auto") and the fp8 formats (fp8_e4m3_token
+ * on sm_90a only);
  * fp8_e4m3's per-tensor scale is a device float32 passed at launch (the
  * `kvScale` pointer of mlaGpuDecode and mlaGpuDecodeRun), so
  * `cache.hasKvScale` stays 0. */

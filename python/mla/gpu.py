@@ -284,7 +284,7 @@ def decode_spec(num_heads, query_rows, latent_dim, rope_dim, page_size, dtype, c
                 kv_format="auto"):
     """The kernel-cache spec text of a decode kernel: what `mla-aot --spec` takes. `dtype` is "bf16" or
     "f16" (q and out); `chip` "sm_90a" or "sm_100a"; `tile` "RxWxKxS" overrides the default tiling;
-    `kv_format` is the cache's ("auto": rows of dtype; "fp8_e4m3", "fp8_e4m3_token", "fp8_ds_mla": sm_90a
+    `kv_format` is the cache's ("auto": rows of dtype; "fp8_e4m3", "fp8_ds_mla"; "fp8_e4m3_token" on sm_90a
     only). The softmax scale and fp8_e4m3's kv_scale are launch arguments, not part of the spec: one
     kernel serves every scale."""
     key = (num_heads, query_rows, latent_dim, rope_dim, page_size, dtype, bool(causal), chip, tile, kv_format)
