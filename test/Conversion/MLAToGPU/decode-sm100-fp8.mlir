@@ -31,8 +31,9 @@
 
 // CHECK-LABEL: gpu.func @mla_decode_partial(
 // CHECK-SAME:    %arg10: f32, %arg11: !llvm.ptr<1>) kernel
-// CHECK:         llvm.load %arg11 {alignment = 4 : i64} : !llvm.ptr<1> -> f32
+// CHECK:         [[KVS:%.+]] = llvm.load %arg11 {alignment = 4 : i64} : !llvm.ptr<1> -> f32
 // CHECK:         nvvm.cp.async.shared.global {{.*}}, 16, cache = cg
+// CHECK:         arith.mulf %{{.*}}, [[KVS]] : f32
 // CHECK:         scf.for
 // CHECK:           nvvm.cp.async.shared.global {{.*}}, 16, cache = cg
 // CHECK:           nvvm.fence.proxy
@@ -46,6 +47,7 @@
 // CHECK-NEXT:      nvvm.tcgen05.fence <before>
 // CHECK-NEXT:      nvvm.barrier0
 // CHECK:           nvvm.tcgen05.mma
+// CHECK:         arith.divf [[KVS]], %{{.*}} : f32
 module attributes {mla.target = #mla.target<chip = sm100>} {
   func.func @e4m3(%q: tensor<?x1x128x576xbf16>, %cache: tensor<?x128x576xi8>, %bt: tensor<?x?xi32>, %lens: tensor<?xi32>)
       -> (tensor<?x1x128x512xbf16>, tensor<?x128x1xf32>) {
