@@ -174,6 +174,11 @@ private:
   copyChunks(int64_t rows, int64_t chunksPerRow,
              function_ref<Value(Value r, Value cg)> dst,
              function_ref<std::pair<Value, Value>(Value r, Value cg)> source);
+  /// `body(r, cg)` for the `rows` x `chunksPerRow` chunks, the CTA's threads
+  /// taking them in turn (a loop over rounds, each round one chunk per
+  /// thread).
+  void forEachChunk(int64_t rows, int64_t chunksPerRow,
+                    function_ref<void(Value r, Value cg)> body);
   void loadQ();
   /// The cache row (i64) of KV position `pos` and whether it is in the piece
   /// (< endCta); a position past it reads the row of endCta - 1, so
@@ -182,6 +187,10 @@ private:
   void loadKVBlock(Value block);
   /// An fp8 cache: block `block`'s raw rows into its ring slot.
   void loadRawBlock(Value block);
+  /// An fp8 cache: the byte offset of block `blk`'s ring slot from smem.raw.
+  Value rawSlot(Value blk) {
+    return kb.mul(kb.remu(blk, kb.c32(tiling.stages)), kb.c32(rawStageBytes));
+  }
   /// An fp8 cache: block `blk`'s raw rows dequantised into the KV tile
   /// (Fp8RowChunks), then published to the tensor cores.
   void dequantiseBlock(Value blk);
@@ -230,6 +239,16 @@ void DecodeSM100Emitter::copyRowsToTile(
 void DecodeSM100Emitter::copyChunks(
     int64_t rows, int64_t chunksPerRow, function_ref<Value(Value, Value)> dst,
     function_ref<std::pair<Value, Value>(Value, Value)> source) {
+  forEachChunk(rows, chunksPerRow, [&](Value r, Value cg) {
+    auto [src, valid] = source(r, cg);
+    Value to = dst(r, cg);
+    kb.cpAsync16(to, src, kb.select(valid, kb.c32(16), kb.c32(0)));
+  });
+}
+
+void DecodeSM100Emitter::forEachChunk(
+    int64_t rows, int64_t chunksPerRow,
+    function_ref<void(Value r, Value cg)> body) {
   int64_t total = rows * chunksPerRow;
   kb.forLoop(kb.c32(0), kb.c32((total + kThreads - 1) / kThreads), kb.c32(1),
              {}, [&](Value it, ValueRange) {
@@ -237,9 +256,7 @@ void DecodeSM100Emitter::copyChunks(
                kb.ifThen(kb.slt(idx, kb.c32(total)), [&] {
                  Value r = kb.divu(idx, kb.c32(chunksPerRow));
                  Value cg = kb.remu(idx, kb.c32(chunksPerRow));
-                 auto [src, valid] = source(r, cg);
-                 Value to = dst(r, cg);
-                 kb.cpAsync16(to, src, kb.select(valid, kb.c32(16), kb.c32(0)));
+                 body(r, cg);
                });
                return SmallVector<Value>{};
              });
@@ -295,8 +312,7 @@ void DecodeSM100Emitter::loadRawBlock(Value block) {
   // As loadKVBlock, byte rows of the cache (whole 16-byte chunks:
   // checkDecodeTiling) copied as they are into the block's ring slot.
   const int64_t rowBytes = shape.cacheRowBytes();
-  Value slot =
-      kb.mul(kb.remu(block, kb.c32(tiling.stages)), kb.c32(rawStageBytes));
+  Value slot = rawSlot(block);
   Value first = kb.add(start, kb.mul(block, kb.c32(KB)));
   Value pageSize = kb.c32(shape.pageSize);
   copyChunks(
@@ -318,26 +334,17 @@ void DecodeSM100Emitter::dequantiseBlock(Value blk) {
   // values decode to zeros: no NaN of an unused slot reaches the tile.
   const int64_t rowBytes = shape.cacheRowBytes(), Lc = L / 8;
   mla::gpu_codegen::Fp8RowChunks rows(kb, shape, smem.raw, elemTy);
-  Value slot =
-      kb.mul(kb.remu(blk, kb.c32(tiling.stages)), kb.c32(rawStageBytes));
+  Value slot = rawSlot(blk);
   // Chunks [c0, c1) of every token, `chunk` converting one.
   auto convert = [&](int64_t c0, int64_t c1,
                      function_ref<Value(Value, Value)> chunk) {
-    int64_t per = c1 - c0, total = KB * per;
-    kb.forLoop(kb.c32(0), kb.c32((total + kThreads - 1) / kThreads), kb.c32(1),
-               {}, [&](Value it, ValueRange) {
-                 Value idx = kb.add(kb.mul(it, kb.c32(kThreads)), tid);
-                 kb.ifThen(kb.slt(idx, kb.c32(total)), [&] {
-                   Value t = kb.divu(idx, kb.c32(per));
-                   Value c = kb.add(kb.remu(idx, kb.c32(per)), kb.c32(c0));
-                   Value row = kb.add(slot, kb.mul(t, kb.c32(rowBytes)));
-                   Value v = chunk(row, c);
-                   Value off =
-                       tc::coreMatrixOffset(kb, t, kb.mul(c, kb.c32(8)), D);
-                   kb.store(v, smemAt(smem.kv, off), 16);
-                 });
-                 return SmallVector<Value>{};
-               });
+    forEachChunk(KB, c1 - c0, [&](Value t, Value cg) {
+      Value c = kb.add(cg, kb.c32(c0));
+      Value row = kb.add(slot, kb.mul(t, kb.c32(rowBytes)));
+      Value v = chunk(row, c);
+      Value off = tc::coreMatrixOffset(kb, t, kb.mul(c, kb.c32(8)), D);
+      kb.store(v, smemAt(smem.kv, off), 16);
+    });
   };
   auto latent = [&](Value row, Value c) { return rows.latent(row, c); };
   if (!rows.splitsRope()) {

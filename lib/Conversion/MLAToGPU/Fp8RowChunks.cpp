@@ -31,12 +31,13 @@ Value Fp8RowChunks::scaleAt(Value row, Value byteOff) {
   return d.load(d.f32, d.gepBytes(smem, d.add(row, byteOff)), 4);
 }
 
+Value Fp8RowChunks::eightCodes(Value c) { return d.mul(c, d.c32(8)); }
+
+Value Fp8RowChunks::fp8Chunk(Value row, Value first, Value scale) {
+  return dequantE4M3x8(d, codesAt(row, first), scale, halfType);
+}
+
 Value Fp8RowChunks::latent(Value row, Value c) {
-  auto eightCodes = [&](Value c) { return d.mul(c, d.c32(8)); };
-  // Eight codes from byte `first` of the row, times `scale`.
-  auto fp8Chunk = [&](Value row, Value first, Value scale) {
-    return dequantE4M3x8(d, codesAt(row, first), scale, halfType);
-  };
   const int64_t D = shape.rowDim(), L = shape.latentDim;
   switch (shape.kvFormat) {
   case abi::CacheFormat::FP8E4M3:
@@ -56,10 +57,6 @@ Value Fp8RowChunks::latent(Value row, Value c) {
 }
 
 Value Fp8RowChunks::rope(Value row, Value c) {
-  auto eightCodes = [&](Value c) { return d.mul(c, d.c32(8)); };
-  auto fp8Chunk = [&](Value row, Value first, Value scale) {
-    return dequantE4M3x8(d, codesAt(row, first), scale, halfType);
-  };
   const int64_t D = shape.rowDim(), L = shape.latentDim, Lc = L / 8;
   switch (shape.kvFormat) {
   case abi::CacheFormat::FP8E4M3Token:

@@ -42,6 +42,10 @@ private:
   mlir::Value codesAt(mlir::Value row, mlir::Value first);
   /// An f32 at byte `byteOff` of the row.
   mlir::Value scaleAt(mlir::Value row, mlir::Value byteOff);
+  /// The first code byte of chunk `c`.
+  mlir::Value eightCodes(mlir::Value c);
+  /// Eight codes from byte `first` of the row, times `scale`.
+  mlir::Value fp8Chunk(mlir::Value row, mlir::Value first, mlir::Value scale);
 
   DeviceBuilder &d;
   const gpu::DecodeShape &shape;
