@@ -207,9 +207,10 @@ private:
   void prepareOtherV(int wg, Value n, int slot, Running &r);
   /// Issues warpgroup `wg`'s O half += P V of block `n` in slot `n % 2` (no
   /// commit), after waiting for its V boxes when the block is the other
-  /// warpgroup's.
+  /// warpgroup's. `pRegs`: the warpgroup's own P of the block, packed (A
+  /// from registers, as FlashMLA's own-block P V); else P from the slot.
   WgmmaAccum issuePV(int wg, ArrayRef<Value> o, Value n, int slot,
-                     bool waitBoxes);
+                     bool waitBoxes, ArrayRef<Value> pRegs = {});
   /// Warpgroup `wg`'s P V of slot `slot` is done: frees its V boxes and its
   /// share of the P box.
   void release(int wg, int slot);
@@ -465,7 +466,7 @@ void SeesawDecode::prepareOtherV(int wg, Value n, int slot, Running &r) {
 }
 
 WgmmaAccum SeesawDecode::issuePV(int wg, ArrayRef<Value> o, Value n, int slot,
-                                 bool waitBoxes) {
+                                 bool waitBoxes, ArrayRef<Value> pRegs) {
   int64_t boxes = k.Lw / 64;
   // The other warpgroup saw the block land; this one acquires the TMA
   // writes itself (the phase cannot move on before this warpgroup frees
@@ -477,7 +478,7 @@ WgmmaAccum SeesawDecode::issuePV(int wg, ArrayRef<Value> o, Value n, int slot,
   // The waits and the descriptor arithmetic wrote registers.
   oMma.fence();
   Value v = ws.e4m3 ? d.c32(k.lay.vOff - k.lay.kv.base) : slotOff[slot];
-  return ws.issuePV(oMma, o, pOffset(slot), v, d.c32(wg * boxes));
+  return ws.issuePV(oMma, o, pOffset(slot), v, d.c32(wg * boxes), pRegs);
 }
 
 void SeesawDecode::release(int wg, int slot) {
@@ -522,7 +523,9 @@ Running SeesawDecode::iterationWG0(Value i, Running r) {
   storePAndMax(0, packed, m0);
   ws.namedSync(kOwnBarrier, kWarpgroupThreads);
   ws.namedArrive(kP0Ready, kConsumerThreads);
-  r.o = issuePV(0, r.o, n0, 0, /*waitBoxes=*/false).regs;
+  // P0 V0_L takes P0 from registers (FlashMLA's own-block P V); warpgroup
+  // 1 reads it from the slot.
+  r.o = issuePV(0, r.o, n0, 0, /*waitBoxes=*/false, packed).regs;
   oMma.commit();
 
   ws.namedSync(kP1Ready, kConsumerThreads);
@@ -599,7 +602,8 @@ Running SeesawDecode::iterationWG1(Value i, Running r) {
     convertOwnV(1, n1, 1, /*waitBoxes=*/false, /*publish=*/true, r);
     releaseRawV(1, 1);
   }
-  r.o = issuePV(1, r.o, n1, 1, /*waitBoxes=*/false).regs;
+  // As warpgroup 0's P0: P1 V1_R reads P1 from registers.
+  r.o = issuePV(1, r.o, n1, 1, /*waitBoxes=*/false, packed).regs;
   oMma.commitAndWait();
   release(1, 1);
   return r;

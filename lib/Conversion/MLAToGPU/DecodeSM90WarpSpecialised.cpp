@@ -243,19 +243,24 @@ WgmmaAccum WarpSpecialisedDecode::issueScores(WarpgroupMma &mma, int64_t tokens,
 }
 
 WgmmaAccum WarpSpecialisedDecode::issuePV(WarpgroupMma &mma, ArrayRef<Value> o,
-                                          Value pOff, Value slotOff,
-                                          Value vBox) {
+                                          Value pOff, Value slotOff, Value vBox,
+                                          ArrayRef<Value> pRegs) {
   const SmemTile &kv = k.lay.kv;
   const SmemTile p = SmemTile::box128B(0, k.M);
   WgmmaDescriptors descs(d, k.smem);
   Value vBase = d.add(slotOff, d.mul(vBox, d.c32(kv.rows * kBoxBytes)));
   WgmmaAccum acc{SmallVector<Value>(o.begin(), o.end())};
   // A k-step is 16 tokens.
+  assert((pRegs.empty() || int64_t(pRegs.size()) == k.Bk / 4) &&
+         "four packed pairs per 16-token k slice");
   for (int64_t kk = 0; kk < k.Bk / 16; ++kk) {
-    Value aDesc = descs.kMajor(pOff, p.kSliceOffset(kk));
+    Value aDesc =
+        pRegs.empty() ? descs.kMajor(pOff, p.kSliceOffset(kk)) : Value();
     Value bDesc = descs.mnMajor(kv, vBase, kv.base + kk * 16 * kv.rowBytes);
-    acc = mma.step(acc, aDesc, bDesc,
-                   /*accumulate=*/true, /*transB=*/true);
+    acc = aDesc ? mma.step(acc, aDesc, bDesc,
+                           /*accumulate=*/true, /*transB=*/true)
+                : mma.stepRegA(acc, pRegs.slice(4 * kk, 4), bDesc,
+                               /*accumulate=*/true, /*transB=*/true);
   }
   return acc;
 }

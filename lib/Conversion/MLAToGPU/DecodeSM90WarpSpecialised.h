@@ -92,9 +92,13 @@ public:
                          mlir::Value n, mlir::Value kBase);
   /// Issues O += P V (no commit): P a one-box Box128B tile of 64 rows at
   /// byte `pOff`, V the columns from 64-column box `vBox` of the slot at
-  /// `slotOff` (bytes from lay.kv.base).
+  /// `slotOff` (bytes from lay.kv.base). Given `pRegs` (the warpgroup's own
+  /// P as packed pairs in accumulator order, four per 16-token k slice:
+  /// WgmmaAccum::aFragments), A comes from those registers instead and
+  /// `pOff` is not read.
   WgmmaAccum issuePV(WarpgroupMma &mma, llvm::ArrayRef<mlir::Value> o,
-                     mlir::Value pOff, mlir::Value slotOff, mlir::Value vBox);
+                     mlir::Value pOff, mlir::Value slotOff, mlir::Value vBox,
+                     llvm::ArrayRef<mlir::Value> pRegs = {});
   /// Over fp8_e4m3: issues S = Q K^T (no commit) of the 64 tokens of block
   /// `n` from its raw boxes at `kBase` (from lay.kv.base), two E4M3 wgmmas
   /// per 32-column k-step (Q's hi and lo parts, DecodeSM90Kernel::e4m3QPlace,

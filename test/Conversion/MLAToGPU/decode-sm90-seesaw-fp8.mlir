@@ -15,7 +15,8 @@
 //    Q's hi then lo part), commits, converts its V columns (cvt.rn.f16x2
 //    e4m3x2, an scf.if masking the tokens outside the piece at an edge
 //    block) while they run, waits, and frees its raw V boxes before "S0
-//    done"; its P V reads the f16 V tile (m64n256k16 f16).
+//    done"; its P V reads the f16 V tile (m64n256k16 f16), P of its own
+//    block from registers, the other warpgroup's from the slot.
 // RUN: mla-opt %s --mla-select-gpu-tiling --convert-mla-to-gpu | FileCheck %s
 // RUN: mla-opt %s --mla-to-nvvm="chip=sm_90a format=isa" -o %t.mlir
 // RUN: %python %mla_src_root/scripts/extract-gpu-payload.py %t.mlir %t.ptx
@@ -89,6 +90,9 @@
 // CHECK:           nvvm.barrier id = %c4_i32{{.*}} number_of_threads = %c128_i32
 // CHECK:           nvvm.barrier.arrive id = %c2_i32{{.*}} number_of_threads = %c256_i32
 // CHECK-NEXT:      nvvm.wgmma.fence.aligned
+// CHECK-COUNT-4:   wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16 {{.*}}}, {${{[0-9]+}}, ${{[0-9]+}}, ${{[0-9]+}}, ${{[0-9]+}}}, ${{[0-9]+}}, p, 1, 1, 1;
+// CHECK:           nvvm.barrier id = %c3_i32{{.*}} number_of_threads = %c256_i32
+// CHECK:           nvvm.wgmma.fence.aligned
 // CHECK-COUNT-4:   wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16 {{.*}} p, 1, 1, 0, 1;
 
 // 36 E4M3 wgmmas per warpgroup role (72 in all), four P V steps per block

@@ -16,7 +16,9 @@
 //    zeroing of the tokens outside the piece (its half); P and the max to
 //    shared memory, fenced to the async proxy; its own named barrier 4 (128
 //    threads); "P0 ready" (barrier 2, arrive); O_L += P0 V0_L (4 k-steps of
-//    m64n256k16); waits on "P1 ready" (barrier 3); waits for P V and frees
+//    m64n256k16, P0 the A operand from registers as in FlashMLA's own-block
+//    P V; warpgroup 1 reads P0 from the slot); waits on "P1 ready" (barrier
+//    3); waits for P V and frees
 //    slot 0's V_L and its share of P; rescales; V zeroing (then fence and
 //    barrier 4); waits for its V boxes of slot 1; O_L += P1 V1_L; waits and
 //    frees slot 1's V_L and its share of P.
@@ -27,8 +29,8 @@
 //    zeroes (fence, barrier 5), waits for its V boxes of slot 0, issues
 //    O_R += P0 V0_R, waits for S1 alone (wait_group 1), softmax, P1 and the
 //    max, barrier 5, "P1 ready" (barrier 3, arrive), waits for P V, frees
-//    slot 0's V_R and its share of P, O_R += P1 V1_R, waits and frees slot
-//    1's V_R and its share of P.
+//    slot 0's V_R and its share of P, O_R += P1 V1_R (P1 from registers),
+//    waits and frees slot 1's V_R and its share of P.
 // Every rescaling of an O half (128 multiplies) sits in an scf.if taken only
 // when one of the thread's rows' max moved: the running max moves only by
 // more than 8 (base 2; arith.cmpf ugt), FlashAttention-4's conditional
@@ -141,7 +143,7 @@
 // CHECK:             nvvm.barrier id = %{{.*}} number_of_threads = %c128_i32
 // CHECK:             nvvm.barrier.arrive id = %c2_i32{{.*}} number_of_threads = %c256_i32
 // CHECK-NEXT:        nvvm.wgmma.fence.aligned
-// CHECK-COUNT-4:     wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 {{.*}} p, 1, 1, 0, 1;
+// CHECK-COUNT-4:     wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 {{.*}}}, {${{[0-9]+}}, ${{[0-9]+}}, ${{[0-9]+}}, ${{[0-9]+}}}, ${{[0-9]+}}, p, 1, 1, 1;
 // CHECK:             nvvm.wgmma.commit.group.sync.aligned
 // CHECK:             nvvm.barrier id = %c3_i32{{.*}} number_of_threads = %c256_i32
 // CHECK:             nvvm.wgmma.wait.group.sync.aligned 0
@@ -206,7 +208,7 @@
 // CHECK:             } else {
 // CHECK-NEXT:          scf.yield
 // CHECK:             nvvm.wgmma.fence.aligned
-// CHECK-COUNT-4:     wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 {{.*}} p, 1, 1, 0, 1;
+// CHECK-COUNT-4:     wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 {{.*}}}, {${{[0-9]+}}, ${{[0-9]+}}, ${{[0-9]+}}, ${{[0-9]+}}}, ${{[0-9]+}}, p, 1, 1, 1;
 // CHECK:             nvvm.wgmma.commit.group.sync.aligned
 // CHECK-NEXT:        nvvm.wgmma.wait.group.sync.aligned 0
 // CHECK-COUNT-2:     nvvm.mbarrier.arrive %
