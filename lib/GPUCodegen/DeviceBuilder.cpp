@@ -287,6 +287,15 @@ std::array<Value, 4> DeviceBuilder::ldmatrixX4(Value sharedPtr, bool trans) {
   return out;
 }
 
+void DeviceBuilder::stmatrixX4(Value sharedPtr, ArrayRef<Value> regs) {
+  assert(regs.size() == 4 && "x4: one packed pair per matrix");
+  MLIRContext *ctx = b.getContext();
+  NVVM::StMatrixOp::create(
+      b, sharedPtr, regs, NVVM::MMALayoutAttr::get(ctx, NVVM::MMALayout::row),
+      NVVM::LdStMatrixShapeAttr::get(ctx, 8, 8),
+      NVVM::LdStMatrixEltTypeAttr::get(ctx, NVVM::LdStMatrixEltType::B16));
+}
+
 std::array<Value, 4> DeviceBuilder::mma16816(ArrayRef<Value> a,
                                              ArrayRef<Value> bv,
                                              ArrayRef<Value> c, bool bf16) {

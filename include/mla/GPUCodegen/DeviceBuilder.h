@@ -145,6 +145,10 @@ public:
 
   /// ldmatrix.sync.aligned.m8n8.x4(.trans).shared.b16: four packed i32.
   std::array<mlir::Value, 4> ldmatrixX4(mlir::Value sharedPtr, bool trans);
+  /// stmatrix.sync.aligned.m8n8.x4.shared.b16: lane l gives the address of
+  /// row l % 8 of matrix l / 8; `regs[i]` is the lane's packed pair of matrix
+  /// i (row l / 4, columns 2 (l % 4) and + 1: the mma.sync fragment layout).
+  void stmatrixX4(mlir::Value sharedPtr, llvm::ArrayRef<mlir::Value> regs);
 
   /// D = A * B + C with mma.sync m16n8k16 (row.col), bf16 or f16 inputs,
   /// f32 accumulators.

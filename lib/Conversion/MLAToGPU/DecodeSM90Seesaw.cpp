@@ -408,11 +408,20 @@ SmallVector<Value> SeesawDecode::probabilities(const WgmmaAccum &s,
 void SeesawDecode::storePAndMax(int slot, ArrayRef<Value> packed, Value m[2]) {
   const SmemTile p = SmemTile::box128B(0, k.M);
   Value base = pOffset(slot);
-  for (size_t i = 0; i < packed.size(); ++i) {
-    int h = i % 2;
-    Value col = d.add(d.c32(8 * (i / 2)), d.mul(k.tq, d.c32(2)));
-    Value off = p.elementOffset(d, k.rowLocal[h], col, 2);
-    d.store(packed[i], k.sm(0, d.add(base, off)), 4);
+  // stmatrix x4 (as FlashMLA stores P): packed[4s + q] is the thread's pair
+  // of 8 x 8 matrix q of store s, rows 16 wi + 8 (q % 2).. of the warp's
+  // rows and columns 8 (2s + q / 2)..; lane l gives the address of row l % 8
+  // of matrix l / 8, whose 16 bytes are one swizzled chunk.
+  Value mat = d.divu(k.lane, d.c32(8));
+  Value row = d.add(
+      d.mul(k.wi, d.c32(16)),
+      d.add(d.mul(d.remu(mat, d.c32(2)), d.c32(8)), d.remu(k.lane, d.c32(8))));
+  Value tile = d.divu(mat, d.c32(2));
+  assert(packed.size() % 4 == 0 && "whole x4 stores");
+  for (size_t st = 0; st < packed.size() / 4; ++st) {
+    Value col = d.mul(d.add(tile, d.c32(2 * st)), d.c32(8));
+    Value off = p.elementOffset(d, row, col, 2);
+    d.stmatrixX4(k.sm(0, d.add(base, off)), packed.slice(4 * st, 4));
   }
   for (int h = 0; h < 2; ++h)
     d.store(m[h], k.redSlot(h, d.c32(slot)), 4);

@@ -14,8 +14,9 @@
 //    used as they are (scf.if yielding them; the scale goes into the row max
 //    and each exponential's fma); softmax; V zeroing of the tokens outside
 //    the piece (its half; fenced, then its own named barrier 4 of 128
-//    threads, in the edge block's branch); P and the max to shared memory,
-//    fenced to the async proxy; "P0 ready" (barrier 2, arrive) with no
+//    threads, in the edge block's branch); P (four stmatrix.x4 of 8 x 8 bf16
+//    matrices, as FlashMLA stores it) and the max to shared memory, fenced
+//    to the async proxy; "P0 ready" (barrier 2, arrive) with no
 //    barrier of its own before it; O_L += P0 V0_L (4 k-steps of m64n256k16,
 //    P0 the A operand from registers as in FlashMLA's own-block P V;
 //    warpgroup 1 reads P0 from the slot); waits on "P1 ready" (barrier 3);
@@ -28,7 +29,7 @@
 //    flight (wait_group 1), waits on "P0 ready" (barrier 2), rescales O_R,
 //    zeroes (fence, barrier 5), waits for its V boxes of slot 0, issues
 //    O_R += P0 V0_R, waits for S1 alone (wait_group 1), softmax, zeroing
-//    (fence, barrier 5, in the edge branch), P1 and the max, "P1 ready"
+//    (fence, barrier 5, in the edge branch), P1 (stmatrix) and the max, "P1 ready"
 //    (barrier 3, arrive), waits for P V, frees slot 0's V_R and its share
 //    of P, O_R += P1 V1_R (P1 from registers), waits and frees slot 1's V_R
 //    and its share of P.
@@ -145,6 +146,8 @@
 // CHECK-NEXT:          arith.constant 4
 // CHECK-NEXT:          nvvm.barrier id = %{{.*}} number_of_threads = %c128_i32
 // CHECK-NEXT:        }
+// CHECK-COUNT-4:     nvvm.stmatrix %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} {eltType = #nvvm.ld_st_matrix_elt_type<b16>, layout = #nvvm.mma_layout<row>, shape = #nvvm.ld_st_matrix_shape<m = 8, n = 8>}
+// CHECK-NOT:         llvm.store {{.*}} : i32, !llvm.ptr<3>
 // CHECK:             nvvm.fence.proxy {kind = #nvvm.proxy_kind<async.shared>, space = #nvvm.shared_space<cta>}
 // CHECK-NOT:         nvvm.barrier id
 // CHECK:             nvvm.barrier.arrive id = %c2_i32{{.*}} number_of_threads = %c256_i32
@@ -205,6 +208,8 @@
 // CHECK-NEXT:          arith.constant 5
 // CHECK-NEXT:          nvvm.barrier id = %c5_i32{{.*}} number_of_threads = %c128_i32
 // CHECK-NEXT:        }
+// CHECK-COUNT-4:     nvvm.stmatrix %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} {eltType = #nvvm.ld_st_matrix_elt_type<b16>, layout = #nvvm.mma_layout<row>, shape = #nvvm.ld_st_matrix_shape<m = 8, n = 8>}
+// CHECK-NOT:         llvm.store {{.*}} : i32, !llvm.ptr<3>
 // CHECK:             nvvm.fence.proxy
 // CHECK-NOT:         nvvm.barrier id
 // CHECK:             nvvm.barrier.arrive id = %c3_i32{{.*}} number_of_threads = %c256_i32
