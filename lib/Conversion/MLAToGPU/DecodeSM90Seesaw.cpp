@@ -527,17 +527,10 @@ Running SeesawDecode::iterationWG0(Value i, Running r) {
   }
   SmallVector<Value> packed = probabilities(s, mUse, r.l);
   scale(r.o, alpha, r.m, m0);
-  // bf16/f16: no warpgroup sync before P0 V0_L, whose P0 is in registers:
-  // zeroed V0_L columns (an edge block) publish themselves, and "P0 ready"
-  // orders each thread's P0 stores before warpgroup 1 reads them (an arrive
-  // synchronizes with the waiters' bar.sync, as FlashMLA relies on;
-  // racecheck does not model that, docs/gpu-runs.md 2026-12-03 17:55).
-  // Over fp8 the sync publishes the converted V0_L.
   if (!ws.e4m3)
-    zeroOwnV(0, n0, /*publish=*/true);
+    zeroOwnV(0, n0, /*publish=*/false);
   storePAndMax(0, packed, m0);
-  if (ws.e4m3)
-    ws.namedSync(kOwnBarrier, kWarpgroupThreads);
+  ws.namedSync(kOwnBarrier, kWarpgroupThreads);
   ws.namedArrive(kP0Ready, kConsumerThreads);
   // P0 V0_L takes P0 from registers (FlashMLA's own-block P V); warpgroup
   // 1 reads it from the slot.
@@ -599,12 +592,10 @@ Running SeesawDecode::iterationWG1(Value i, Running r) {
     m1[h] = re.mNew, mUse[h] = re.mUse, r.l[h] = re.l;
   }
   SmallVector<Value> packed = probabilities(s, mUse, r.l);
-  // As warpgroup 0's before "P0 ready".
   if (!ws.e4m3)
-    zeroOwnV(1, n1, /*publish=*/true);
+    zeroOwnV(1, n1, /*publish=*/false);
   storePAndMax(1, packed, m1);
-  if (ws.e4m3)
-    ws.namedSync(kOwnBarrier + 1, kWarpgroupThreads);
+  ws.namedSync(kOwnBarrier + 1, kWarpgroupThreads);
   ws.namedArrive(kP1Ready, kConsumerThreads);
 
   oMma.wait(0);

@@ -13,15 +13,14 @@
 //    masked only in a block at the piece's (or causal limit's) edge, else
 //    used as they are (scf.if yielding them; the scale goes into the row max
 //    and each exponential's fma); softmax; V zeroing of the tokens outside
-//    the piece (its half; fenced, then its own named barrier 4 of 128
-//    threads, in the edge block's branch); P (four stmatrix.x4 of 8 x 8 bf16
-//    matrices, as FlashMLA stores it) and the max to shared memory, fenced
-//    to the async proxy; "P0 ready" (barrier 2, arrive) with no
-//    barrier of its own before it; O_L += P0 V0_L (4 k-steps of m64n256k16,
-//    P0 the A operand from registers as in FlashMLA's own-block P V;
-//    warpgroup 1 reads P0 from the slot); waits on "P1 ready" (barrier 3);
-//    waits for P V and frees slot 0's V_L and its share of P; rescales; V
-//    zeroing (then fence and barrier 4); waits for its V boxes of slot 1;
+//    the piece (its half, in the edge block's branch); P (four stmatrix.x4
+//    of 8 x 8 bf16 matrices, as FlashMLA stores it) and the max to shared
+//    memory, fenced to the async proxy; its own named barrier 4 (128
+//    threads); "P0 ready" (barrier 2, arrive); O_L += P0 V0_L (4 k-steps of
+//    m64n256k16, P0 the A operand from registers as in FlashMLA's own-block
+//    P V; warpgroup 1 reads P0 from the slot); waits on "P1 ready" (barrier
+//    3); waits for P V and frees slot 0's V_L and its share of P; rescales;
+//    V zeroing (then fence and barrier 4); waits for its V boxes of slot 1;
 //    O_L += P1 V1_L; waits and frees slot 1's V_L and its share of P.
 //  * WG0 arrives on "S0 done" (barrier 6) once its scores have landed.
 //  * WG1 waits on "S0 done" (barrier 6), so its scores run while WG0's
@@ -29,7 +28,7 @@
 //    flight (wait_group 1), waits on "P0 ready" (barrier 2), rescales O_R,
 //    zeroes (fence, barrier 5), waits for its V boxes of slot 0, issues
 //    O_R += P0 V0_R, waits for S1 alone (wait_group 1), softmax, zeroing
-//    (fence, barrier 5, in the edge branch), P1 (stmatrix) and the max, "P1 ready"
+//    (in the edge branch), P1 (stmatrix) and the max, barrier 5, "P1 ready"
 //    (barrier 3, arrive), waits for P V, frees slot 0's V_R and its share
 //    of P, O_R += P1 V1_R (P1 from registers), waits and frees slot 1's V_R
 //    and its share of P.
@@ -141,15 +140,10 @@
 // CHECK-COUNT-128:     arith.mulf
 // CHECK:             } else {
 // CHECK-NEXT:          scf.yield
-// CHECK:               nvvm.fence.proxy {kind = #nvvm.proxy_kind<async.shared>, space = #nvvm.shared_space<cta>}
-// CHECK-NEXT:          arith.constant 128
-// CHECK-NEXT:          arith.constant 4
-// CHECK-NEXT:          nvvm.barrier id = %{{.*}} number_of_threads = %c128_i32
-// CHECK-NEXT:        }
 // CHECK-COUNT-4:     nvvm.stmatrix %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} {eltType = #nvvm.ld_st_matrix_elt_type<b16>, layout = #nvvm.mma_layout<row>, shape = #nvvm.ld_st_matrix_shape<m = 8, n = 8>}
 // CHECK-NOT:         llvm.store {{.*}} : i32, !llvm.ptr<3>
 // CHECK:             nvvm.fence.proxy {kind = #nvvm.proxy_kind<async.shared>, space = #nvvm.shared_space<cta>}
-// CHECK-NOT:         nvvm.barrier id
+// CHECK:             nvvm.barrier id = %{{.*}} number_of_threads = %c128_i32
 // CHECK:             nvvm.barrier.arrive id = %c2_i32{{.*}} number_of_threads = %c256_i32
 // CHECK-NEXT:        nvvm.wgmma.fence.aligned
 // CHECK-COUNT-4:     wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 {{.*}}}, {${{[0-9]+}}, ${{[0-9]+}}, ${{[0-9]+}}, ${{[0-9]+}}}, ${{[0-9]+}}, p, 1, 1, 1;
@@ -203,15 +197,10 @@
 // CHECK-NEXT:        } else {
 // CHECK-NEXT:          scf.yield
 // CHECK:             ex2.approx.ftz.f32
-// CHECK:               nvvm.fence.proxy
-// CHECK-NEXT:          arith.constant 128
-// CHECK-NEXT:          arith.constant 5
-// CHECK-NEXT:          nvvm.barrier id = %c5_i32{{.*}} number_of_threads = %c128_i32
-// CHECK-NEXT:        }
 // CHECK-COUNT-4:     nvvm.stmatrix %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} {eltType = #nvvm.ld_st_matrix_elt_type<b16>, layout = #nvvm.mma_layout<row>, shape = #nvvm.ld_st_matrix_shape<m = 8, n = 8>}
 // CHECK-NOT:         llvm.store {{.*}} : i32, !llvm.ptr<3>
 // CHECK:             nvvm.fence.proxy
-// CHECK-NOT:         nvvm.barrier id
+// CHECK:             nvvm.barrier id = %c5_i32{{.*}} number_of_threads = %c128_i32
 // CHECK:             nvvm.barrier.arrive id = %c3_i32{{.*}} number_of_threads = %c256_i32
 // CHECK-NEXT:        nvvm.wgmma.wait.group.sync.aligned 0
 // CHECK-COUNT-2:     nvvm.mbarrier.arrive %
