@@ -167,35 +167,51 @@ void WarpSpecialisedDecode::loadQ() {
                    {d.c32(c * 64), d.c32(0), qRow});
 }
 
+Value WarpSpecialisedDecode::firstRowOf(Value n) {
+  auto ifOp = scf::IfOp::create(k.b, TypeRange{d.i32}, d.slt(n, k.numBlocks),
+                                /*withElseRegion=*/true);
+  OpBuilder::InsertionGuard guard(k.b);
+  k.b.setInsertionPointToStart(ifOp.thenBlock());
+  Value start = k.blockStart(n);
+  Value page = d.divu(start, d.c32(k.page));
+  Value phys = d.load(
+      d.i32, d.gep(k.blockTable, d.i32, d.add(d.mul(k.bb, k.maxPages), page)),
+      4);
+  Value row = d.add(d.mul(phys, d.c32(k.page)), d.remu(start, d.c32(k.page)));
+  scf::YieldOp::create(k.b, row);
+  k.b.setInsertionPointToStart(ifOp.elseBlock());
+  scf::YieldOp::create(k.b, d.c32(0));
+  return ifOp.getResult(0);
+}
+
 void WarpSpecialisedDecode::produce(Value blocks) {
   d.ifThen(d.eq(k.tid, d.c32(0)), [&] {
-    d.forLoop(d.c32(0), blocks, d.c32(1), {}, [&](Value n, ValueRange) {
-      // A fresh barrier's previous phase (parity 1) counts as complete, so
-      // the first round does not wait.
-      empty(slot(n), 0).waitParity(d.bitXor(phase(n), d.c32(1)));
-      auto ifOp = scf::IfOp::create(k.b, d.slt(n, k.numBlocks),
-                                    /*withElseRegion=*/true);
-      {
-        OpBuilder::InsertionGuard guard(k.b);
-        k.b.setInsertionPointToStart(ifOp.thenBlock());
-        Value start = k.blockStart(n);
-        Value page = d.divu(start, d.c32(k.page));
-        Value phys = d.load(
-            d.i32,
-            d.gep(k.blockTable, d.i32, d.add(d.mul(k.bb, k.maxPages), page)),
-            4);
-        Value row =
-            d.add(d.mul(phys, d.c32(k.page)), d.remu(start, d.c32(k.page)));
-        loadBlock(n, row);
-        // A block past the piece loads nothing.
-        k.b.setInsertionPointToStart(ifOp.elseBlock());
-        for (int64_t c = 0; c < numBoxes; ++c) {
-          awaitRelease(n, c);
-          full(slot(n), c).arrive();
-        }
-      }
-      return SmallVector<Value>{};
-    });
+    // Block n's first cache row was looked up in the iteration before, so
+    // the block table's latency overlaps the wait for a free slot instead
+    // of following it.
+    Value first = firstRowOf(d.c32(0));
+    d.forLoop(d.c32(0), blocks, d.c32(1), {first},
+              [&](Value n, ValueRange carried) {
+                Value row = carried[0];
+                Value next = firstRowOf(d.add(n, d.c32(1)));
+                // A fresh barrier's previous phase (parity 1) counts as
+                // complete, so the first round does not wait.
+                empty(slot(n), 0).waitParity(d.bitXor(phase(n), d.c32(1)));
+                auto ifOp = scf::IfOp::create(k.b, d.slt(n, k.numBlocks),
+                                              /*withElseRegion=*/true);
+                {
+                  OpBuilder::InsertionGuard guard(k.b);
+                  k.b.setInsertionPointToStart(ifOp.thenBlock());
+                  loadBlock(n, row);
+                  // A block past the piece loads nothing.
+                  k.b.setInsertionPointToStart(ifOp.elseBlock());
+                  for (int64_t c = 0; c < numBoxes; ++c) {
+                    awaitRelease(n, c);
+                    full(slot(n), c).arrive();
+                  }
+                }
+                return SmallVector<Value>{next};
+              });
   });
 }
 

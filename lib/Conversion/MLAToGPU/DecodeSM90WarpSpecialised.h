@@ -177,6 +177,9 @@ private:
   /// fp8_ds_mla: the byte offset of a slot's row scales from the slot.
   mlir::Value rowScalesOff();
   void produce(mlir::Value blocks);
+  /// The cache row of block `n`'s first token (a block-table load), 0 for a
+  /// block past the piece (nothing is read).
+  mlir::Value firstRowOf(mlir::Value n);
   /// Waits until the previous use of block `n`'s slot has released the
   /// group starting at `box`, if `box` starts a group past the first (the
   /// first group's wait precedes the branch over loaded blocks).

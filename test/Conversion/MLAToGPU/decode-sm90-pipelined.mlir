@@ -34,10 +34,16 @@
 // CHECK:         nvvm.barrier0
 // CHECK:         nvvm.setmaxregister  decrease 24
 // CHECK-NOT:     %arg11,
+// The first block's cache row is looked up before the loop, each next
+// block's before the wait for a free slot (its latency overlaps the wait).
+// CHECK:         scf.if
+// CHECK:           llvm.load
 // CHECK:         scf.for
-// CHECK:           nvvm.mbarrier.try_wait.parity
 // CHECK:           scf.if
 // CHECK:             llvm.load
+// CHECK:           nvvm.mbarrier.try_wait.parity
+// CHECK:           scf.if
+// CHECK-NOT:         llvm.load
 // CHECK:             nvvm.mbarrier.arrive.expect_tx %[[BOX0:[0-9]+]], %c8192_i32
 // CHECK:             nvvm.cp.async.bulk.tensor.shared.cluster.global %{{.*}}, %arg12, %[[BOX0]],
 // CHECK:             nvvm.mbarrier.arrive.expect_tx %[[BOX1:[0-9]+]], %c8192_i32
