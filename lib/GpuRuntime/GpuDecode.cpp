@@ -260,8 +260,7 @@ llvm::Error mla::gpu::checkDecodeArgs(const DecodeKernelSpec &spec,
       (args.numSmParts < 1 || args.numSmParts > kMaxDecodeParts))
     return invalid("the persistent decode (tile suffix b) needs the SM parts "
                    "of its uploaded balanced plan, in [1, " +
-                   Twine(kMaxDecodeParts) + "]; got " +
-                   Twine(args.numSmParts));
+                   Twine(kMaxDecodeParts) + "]; got " + Twine(args.numSmParts));
   if (!spec.tiling.persistent && args.numSmParts)
     return invalid("numSmParts is the persistent decode's (tile suffix b); "
                    "this kernel takes 0, got " +
@@ -587,8 +586,8 @@ llvm::Error GpuDecoder::run(CUstream stream, const DecodeArgs &args,
   CUdeviceptr schedule = args.workspace + layout.schedule;
   if (spec.tiling.persistent) {
     partialParams.append({&schedule, &cuSplits});
-    partialGrid = Dim3{partialGrid.x, static_cast<unsigned>(args.numSmParts),
-                       1};
+    partialGrid =
+        Dim3{partialGrid.x, static_cast<unsigned>(args.numSmParts), 1};
     cooperative = false;
   }
   assert(partialParams.size() == size_t(decodeKernelNumParams(

@@ -30,15 +30,15 @@ Value mla::gpu_codegen::sm90::opaqueI32(ImplicitLocOpBuilder &b, Value v) {
 }
 
 Value mla::gpu_codegen::sm90::opaqueSharedPointer(ImplicitLocOpBuilder &b,
-                                                   Value p) {
+                                                  Value p) {
   Value bits = LLVM::PtrToIntOp::create(b, b.getI64Type(), p);
-  Value copy =
-      LLVM::InlineAsmOp::create(
-          b, bits.getType(), ValueRange{bits}, "mov.b64 $0, $1;", "=l,l",
-          /*has_side_effects=*/true,
-          /*is_align_stack=*/false, LLVM::tailcallkind::TailCallKind::None,
-          LLVM::AsmDialectAttr(), ArrayAttr())
-          .getResult(0);
+  Value copy = LLVM::InlineAsmOp::create(b, bits.getType(), ValueRange{bits},
+                                         "mov.b64 $0, $1;", "=l,l",
+                                         /*has_side_effects=*/true,
+                                         /*is_align_stack=*/false,
+                                         LLVM::tailcallkind::TailCallKind::None,
+                                         LLVM::AsmDialectAttr(), ArrayAttr())
+                   .getResult(0);
   return LLVM::IntToPtrOp::create(b, p.getType(), copy);
 }
 
