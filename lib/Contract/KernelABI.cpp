@@ -199,10 +199,14 @@ int64_t decodeSharedBytes(Chip chip, const DecodeShape &shape,
     // full barrier per 64-column box and an empty barrier per release group
     // (the seesaw build frees V_L, V_R and the P box apart).
     int64_t boxes = shape.rowDim() / 64;
+    // The persistent build adds "Q empty" (the consumers are done with the
+    // Q tile of a piece).
     int64_t releaseGroups = tiling.seesaw ? 3 : 1;
+    int64_t qBarriers = tiling.persistent ? 2 : 1;
     int64_t barriers =
         tiling.pipelined
-            ? alignTo((1 + tiling.stages * (boxes + releaseGroups)) * 8, 128)
+            ? alignTo((qBarriers + tiling.stages * (boxes + releaseGroups)) * 8,
+                      128)
             : 0;
     return alignTo(tiling.rowsPerCta * row, 1024) +
            alignTo(kvTiles * tiling.kvBlock * row, 1024) +
@@ -262,6 +266,11 @@ std::string checkDecodeTiling(Chip chip, const DecodeShape &shape,
            "64 (the RoPE part of Q is one 128-byte box) and, for fp8_ds_mla, "
            "L a multiple of 256 (each warpgroup's V columns whole scale "
            "tiles); other fp8 decodes use the wgmma or mma.sync builds";
+  if (tiling.persistent &&
+      (!tiling.seesaw || shape.fp8() || shape.varlen || chip != Chip::SM90a))
+    return "the persistent decode (tile suffix b) is the seesaw build over a "
+           "balanced split plan on sm_90a, for bf16/f16 caches and uniform "
+           "s_q; use tile suffix s for fp8 caches, varlen or sm_100a";
   if (tiling.pipelined && !tiling.seesaw && shape.fp8())
     return "the pipelined decode (tile suffix p) reads bf16/f16 caches; fp8 "
            "caches use the wgmma or mma.sync builds";

@@ -88,12 +88,14 @@ bool parseScale(const std::string &text, float &scale) {
   return errno == 0 && end == text.c_str() + text.size();
 }
 
-/// `RxWxKxS[w|p|s]`: rows_per_cta x warps_n x kv_block x stages; a trailing
-/// `w` selects the wgmma kernel, `p` its warp-specialised TMA build, `s`
-/// that build's seesaw schedule.
+/// `RxWxKxS[w|p|s|b]`: rows_per_cta x warps_n x kv_block x stages; a
+/// trailing `w` selects the wgmma kernel, `p` its warp-specialised TMA build,
+/// `s` that build's seesaw schedule and `b` the seesaw build walking a
+/// balanced plan (persistent).
 bool parseTile(const std::string &tileText, DecodeTiling &tiling) {
   std::string text = tileText;
-  tiling.seesaw = !text.empty() && text.back() == 's';
+  tiling.persistent = !text.empty() && text.back() == 'b';
+  tiling.seesaw = tiling.persistent || (!text.empty() && text.back() == 's');
   tiling.pipelined = tiling.seesaw || (!text.empty() && text.back() == 'p');
   tiling.wgmma = tiling.pipelined || (!text.empty() && text.back() == 'w');
   if (tiling.wgmma)
@@ -242,7 +244,8 @@ std::string toString(const DecodeKernelSpec &spec) {
     os << " format=" << cacheFormatName(s.kvFormat);
   os << " tile=" << t.rowsPerCta << 'x' << t.warpsN << 'x' << t.kvBlock << 'x'
      << t.stages
-     << (t.seesaw      ? "s"
+     << (t.persistent  ? "b"
+         : t.seesaw    ? "s"
          : t.pipelined ? "p"
          : t.wgmma     ? "w"
                        : "");

@@ -46,9 +46,18 @@ mla::gpu::decodeWorkspaceLayout(const DecodeKernelSpec &spec, int64_t batch,
       layout.splitBounds + batch * (numSplits + 1) * sizeof(int32_t);
   // One counter per row block of a request, when the pieces may be merged
   // in the partial kernel.
-  if (decodeCombinesInKernel(spec.chip, shape, spec.tiling, numSplits))
+  // The persistent build always may (one-piece requests leave theirs at 0).
+  if (decodeCombinesInKernel(spec.chip, shape, spec.tiling, numSplits) ||
+      spec.tiling.persistent)
     layout.numCounters = batch * decodeRowBlocks(shape, spec.tiling);
   layout.totalBytes = layout.counters + layout.numCounters * sizeof(int32_t);
+  if (spec.tiling.persistent) {
+    layout.cuSplits = layout.totalBytes;
+    layout.schedule = layout.cuSplits + (batch + 1) * sizeof(int32_t);
+    layout.totalBytes = layout.schedule + kMaxDecodeParts *
+                                              mla::plan::kScheduleRowSize *
+                                              sizeof(int32_t);
+  }
   return layout;
 }
 
@@ -119,7 +128,13 @@ mla::gpu::planBounds(llvm::ArrayRef<int32_t> seqLens,
     return plan.takeError();
   if (llvm::Error error = checkSplitCount(plan->maxSplits))
     return std::move(error);
-  return SplitBounds{plan->maxSplits, std::move(plan->bounds)};
+  SplitBounds bounds{plan->maxSplits, std::move(plan->bounds)};
+  if (options.policy == plan::SplitPolicy::Balanced) {
+    bounds.numSmParts = plan->numSmParts;
+    bounds.schedule = std::move(plan->schedule);
+    bounds.cuSplits = std::move(plan->cuSplits);
+  }
+  return bounds;
 }
 
 llvm::Error mla::gpu::checkSeqLens(const DecodeKernelSpec &spec,
@@ -241,6 +256,15 @@ llvm::Error mla::gpu::checkDecodeArgs(const DecodeKernelSpec &spec,
   if (llvm::Error error =
           checkVarlenArgs(spec, args.queryStartLoc, args.numTokens, args.batch))
     return error;
+  if (spec.tiling.persistent &&
+      (args.numSmParts < 1 || args.numSmParts > kMaxDecodeParts))
+    return invalid("the persistent decode (tile suffix b) needs the SM parts "
+                   "of its uploaded balanced plan, in [1, " +
+                   Twine(kMaxDecodeParts) + "]; got " + Twine(args.numSmParts));
+  if (!spec.tiling.persistent && args.numSmParts)
+    return invalid("numSmParts is the persistent decode's (tile suffix b); "
+                   "this kernel takes 0, got " +
+                   Twine(args.numSmParts));
   return checkWorkspace(spec, args.workspaceBytes, args.batch, args.layoutBatch,
                         args.numSplits);
 }
@@ -345,6 +369,27 @@ llvm::Expected<GpuDecoder> GpuDecoder::fromCache(const DecodeKernelSpec &spec,
   return create(spec, *image);
 }
 
+/// A balanced plan of `batch` requests the persistent build can walk.
+static llvm::Error checkPersistentPlan(int64_t batch,
+                                       const SplitBounds &bounds) {
+  if (bounds.numSmParts < 1 || bounds.numSmParts > kMaxDecodeParts)
+    return invalid("the persistent decode (tile suffix b) walks a balanced "
+                   "plan of 1 to " +
+                   Twine(kMaxDecodeParts) +
+                   " SM parts (planBounds with SplitPolicy::Balanced); got " +
+                   Twine(bounds.numSmParts) + " parts");
+  if (bounds.schedule.size() !=
+          size_t(bounds.numSmParts * mla::plan::kScheduleRowSize) ||
+      bounds.cuSplits.size() != size_t(batch + 1))
+    return invalid("a balanced plan of " + Twine(batch) + " requests in " +
+                   Twine(bounds.numSmParts) + " parts has " +
+                   Twine(bounds.numSmParts * mla::plan::kScheduleRowSize) +
+                   " schedule words and " + Twine(batch + 1) +
+                   " cu_splits; got " + Twine(bounds.schedule.size()) +
+                   " and " + Twine(bounds.cuSplits.size()));
+  return llvm::Error::success();
+}
+
 llvm::Error GpuDecoder::uploadBounds(CUstream stream, CUdeviceptr workspace,
                                      size_t workspaceBytes, int64_t batch,
                                      const SplitBounds &bounds) const {
@@ -365,9 +410,16 @@ llvm::Error GpuDecoder::uploadBounds(CUstream stream, CUdeviceptr workspace,
   llvm::Expected<const CudaDriver &> driver = CudaRuntime::get();
   if (!driver)
     return driver.takeError();
-  // The combine counters follow the bounds: zeroed by the same copy.
+  // The combine counters follow the bounds: zeroed by the same copy; the
+  // persistent build's cu_splits and schedule follow them.
   std::vector<int32_t> words(bounds.bounds.size() + layout.numCounters, 0);
   llvm::copy(bounds.bounds, words.begin());
+  if (spec.tiling.persistent) {
+    if (llvm::Error error = checkPersistentPlan(batch, bounds))
+      return error;
+    words.insert(words.end(), bounds.cuSplits.begin(), bounds.cuSplits.end());
+    words.insert(words.end(), bounds.schedule.begin(), bounds.schedule.end());
+  }
   return driver->check(driver->api().memcpyHtoDAsync(
                            workspace + layout.splitBounds, words.data(),
                            words.size() * sizeof(int32_t), stream),
@@ -378,6 +430,10 @@ llvm::Error GpuDecoder::plan(CUstream stream,
                              const DecodePlanArgs &args) const {
   if (llvm::Error error = checkDecodePlanArgs(spec, args))
     return error;
+  if (spec.tiling.persistent)
+    return invalid("the persistent decode (tile suffix b) walks a balanced "
+                   "plan made on the host from host seq_lens (planBounds, "
+                   "uploadBounds); the device planner makes uniform pieces");
   DecodeWorkspaceLayout layout =
       decodeWorkspaceLayout(spec, args.maxBatch, args.numSplits);
   CUdeviceptr seqLens = args.seqLens, blockTable = args.blockTable,
@@ -467,7 +523,9 @@ llvm::Error GpuDecoder::run(CUstream stream, const DecodeArgs &args,
               seqLens = args.seqLens, out = args.out, lse = args.lse;
   // One piece per request: the kernel writes the final rows itself
   // (KernelABI.h) and no combine runs.
-  bool direct = decodeWritesFinalRows(spec.chip, args.numSplits);
+  // The persistent build writes a one-piece request's rows to out itself.
+  bool direct = decodeWritesFinalRows(spec.chip, args.numSplits) &&
+                !spec.tiling.persistent;
   CUdeviceptr partialOut = direct ? out : args.workspace + layout.partialOut;
   CUdeviceptr partialLse = direct ? lse : args.workspace + layout.partialLse;
   CUdeviceptr splitBounds = args.workspace + layout.splitBounds;
@@ -514,13 +572,24 @@ llvm::Error GpuDecoder::run(CUstream stream, const DecodeArgs &args,
       static_cast<unsigned>(decodeRowBlocks(spec.shape, spec.tiling)),
       static_cast<unsigned>(numSplits), static_cast<unsigned>(batch)};
   int64_t gridCtas = int64_t(partialGrid.x) * partialGrid.y * partialGrid.z;
-  bool cooperative = spec.tiling.seesaw;
+  bool cooperative = spec.tiling.seesaw && !spec.tiling.persistent;
   bool merges =
-      decodeCombinesInKernel(spec.chip, spec.shape, spec.tiling, numSplits) &&
-      (!cooperative || gridCtas <= residentCtas);
+      (decodeCombinesInKernel(spec.chip, spec.shape, spec.tiling, numSplits) &&
+       (!cooperative || gridCtas <= residentCtas)) ||
+      spec.tiling.persistent;
   CUdeviceptr counters = merges ? args.workspace + layout.counters : 0;
   if (decodeCanCombineInKernel(spec.chip, spec.shape, spec.tiling))
     partialParams.append({&counters, &out, &lse});
+  // The persistent build: (row blocks, SM parts) CTAs walking the schedule;
+  // the last piece of each row block merges it (no CTA waits).
+  CUdeviceptr cuSplits = args.workspace + layout.cuSplits;
+  CUdeviceptr schedule = args.workspace + layout.schedule;
+  if (spec.tiling.persistent) {
+    partialParams.append({&schedule, &cuSplits});
+    partialGrid =
+        Dim3{partialGrid.x, static_cast<unsigned>(args.numSmParts), 1};
+    cooperative = false;
+  }
   assert(partialParams.size() == size_t(decodeKernelNumParams(
                                      spec.chip, spec.shape, spec.tiling)) &&
          "launch parameters differ from KernelABI.h");

@@ -201,8 +201,8 @@ OwningOpRef<ModuleOp> buildDecodeModule(MLIRContext &ctx,
       s.varlen ? b.getI64IntegerAttr(sq) : IntegerAttr());
   partial->setAttr(MLADialect::getGpuTilingAttrName(),
                    GpuTilingAttr::get(&ctx, t.rowsPerCta, t.warpsN, t.kvBlock,
-                                      t.stages, t.wgmma, t.pipelined,
-                                      t.seesaw));
+                                      t.stages, t.wgmma, t.pipelined, t.seesaw,
+                                      t.persistent));
   auto combine =
       CombineOp::create(b, kb.getLoc(), out, lse, partial.getPartialOut(),
                         partial.getPartialLse());

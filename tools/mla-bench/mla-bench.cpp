@@ -337,6 +337,15 @@ llvm::Expected<SplitBounds> planFor(const DecodeKernelSpec &spec,
                                     llvm::ArrayRef<int32_t> lens,
                                     llvm::StringRef splits,
                                     llvm::StringRef policy, int64_t numSms) {
+  // The persistent build walks a balanced plan and nothing else.
+  if (spec.tiling.persistent) {
+    if (splits != "auto")
+      return llvm::createStringError(
+          "the persistent decode (tile suffix b) walks a balanced plan; "
+          "--splits must be 'auto', got '" +
+          splits + "'");
+    policy = "balanced";
+  }
   if (splits != "auto") {
     int64_t k = 0;
     if (splits.getAsInteger(10, k) || k < 1)
@@ -491,6 +500,8 @@ prepare(const CudaDriver &driver, const GpuDecoder &decoder, const Problem &p,
           p.out.get(), p.lse.get(),   workspace->get(),   bytes,
           p.batch,     p.maxPages,    p.numPages,         bounds.numSplits};
   args.softmaxScale = kSoftmaxScale;
+  if (decoder.getSpec().tiling.persistent)
+    args.numSmParts = bounds.numSmParts;
   if (decoder.getSpec().shape.kvFormat == CacheFormat::FP8E4M3)
     args.kvScale = p.kvScale.get();
   if (llvm::Error error = decoder.uploadBounds(nullptr, workspace->get(), bytes,
@@ -502,7 +513,8 @@ prepare(const CudaDriver &driver, const GpuDecoder &decoder, const Problem &p,
 std::string tileText(const DecodeTiling &t) {
   return std::to_string(t.rowsPerCta) + "x" + std::to_string(t.warpsN) + "x" +
          std::to_string(t.kvBlock) + "x" + std::to_string(t.stages) +
-         (t.seesaw      ? "s"
+         (t.persistent  ? "b"
+          : t.seesaw    ? "s"
           : t.pipelined ? "p"
           : t.wgmma     ? "w"
                         : "");
@@ -744,19 +756,30 @@ llvm::Expected<bool> checkShape(const CudaDriver &driver,
                          std::max(1u, std::thread::hardware_concurrency()));
 
   bool allPassed = true;
-  const std::pair<const char *, const char *> choices[] = {
-      {"1", ""},
-      {"7", ""},
-      {"64", ""},
-      {"auto", "grid"},
-      {"auto", "heuristic"},
-      {"auto", "balanced"},
-      {"auto", "batch-invariant"}};
-  for (auto [splits, policy] : choices) {
-    if (benchShape && llvm::StringRef(policy) != "grid")
+  struct Choice {
+    const char *splits, *policy;
+    int64_t sms;
+  };
+  const Choice choices[] = {{"1", "", numSms},
+                            {"7", "", numSms},
+                            {"64", "", numSms},
+                            {"auto", "grid", numSms},
+                            {"auto", "heuristic", numSms},
+                            {"auto", "balanced", numSms},
+                            {"auto", "batch-invariant", numSms}};
+  // The persistent build walks balanced plans only: the GPU's, and plans
+  // for 8 and 2 SMs, whose parts each walk several requests' pieces.
+  const Choice persistentChoices[] = {{"auto", "balanced", numSms},
+                                      {"auto", "balanced-8sm", 8},
+                                      {"auto", "balanced-2sm", 2}};
+  const bool persistent = spec->tiling.persistent;
+  for (auto [splits, policy, sms] :
+       persistent ? llvm::ArrayRef<Choice>(persistentChoices)
+                  : llvm::ArrayRef<Choice>(choices)) {
+    if (benchShape && !persistent && llvm::StringRef(policy) != "grid")
       continue;
     llvm::Expected<SplitBounds> bounds =
-        planFor(*spec, lens, splits, policy, numSms);
+        planFor(*spec, lens, splits, policy, sms);
     if (!bounds)
       return bounds.takeError();
     DecodeArgs args;
@@ -809,7 +832,11 @@ llvm::Expected<bool> checkShape(const CudaDriver &driver,
     if (!passed)
       llvm::outs() << "  " << bad << " values outside tolerance\n";
   }
+  // The device planner makes uniform pieces, which the persistent build
+  // does not walk.
   for (int64_t numSplits : {1, 7}) {
+    if (persistent)
+      break;
     llvm::Expected<bool> planned =
         checkDevicePlan(driver, *decoder, *problem, lens, numSplits);
     if (!planned)

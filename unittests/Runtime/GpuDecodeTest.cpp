@@ -421,3 +421,100 @@ TEST(GpuDecode, GridSplitsFillTheSmsWithoutExtraWaves) {
 }
 
 } // namespace
+
+namespace {
+
+TEST(GpuDecode, PersistentSeesawWalksABalancedPlan) {
+  DecodeKernelSpec spec;
+  std::string error;
+  ASSERT_TRUE(parseDecodeKernelSpec(
+      "decode chip=sm_90a N=128 Sq=2 L=512 R=64 page=64 dtype=bf16 causal=1 "
+      "tile=64x2x64x2b",
+      spec, error))
+      << error;
+  EXPECT_TRUE(spec.tiling.persistent && spec.tiling.seesaw);
+  EXPECT_EQ(toString(spec),
+            "decode chip=sm_90a N=128 Sq=2 L=512 R=64 page=64 dtype=bf16 "
+            "causal=1 tile=64x2x64x2b");
+  EXPECT_EQ(checkDecodeTiling(spec.chip, spec.shape, spec.tiling), "");
+  // Schedule and cu_splits after the seesaw's sixteen; the "Q empty"
+  // barrier still fits the seesaw's barrier section.
+  EXPECT_EQ(decodeKernelNumParams(spec.chip, spec.shape, spec.tiling),
+            kDecodeSeesawNumParams + kDecodePersistentExtraParams);
+  DecodeTiling seesaw = spec.tiling;
+  seesaw.persistent = false;
+  EXPECT_EQ(decodeSharedBytes(spec.chip, spec.shape, spec.tiling),
+            decodeSharedBytes(spec.chip, spec.shape, seesaw));
+  // Counters for every row block even with one piece, then cu_splits and
+  // the schedule.
+  DecodeWorkspaceLayout layout = decodeWorkspaceLayout(spec, 3, 1);
+  EXPECT_EQ(layout.numCounters, 3 * 4);
+  EXPECT_EQ(layout.cuSplits, layout.counters + 3 * 4 * 4);
+  EXPECT_EQ(layout.schedule, layout.cuSplits + 4 * 4);
+  EXPECT_EQ(layout.totalBytes,
+            layout.schedule +
+                kMaxDecodeParts * mla::plan::kScheduleRowSize * 4);
+
+  // planBounds keeps a balanced plan's schedule; 132 SMs over 4 row
+  // blocks are 33 parts.
+  std::vector<int32_t> lens = {8192, 0, 100, 8192};
+  llvm::Expected<SplitBounds> bounds = planBounds(
+      lens, decodePlanOptions(spec, mla::plan::SplitPolicy::Balanced, 132));
+  ASSERT_TRUE(static_cast<bool>(bounds)) << llvm::toString(bounds.takeError());
+  EXPECT_EQ(bounds->numSmParts, 33);
+  EXPECT_EQ(bounds->schedule.size(), size_t(33 * 8));
+  EXPECT_EQ(bounds->cuSplits.size(), lens.size() + 1);
+  // Other policies carry no schedule.
+  llvm::Expected<SplitBounds> grid = planBounds(
+      lens, decodePlanOptions(spec, mla::plan::SplitPolicy::Heuristic, 132));
+  ASSERT_TRUE(static_cast<bool>(grid));
+  EXPECT_EQ(grid->numSmParts, 0);
+
+  // The launch needs the plan's parts; other kernels take none.
+  DecodeArgs args;
+  args.q = 0x1000, args.cache = 0x2000, args.blockTable = 0x3000;
+  args.seqLens = 0x4000, args.out = 0x5000, args.lse = 0x6000;
+  args.workspace = 0x7000;
+  args.batch = 4, args.maxPages = 128, args.numPages = 512;
+  args.numSplits = bounds->numSplits;
+  args.softmaxScale = 0.125f;
+  args.workspaceBytes =
+      decodeWorkspaceLayout(spec, 4, bounds->numSplits).totalBytes;
+  args.numSmParts = bounds->numSmParts;
+  EXPECT_FALSE(static_cast<bool>(checkDecodeArgs(spec, args)));
+  args.numSmParts = 0;
+  std::string message = llvm::toString(checkDecodeArgs(spec, args));
+  EXPECT_TRUE(llvm::StringRef(message).contains("needs the SM parts"))
+      << message;
+  args.numSmParts = kMaxDecodeParts + 1;
+  message = llvm::toString(checkDecodeArgs(spec, args));
+  EXPECT_TRUE(llvm::StringRef(message).contains("in [1, 1024]")) << message;
+  DecodeKernelSpec plain = spec;
+  plain.tiling.persistent = false;
+  args.numSmParts = 33;
+  args.workspaceBytes =
+      decodeWorkspaceLayout(plain, 4, bounds->numSplits).totalBytes;
+  message = llvm::toString(checkDecodeArgs(plain, args));
+  EXPECT_TRUE(llvm::StringRef(message).contains("this kernel takes 0"))
+      << message;
+}
+
+TEST(GpuDecode, PersistentSeesawIsBf16UniformSm90Only) {
+  DecodeKernelSpec spec;
+  spec.tiling = {64, 2, 64, 2, true, true, true, true};
+  EXPECT_EQ(checkDecodeTiling(spec.chip, spec.shape, spec.tiling), "");
+  DecodeShape fp8 = spec.shape;
+  fp8.kvFormat = CacheFormat::FP8E4M3;
+  EXPECT_TRUE(llvm::StringRef(checkDecodeTiling(spec.chip, fp8, spec.tiling))
+                  .contains("tile suffix b"));
+  DecodeShape varlen = spec.shape;
+  varlen.varlen = true;
+  EXPECT_FALSE(checkDecodeTiling(spec.chip, varlen, spec.tiling).empty());
+  DecodeTiling noSeesaw = spec.tiling;
+  noSeesaw.seesaw = false;
+  EXPECT_TRUE(
+      llvm::StringRef(checkDecodeTiling(spec.chip, spec.shape, noSeesaw))
+          .contains("tile suffix b"));
+}
+
+} // namespace

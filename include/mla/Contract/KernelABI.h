@@ -110,6 +110,13 @@ struct DecodeTiling {
   /// the build has no P tile and exactly two slots. Same parameters as the
   /// pipelined build.
   bool seesaw = false;
+  /// With `seesaw`: the persistent build (tile suffix b): the grid is
+  /// (row blocks, SM parts) and each CTA walks its part of a balanced split
+  /// plan (mla::plan::SplitPolicy::Balanced, FlashMLA's schedule) piece by
+  /// piece, the ring's phases running on across pieces, so short and long
+  /// requests share the SMs without tail waves. It takes
+  /// kDecodePersistentExtraParams more parameters (decodeKernelNumParams).
+  bool persistent = false;
 };
 
 /// The tiling the planning passes use for `chip` and `shape`.
@@ -243,6 +250,18 @@ inline constexpr int kDecodePipelinedNumParams = 13;
 /// out and lse as mla_combine would. The CTAs of a row block wait for each
 /// other, so such a launch must be cooperative (all CTAs resident at once).
 inline constexpr int kDecodeSeesawNumParams = 16;
+/// The persistent seesaw build (DecodeTiling::persistent) takes two more
+/// after those three:
+///   schedule   [parts, kScheduleRowSize] i32, the balanced plan's rows
+///              (SplitPlanner.h's ScheduleColumn); CTA (x, part) runs
+///              row block x of every piece of row `part`
+///   cu_splits  [B + 1] i32, the plan's cumulative piece counts
+/// and is launched over (row blocks, parts). `bounds` is not read and S is
+/// the plan's maxSplits: piece s of request b writes partial slot s * B + b.
+/// Counters are required: the last piece of a request's row block to
+/// finish merges the block's rows (no CTA waits, an ordinary launch); a
+/// request of one piece writes out and lse directly.
+inline constexpr int kDecodePersistentExtraParams = 2;
 /// The mma.sync and wgmma builds (neither pipelined nor seesaw) of a
 /// uniform shape on sm_90a take the same three last, after kv_scale:
 ///   counters   [B, ceil(Sq*N / rowsPerCta)] i32, zero before the launch and
@@ -290,7 +309,8 @@ inline int decodeKernelNumParams(Chip chip, const DecodeShape &shape,
   if (tiling.seesaw)
     return kDecodeSeesawNumParams +
            (shape.kvFormat == CacheFormat::FP8E4M3 ? 1 : 0) +
-           (decodeSeesawScaleTiles(shape, tiling) > 0 ? 1 : 0);
+           (decodeSeesawScaleTiles(shape, tiling) > 0 ? 1 : 0) +
+           (tiling.persistent ? kDecodePersistentExtraParams : 0);
   return decodePartialNumParams(shape) + (tiling.pipelined ? 2 : 0) +
          (decodeMergesAsLastPiece(chip, shape, tiling) ? kDecodeCombineNumParams
                                                        : 0);

@@ -46,6 +46,11 @@ struct DecodeWorkspaceLayout {
   size_t partialLse = 0;
   size_t splitBounds = 0;
   size_t counters = 0;
+  /// The persistent build's cu_splits [B + 1] and schedule
+  /// [kMaxDecodeParts, kScheduleRowSize] i32, right after the counters
+  /// (0 for other builds).
+  size_t cuSplits = 0;
+  size_t schedule = 0;
   /// Counter words (0 unless the spec's kernel merges its pieces itself).
   int64_t numCounters = 0;
   size_t totalBytes = 0;
@@ -62,7 +67,16 @@ DecodeWorkspaceLayout decodeWorkspaceLayout(const DecodeKernelSpec &spec,
 struct SplitBounds {
   int64_t numSplits = 1; // S
   std::vector<int32_t> bounds;
+  /// A balanced plan's (planBounds): the SM parts, their schedule rows
+  /// [numSmParts, kScheduleRowSize] and the cumulative piece counts [B + 1],
+  /// which the persistent build (DecodeTiling::persistent) walks; empty
+  /// otherwise.
+  int64_t numSmParts = 0;
+  std::vector<int32_t> schedule, cuSplits;
 };
+
+/// The most SM parts a persistent decode's schedule may have.
+inline constexpr int64_t kMaxDecodeParts = 1024;
 
 /// Cuts every request into exactly `numSplits` pieces of
 /// ceil(seq_len / numSplits) tokens rounded up to a multiple of
@@ -134,6 +148,9 @@ struct DecodeArgs {
   int64_t numPages = 0;   // pages in the cache
   int64_t numSplits = 1;  // S
   float softmaxScale = 0; // positive and finite
+  /// The persistent build only: the uploaded schedule's SM parts (the
+  /// grid's y extent), in [1, kMaxDecodeParts]; 0 for every other build.
+  int64_t numSmParts = 0;
   /// fp8_e4m3 caches: the per-tensor scale, f32 [1] in device memory (read
   /// by the kernel, so it may change between launches of a captured graph);
   /// 0 for every other format.

@@ -139,7 +139,7 @@ FailureOr<abi::DecodeTiling> getDecodeTiling(Operation *op, abi::Chip chip,
   abi::DecodeTiling tiling{attr.getRowsPerCta(), attr.getWarpsN(),
                            attr.getKvBlock(),    attr.getStages(),
                            attr.getWgmma(),      attr.getPipelined(),
-                           attr.getSeesaw()};
+                           attr.getSeesaw(),     attr.getPersistent()};
   std::string why = abi::checkDecodeTiling(chip, shape, tiling);
   if (!why.empty())
     return op->emitError() << "unusable " << attr << ": " << why;

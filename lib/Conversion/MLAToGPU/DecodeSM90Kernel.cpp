@@ -213,11 +213,14 @@ void DecodeSM90Kernel::computePiece() {
   Type i32 = d.i32;
   seq = d.load(i32, d.gep(seqLens, i32, bb), 4);
   Value bIdx = d.add(d.mul(bb, d.add(numSplits, d.c32(1))), split);
+  computePieceIn(d.load(i32, d.gep(bounds, i32, bIdx), 4),
+                 d.load(i32, d.gep(bounds, i32, d.add(bIdx, d.c32(1))), 4));
+}
+
+void DecodeSM90Kernel::computePieceIn(Value pieceLo, Value pieceHi) {
   Value zero = d.c32(0);
-  hi = d.load(i32, d.gep(bounds, i32, d.add(bIdx, d.c32(1))), 4);
-  hi = d.maxsi(d.minsi(hi, seq), zero);
-  lo = d.load(i32, d.gep(bounds, i32, bIdx), 4);
-  lo = d.minsi(d.maxsi(lo, zero), hi);
+  hi = d.maxsi(d.minsi(pieceHi, seq), zero);
+  lo = d.minsi(d.maxsi(pieceLo, zero), hi);
   kvEnd = hi;
   if (shape.causal) {
     Value lastRow = d.sub(d.minsi(d.add(r0, d.c32(M)), reqRows), d.c32(1));
@@ -849,14 +852,20 @@ void DecodeSM90Kernel::writeOutput(ValueRange state, Value lRow[2],
   // partial_out and partial_lse are then out and lse (KernelABI.h), so the
   // rows go out in the activation type and no combine runs. The condition is
   // uniform over the grid: one branch around all the stores.
+  // The persistent build's pieces always get the workspace: the final rows
+  // of a one-piece request go to out and lse (split 0 of those layouts).
   Value final = d.eq(numSplits, d.c32(1));
   auto ifOp = scf::IfOp::create(b, final, /*withElseRegion=*/true);
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPointToStart(ifOp.thenBlock());
+  Value partial[3] = {pout, plse, split};
+  if (tiling.persistent)
+    pout = finalOut, plse = finalLse, split = d.c32(0);
   if (staging)
     writeRowsStaged(state, lRow, *staging);
   else
     writeRows(state, lRow, /*final=*/true);
+  pout = partial[0], plse = partial[1], split = partial[2];
   b.setInsertionPointToStart(ifOp.elseBlock());
   writeRows(state, lRow, /*final=*/false);
 }

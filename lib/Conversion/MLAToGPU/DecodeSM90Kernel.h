@@ -226,6 +226,9 @@ public:
   /// tokenBase, qRows, reqRows and tokensPerSplit (before computePiece).
   void computeQueryRows();
   void computePiece();
+  /// computePiece's bounds, kvEnd and blocks of the piece [pieceLo,
+  /// pieceHi) (clamped into [0, seq]; `seq` must be set).
+  void computePieceIn(mlir::Value pieceLo, mlir::Value pieceHi);
   void computeRowLimits();
   /// Whether the thread's two score columns of an n tile are tokens 4
   /// apart (8q + tq and 8q + tq + 4) rather than a pair (8q + 2tq, + 1):
@@ -253,7 +256,8 @@ public:
   /// The block's max of row rowLocal[h] over the warps sharing it.
   mlir::Value blockRowMax(int h);
   /// Stores the normalised rows of `state` and their LSE: to partial_out
-  /// and partial_lse, or, with one piece per request, as the final rows.
+  /// and partial_lse, or, with one piece per request, as the final rows
+  /// (the persistent build: to finalOut and finalLse).
   void writeOutput(mlir::ValueRange state, mlir::Value lRow[2],
                    const RowStaging *staging = nullptr);
   /// The in-kernel combine's pieces, shared by mergeAsLastPiece and the

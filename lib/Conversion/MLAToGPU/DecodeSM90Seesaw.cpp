@@ -234,6 +234,9 @@ private:
   /// other pieces of this row block, then merges its share of the block's
   /// rows into out and lse (CombineRow).
   void mergePieces();
+  /// The persistent build's merge: the last piece of the row block to
+  /// finish merges all its rows (Rendezvous.h's lastArrival).
+  void mergeAsLastPiece();
 
   DecodeSM90Kernel &k;
   DeviceBuilder &d;
@@ -266,8 +269,15 @@ Running SeesawDecode::withLocalCoordinates(function_ref<Running()> body) {
   wtid = opaqueI32(k.b, thread);
   for (int slot = 0; slot < 2; ++slot)
     slotOff[slot] = opaqueI32(k.b, d.c32(slot * ws.stageBytes));
+  // The persistent build: the shared-memory base too (inside the piece
+  // loop ptxas otherwise keeps it in a vector register and moves the
+  // descriptor words with R2UR).
+  Value smem = k.smem;
+  if (ws.persistent)
+    k.smem = opaqueSharedPointer(k.b, smem);
   Running r = body();
   k.tq = tq, k.rowLocal[0] = rows[0], k.rowLocal[1] = rows[1], wtid = thread;
+  k.smem = smem;
   return r;
 }
 
@@ -667,10 +677,37 @@ void SeesawDecode::finish(const Running &run) {
       out.o[i] = d.fmul(out.o[i], run.sigma[j]);
   }
   k.writeOutput(out.flatten(/*withSigma=*/false), lRow, &staging);
+  // The persistent build: the Q tile is free for the next piece's Q.
+  if (ws.persistent)
+    ws.releaseQ();
   mergePieces();
 }
 
+void SeesawDecode::mergeAsLastPiece() {
+  // The pieces of a request run in turn on other CTAs' parts (no waiting
+  // for them: a part's earlier pieces may themselves wait): the CTA that
+  // completes its row block's count merges all the block's rows.
+  d.ifThen(d.slt(d.c32(1), k.numSplits), [&] {
+    ws.namedSync(kConsumerBarrier, kConsumerThreads);
+    Value flag = ws.flagWord();
+    d.ifThen(d.eq(ws.ctid, d.c32(0)), [&] {
+      Value last = lastArrival(d, k.rowBlockCounter(), k.numSplits);
+      d.store(d.select(last, d.c32(1), d.c32(0)), flag, 4);
+    });
+    ws.namedSync(kConsumerBarrier, kConsumerThreads);
+    d.ifThen(d.cmp(arith::CmpIPredicate::ne, d.load(d.i32, flag, 4), d.c32(0)),
+             [&] {
+               constexpr int64_t warps = kConsumerThreads / 32;
+               Value warp = d.divu(ws.ctid, d.c32(32)),
+                     lane = d.remu(ws.ctid, d.c32(32));
+               k.mergeBlockRows(warp, d.c32(warps), lane);
+             });
+  });
+}
+
 void SeesawDecode::mergePieces() {
+  if (ws.persistent)
+    return mergeAsLastPiece();
   d.ifThen(k.mergesPieces(), [&] {
     // Every consumer's partial stores come before the rendezvous, and every
     // read of the other pieces' after it.

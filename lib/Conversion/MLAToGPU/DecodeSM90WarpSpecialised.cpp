@@ -29,6 +29,19 @@ Value mla::gpu_codegen::sm90::opaqueI32(ImplicitLocOpBuilder &b, Value v) {
       .getResult(0);
 }
 
+Value mla::gpu_codegen::sm90::opaqueSharedPointer(ImplicitLocOpBuilder &b,
+                                                  Value p) {
+  Value bits = LLVM::PtrToIntOp::create(b, b.getI64Type(), p);
+  Value copy = LLVM::InlineAsmOp::create(b, bits.getType(), ValueRange{bits},
+                                         "mov.b64 $0, $1;", "=l,l",
+                                         /*has_side_effects=*/true,
+                                         /*is_align_stack=*/false,
+                                         LLVM::tailcallkind::TailCallKind::None,
+                                         LLVM::AsmDialectAttr(), ArrayAttr())
+                   .getResult(0);
+  return LLVM::IntToPtrOp::create(b, p.getType(), copy);
+}
+
 WarpSpecialisedDecode::WarpSpecialisedDecode(DecodeSM90Kernel &k)
     : WarpSpecialisedDecode(k, {{0, k.D / 64, kConsumerThreads}}) {}
 
@@ -40,7 +53,7 @@ WarpSpecialisedDecode::WarpSpecialisedDecode(DecodeSM90Kernel &k,
       stageBytes(numBoxes * k.Bk * kBoxBytes + (scaleTiles ? k.Bk * 16 : 0)),
       barrierOff(e4m3 ? k.lay.barrierOff
                       : k.lay.redOff + llvm::alignTo(k.M * k.wn * 4, 128)),
-      groups(std::move(groups)) {}
+      persistent(k.tiling.persistent), groups(std::move(groups)) {}
 
 MBarrier WarpSpecialisedDecode::barrier(Value index) {
   return MBarrier(d, k.sm(barrierOff, d.mul(index, d.c32(8))));
@@ -54,10 +67,28 @@ MBarrier WarpSpecialisedDecode::empty(Value slot, int64_t group) {
   return barrier(d.add(slot, d.c32(1 + k.St * (numBoxes + group))));
 }
 
-Value WarpSpecialisedDecode::slot(Value n) { return d.remu(n, d.c32(k.St)); }
+MBarrier WarpSpecialisedDecode::qEmpty() {
+  return barrier(d.c32(1 + k.St * (numBoxes + int64_t(groups.size()))));
+}
+
+Value WarpSpecialisedDecode::flagWord() {
+  return k.sm(barrierOff,
+              d.c32(8 * (2 + k.St * (numBoxes + int64_t(groups.size())))));
+}
+
+Value WarpSpecialisedDecode::ringIndex(Value n) {
+  return ringBase ? d.add(ringBase, n) : n;
+}
+
+Value WarpSpecialisedDecode::slot(Value n) {
+  // A piece's blocks are a multiple of the ring depth (forEachPiece), so
+  // ringBase is too and the slot is the piece's own block index's: kept off
+  // ringBase, the slot's barrier addresses stay on the uniform datapath.
+  return d.remu(n, d.c32(k.St));
+}
 
 Value WarpSpecialisedDecode::phase(Value n) {
-  return d.bitAnd(d.divu(n, d.c32(k.St)), d.c32(1));
+  return d.bitAnd(d.divu(ringIndex(n), d.c32(k.St)), d.c32(1));
 }
 
 Value WarpSpecialisedDecode::slotBytes(Value n) {
@@ -80,10 +111,15 @@ void WarpSpecialisedDecode::declare(StringRef name) {
     types.push_back(map);
     byValue.push_back(true);
   }
-  // The seesaw build's in-kernel combine: counters, out, lse (KernelABI.h).
+  // The seesaw build's in-kernel combine: counters, out, lse (KernelABI.h);
+  // the persistent build's schedule and cu_splits.
   if (k.tiling.seesaw) {
     types.append({g, g, g});
     byValue.append({false, false, false});
+  }
+  if (persistent) {
+    types.append({g, g});
+    byValue.append({false, false});
   }
   assert(types.size() == size_t(abi::decodeKernelNumParams(abi::Chip::SM90a,
                                                            k.shape, k.tiling)));
@@ -114,6 +150,9 @@ void WarpSpecialisedDecode::declare(StringRef name) {
     k.counters = entry->getArgument(combine),
     k.finalOut = entry->getArgument(combine + 1),
     k.finalLse = entry->getArgument(combine + 2);
+  if (persistent)
+    schedule = entry->getArgument(combine + 3),
+    cuSplits = entry->getArgument(combine + 4);
 }
 
 void WarpSpecialisedDecode::awaitRelease(Value n, int64_t box) {
@@ -185,34 +224,64 @@ Value WarpSpecialisedDecode::firstRowOf(Value n) {
 }
 
 void WarpSpecialisedDecode::produce(Value blocks) {
+  d.ifThen(d.eq(k.tid, d.c32(0)), [&] { produceBlocks(blocks); });
+}
+
+void WarpSpecialisedDecode::producePieces(int64_t blockMultiple) {
   d.ifThen(d.eq(k.tid, d.c32(0)), [&] {
-    // Block n's first cache row was looked up in the iteration before, so
-    // the block table's latency overlaps the wait for a free slot instead
-    // of following it.
-    Value first = firstRowOf(d.c32(0));
-    d.forLoop(d.c32(0), blocks, d.c32(1), {first},
-              [&](Value n, ValueRange carried) {
-                Value row = carried[0];
-                Value next = firstRowOf(d.add(n, d.c32(1)));
-                // A fresh barrier's previous phase (parity 1) counts as
-                // complete, so the first round does not wait.
-                empty(slot(n), 0).waitParity(d.bitXor(phase(n), d.c32(1)));
-                auto ifOp = scf::IfOp::create(k.b, d.slt(n, k.numBlocks),
-                                              /*withElseRegion=*/true);
-                {
-                  OpBuilder::InsertionGuard guard(k.b);
-                  k.b.setInsertionPointToStart(ifOp.thenBlock());
-                  loadBlock(n, row);
-                  // A block past the piece loads nothing.
-                  k.b.setInsertionPointToStart(ifOp.elseBlock());
-                  for (int64_t c = 0; c < numBoxes; ++c) {
-                    awaitRelease(n, c);
-                    full(slot(n), c).arrive();
-                  }
-                }
-                return SmallVector<Value>{next};
-              });
+    forEachPiece(blockMultiple, [&](Value index, Value blocks) {
+      produceBlocks(blocks, index);
+    });
   });
+}
+
+void WarpSpecialisedDecode::produceBlocks(Value blocks, Value index) {
+  // The persistent build's Q: the first piece's at once; a later piece's
+  // once the consumers have left the last piece's epilogue, which reuses
+  // the Q tile, behind the piece's first `stages` blocks (their slots were
+  // freed by the last piece's final blocks).
+  Value later, stages = d.c32(k.St);
+  auto loadLaterQ = [&](Value when) {
+    d.ifThen(d.andi(later, when), [&] {
+      // Piece index - 1's epilogue completed phase index - 1.
+      qEmpty().waitParity(d.bitXor(d.bitAnd(index, d.c32(1)), d.c32(1)));
+      loadQ();
+    });
+  };
+  if (index) {
+    later = d.slt(d.c32(0), index);
+    d.ifThen(d.eq(index, d.c32(0)), [&] { loadQ(); });
+  }
+  // Block n's first cache row was looked up in the iteration before, so
+  // the block table's latency overlaps the wait for a free slot instead of
+  // following it.
+  Value first = firstRowOf(d.c32(0));
+  d.forLoop(d.c32(0), blocks, d.c32(1), {first},
+            [&](Value n, ValueRange carried) {
+              if (index)
+                loadLaterQ(d.eq(n, stages));
+              Value row = carried[0];
+              Value next = firstRowOf(d.add(n, d.c32(1)));
+              // A fresh barrier's previous phase (parity 1) counts as complete,
+              // so the first round does not wait.
+              empty(slot(n), 0).waitParity(d.bitXor(phase(n), d.c32(1)));
+              auto ifOp = scf::IfOp::create(k.b, d.slt(n, k.numBlocks),
+                                            /*withElseRegion=*/true);
+              {
+                OpBuilder::InsertionGuard guard(k.b);
+                k.b.setInsertionPointToStart(ifOp.thenBlock());
+                loadBlock(n, row);
+                // A block past the piece loads nothing.
+                k.b.setInsertionPointToStart(ifOp.elseBlock());
+                for (int64_t c = 0; c < numBoxes; ++c) {
+                  awaitRelease(n, c);
+                  full(slot(n), c).arrive();
+                }
+              }
+              return SmallVector<Value>{next};
+            });
+  if (index)
+    loadLaterQ(d.sle(blocks, stages));
 }
 
 void WarpSpecialisedDecode::beginConsumer() {
@@ -223,7 +292,7 @@ void WarpSpecialisedDecode::beginConsumer() {
   k.computeRowLimits();
   // Over fp8_e4m3 the consumers stage Q themselves (stageQAsE4M3Pair).
   if (!e4m3)
-    barrier(d.c32(0)).waitParity(d.c32(0));
+    barrier(d.c32(0)).waitParity(qParity ? qParity : d.c32(0));
 }
 
 void WarpSpecialisedDecode::namedSync(int64_t id, int64_t threads) {
@@ -471,15 +540,72 @@ void WarpSpecialisedDecode::zeroInvalidV(Value n, int64_t firstChunk,
   });
 }
 
+/// numBlocks, at least one, rounded up to a multiple of `multiple`.
+static Value paddedBlocks(DeviceBuilder &d, Value numBlocks, int64_t multiple) {
+  Value blocks = d.maxsi(numBlocks, d.c32(1));
+  if (multiple > 1)
+    blocks = d.mul(d.divu(d.add(blocks, d.c32(multiple - 1)), d.c32(multiple)),
+                   d.c32(multiple));
+  return blocks;
+}
+
+void WarpSpecialisedDecode::forEachPiece(
+    int64_t blockMultiple, function_ref<void(Value, Value)> body) {
+  // Schedule row blockIdx.y (SplitPlanner.h's ScheduleColumn): requests
+  // beginReq..endReq, the first from beginPos as piece beginSplit, the last
+  // up to endPos; an idle part has endReq < beginReq.
+  Value row = d.mul(d.blockIdY(), d.c32(plan::kScheduleRowSize));
+  auto column = [&](int c) {
+    return d.load(d.i32, d.gep(schedule, d.i32, d.add(row, d.c32(c))), 4);
+  };
+  Value beginReq = column(plan::kBeginReq), beginPos = column(plan::kBeginPos),
+        endReq = column(plan::kEndReq), endPos = column(plan::kEndPos),
+        beginSplit = column(plan::kBeginSplit);
+  // Requests outside [0, B) are never touched, whatever the schedule says.
+  assert(blockMultiple % k.St == 0 && "ringBase stays a multiple of stages");
+  Value endExcl = d.minsi(d.add(endReq, d.c32(1)), k.batch);
+  Value begin = d.maxsi(beginReq, d.c32(0));
+  d.forLoop(begin, d.maxsi(endExcl, begin), d.c32(1), {d.c32(0)},
+            [&](Value req, ValueRange carried) {
+              Value base = carried[0];
+              Value isFirst = d.eq(req, beginReq), isLast = d.eq(req, endReq);
+              k.bb = req;
+              k.split = d.select(isFirst, beginSplit, d.c32(0));
+              Value pieces =
+                  d.sub(d.load(d.i32,
+                               d.gep(cuSplits, d.i32, d.add(req, d.c32(1))), 4),
+                        d.load(d.i32, d.gep(cuSplits, d.i32, req), 4));
+              k.numSplits = pieces;
+              k.computeQueryRows();
+              k.seq = d.load(d.i32, d.gep(k.seqLens, d.i32, req), 4);
+              k.computePieceIn(d.select(isFirst, beginPos, d.c32(0)),
+                               d.select(isLast, endPos, k.seq));
+              Value blocks = paddedBlocks(d, k.numBlocks, blockMultiple);
+              ringBase = base;
+              body(d.sub(req, begin), blocks);
+              ringBase = Value();
+              return SmallVector<Value>{d.add(base, blocks)};
+            });
+}
+
+void WarpSpecialisedDecode::releaseQ() {
+  fenceProxyAsyncShared(d);
+  qEmpty().arrive();
+}
+
 void WarpSpecialisedDecode::emit(StringRef name, int64_t blockMultiple,
                                  function_ref<void(Value)> consume) {
-  assert(barrierOff + 8 * (1 + k.St * (numBoxes + int64_t(groups.size()))) <=
+  const int64_t barriers =
+      (persistent ? 2 : 1) + k.St * (numBoxes + int64_t(groups.size()));
+  assert(barrierOff + 8 * barriers + (persistent ? 4 : 0) <=
              abi::decodeSharedBytes(abi::Chip::SM90a, k.shape, k.tiling) &&
          "the layout fits the shared memory KernelABI.h launches with");
   declare(name);
   k.smem = dynamicSharedBase(k.b);
   k.tid = d.threadIdX();
   k.r0 = d.mul(d.blockIdX(), d.c32(k.M));
+  if (persistent)
+    return emitPersistent(blockMultiple, consume);
   k.split = d.blockIdY(), k.bb = d.blockIdZ();
   // The barriers, and the Q tile's load, which needs only the CTA's
   // coordinates: it is in flight while every thread reads the piece's
@@ -498,13 +624,44 @@ void WarpSpecialisedDecode::emit(StringRef name, int64_t blockMultiple,
   k.computeQueryRows();
   k.computePiece();
   // At least one block (a fully masked one for an empty piece).
-  Value blocks = d.maxsi(k.numBlocks, d.c32(1));
-  if (blockMultiple > 1)
-    blocks = d.mul(
-        d.divu(d.add(blocks, d.c32(blockMultiple - 1)), d.c32(blockMultiple)),
-        d.c32(blockMultiple));
+  Value blocks = paddedBlocks(d, k.numBlocks, blockMultiple);
   d.barrier();
   splitWarpgroupRoles(
       d, k.tid, [&] { produce(blocks); }, [&] { consume(blocks); });
+  LLVM::ReturnOp::create(k.b, ValueRange{});
+}
+
+void WarpSpecialisedDecode::emitPersistent(int64_t blockMultiple,
+                                           function_ref<void(Value)> consume) {
+  assert(!e4m3 && "the persistent build reads bf16/f16 caches");
+  d.ifThen(d.eq(k.tid, d.c32(0)), [&] {
+    barrier(d.c32(0)).init(1);
+    for (int64_t st = 0; st < k.St; ++st) {
+      for (int64_t c = 0; c < numBoxes; ++c)
+        full(d.c32(st), c).init(1);
+      for (auto [g, group] : llvm::enumerate(groups))
+        empty(d.c32(st), g).init(group.arrivals);
+    }
+    qEmpty().init(kConsumerThreads);
+  });
+  d.barrier();
+  splitWarpgroupRoles(
+      d, k.tid, [&] { producePieces(blockMultiple); },
+      [&] {
+        forEachPiece(blockMultiple, [&](Value index, Value blocks) {
+          // The shared-memory base derived again per piece: taken from
+          // outside the piece loop, ptxas keeps it in a vector register
+          // and moves every wgmma descriptor word with R2UR (docs/GPU.md).
+          // So is the thread index: else ptxas hoists every per-thread
+          // address of the epilogue out of the piece loop, and they spill.
+          Value smem = k.smem, tid = k.tid;
+          k.smem = opaqueSharedPointer(k.b, smem);
+          k.tid = opaqueI32(k.b, tid);
+          qParity = d.bitAnd(index, d.c32(1));
+          consume(blocks);
+          qParity = Value();
+          k.smem = smem, k.tid = tid;
+        });
+      });
   LLVM::ReturnOp::create(k.b, ValueRange{});
 }

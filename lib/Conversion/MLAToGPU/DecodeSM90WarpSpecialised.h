@@ -27,12 +27,21 @@
 //    brings in past seq_len may hold anything (NaN in unused slots), and
 //    p = 0 must never meet a NaN; their scores are masked by select.
 //
+// The persistent build (DecodeTiling::persistent) wraps both roles in a
+// loop over the pieces of the CTA's part of a balanced plan (forEachPiece):
+// the ring's block counter runs on across pieces (ringBase), the producer
+// issues a piece's first `stages` blocks before it waits for "Q empty" (the
+// consumers are done with the last piece's Q tile, which its epilogue
+// reuses) and loads the piece's Q, so those blocks are in flight during the
+// last piece's epilogue.
+//
 //===----------------------------------------------------------------------===//
 #ifndef MLA_LIB_CONVERSION_MLATOGPU_DECODESM90WARPSPECIALISED_H
 #define MLA_LIB_CONVERSION_MLATOGPU_DECODESM90WARPSPECIALISED_H
 
 #include "DecodeSM90Kernel.h"
 
+#include "mla/Contract/SplitPlanner.h"
 #include "mla/GPUCodegen/MBarrier.h"
 #include "mla/GPUCodegen/Wgmma.h"
 
@@ -46,6 +55,8 @@ inline constexpr int64_t kConsumerBarrier = 1;
 /// `v` through an asm `mov` the compiler may not hoist or fold: values
 /// derived from it are computed where it is.
 mlir::Value opaqueI32(mlir::ImplicitLocOpBuilder &b, mlir::Value v);
+/// The shared pointer `p` through an opaque 64-bit `mov`.
+mlir::Value opaqueSharedPointer(mlir::ImplicitLocOpBuilder &b, mlir::Value p);
 
 /// Boxes [firstBox, firstBox + boxes) of a ring slot, refilled together
 /// once `arrivals` consumer threads have released them.
@@ -67,11 +78,28 @@ public:
   void emit(llvm::StringRef name, int64_t blockMultiple,
             llvm::function_ref<void(mlir::Value blocks)> consume);
 
+  /// The persistent build: runs `body` once per piece of the CTA's schedule
+  /// row, with k's request, piece, bounds and piece count (k.numSplits) and
+  /// ringBase set, and the piece's index in the row (i32). `blockMultiple`
+  /// as for emit; body gets the block count.
+  void forEachPiece(
+      int64_t blockMultiple,
+      llvm::function_ref<void(mlir::Value index, mlir::Value blocks)> body);
+  /// The persistent build's consumers are done with the piece's Q tile
+  /// (every consumer thread arrives on "Q empty", after a proxy fence: the
+  /// epilogue wrote the tile through the generic proxy).
+  void releaseQ();
+  /// The persistent build's scratch word past the barriers (the in-kernel
+  /// merge's "this CTA merges" flag).
+  mlir::Value flagWord();
+
   /// Barrier 0 is "Q full"; then a "full" barrier per ring slot and box,
-  /// then an "empty" barrier per release group and slot.
+  /// then an "empty" barrier per release group and slot; the persistent
+  /// build's "Q empty" comes last.
   MBarrier barrier(mlir::Value index);
   MBarrier full(mlir::Value slot, int64_t box);
   MBarrier empty(mlir::Value slot, int64_t group);
+  MBarrier qEmpty();
   mlir::Value slot(mlir::Value n);
   /// The parity of block `n`'s use of its slot.
   mlir::Value phase(mlir::Value n);
@@ -79,7 +107,7 @@ public:
   mlir::Value slotBytes(mlir::Value n);
 
   /// The consumers' coordinates (ctid, warp grid of two warpgroups, row
-  /// limits); waits for the Q tile.
+  /// limits); waits for the Q tile (phase qParity in the persistent build).
   void beginConsumer();
   /// bar.sync / bar.arrive on named barrier `id` of `threads` threads.
   void namedSync(int64_t id, int64_t threads);
@@ -168,10 +196,20 @@ public:
   /// boxes; 0 otherwise.
   const int64_t scaleTiles;
   const int64_t boxColumns, numBoxes, stageBytes, barrierOff;
+  /// DecodeTiling::persistent.
+  const bool persistent;
   mlir::Value qMap, kvMap, scaleMap, ctid;
+  /// The persistent build's schedule and cu_splits parameters, the ring
+  /// index of the piece's first block (blocks of earlier pieces before it;
+  /// a multiple of the ring depth) and the parity of the piece's Q tile.
+  mlir::Value schedule, cuSplits, ringBase, qParity;
 
 private:
   void declare(llvm::StringRef name);
+  /// emit's persistent build: the barriers, then both roles over the
+  /// pieces (forEachPiece).
+  void emitPersistent(int64_t blockMultiple,
+                      llvm::function_ref<void(mlir::Value blocks)> consume);
   /// Thread 0 loads the CTA's Q tile (Q full: barrier 0).
   void loadQ();
   /// fp8_ds_mla: the byte offset of a slot's row scales from the slot.
@@ -180,6 +218,15 @@ private:
   /// The cache row of block `n`'s first token (a block-table load), 0 for a
   /// block past the piece (nothing is read).
   mlir::Value firstRowOf(mlir::Value n);
+  /// Thread 0's block loop of produce; the persistent build's Q load of
+  /// piece `index` (after "Q empty") goes in front of block `stages` (or
+  /// after the last block of a shorter piece; before block 0 of the first
+  /// piece).
+  void produceBlocks(mlir::Value blocks, mlir::Value index = {});
+  /// The persistent build's producer: every piece's Q and blocks.
+  void producePieces(int64_t blockMultiple);
+  /// The ring index of block `n` of the piece.
+  mlir::Value ringIndex(mlir::Value n);
   /// Waits until the previous use of block `n`'s slot has released the
   /// group starting at `box`, if `box` starts a group past the first (the
   /// first group's wait precedes the branch over loaded blocks).

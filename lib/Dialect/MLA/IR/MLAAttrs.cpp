@@ -129,7 +129,8 @@ LogicalResult TargetAttr::verify(function_ref<InFlightDiagnostic()> emitError,
 LogicalResult
 GpuTilingAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                       int64_t rowsPerCta, int64_t warpsN, int64_t kvBlock,
-                      int64_t stages, bool wgmma, bool pipelined, bool seesaw) {
+                      int64_t stages, bool wgmma, bool pipelined, bool seesaw,
+                      bool persistent) {
   if (rowsPerCta <= 0 || rowsPerCta % 16 != 0 || rowsPerCta > 128)
     return emitError() << "rows_per_cta " << rowsPerCta
                        << " must be a positive multiple of 16, at most 128";
@@ -145,5 +146,7 @@ GpuTilingAttr::verify(function_ref<InFlightDiagnostic()> emitError,
     return emitError() << "pipelined needs wgmma";
   if (seesaw && !pipelined)
     return emitError() << "seesaw needs pipelined";
+  if (persistent && !seesaw)
+    return emitError() << "persistent needs seesaw";
   return success();
 }

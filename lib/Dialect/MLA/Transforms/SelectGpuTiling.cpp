@@ -94,7 +94,7 @@ struct SelectGpuTilingPass
         gpu::DecodeTiling tiling{given.getRowsPerCta(), given.getWarpsN(),
                                  given.getKvBlock(),    given.getStages(),
                                  given.getWgmma(),      given.getPipelined(),
-                                 given.getSeesaw()};
+                                 given.getSeesaw(),     given.getPersistent()};
         std::string why = gpu::checkDecodeTiling(chip, *shape, tiling);
         if (!why.empty()) {
           op->emitError() << "the given " << given << " cannot run this "
@@ -113,7 +113,8 @@ struct SelectGpuTilingPass
       op->setAttr(name, GpuTilingAttr::get(&getContext(), tiling.rowsPerCta,
                                            tiling.warpsN, tiling.kvBlock,
                                            tiling.stages, tiling.wgmma,
-                                           tiling.pipelined, tiling.seesaw));
+                                           tiling.pipelined, tiling.seesaw,
+                                           tiling.persistent));
       return WalkResult::advance();
     });
     if (result.wasInterrupted())

@@ -153,7 +153,9 @@ def MLA_GpuTilingAttr : MLA_Attr<"GpuTiling", "gpu_tiling"> {
     warpgroups overlap a block's softmax with the previous block's P V.
     `seesaw = true` (with `pipelined`) is that build's seesaw schedule: each
     consumer warpgroup scores whole alternate blocks and owns half of the
-    output columns.
+    output columns. `persistent = true` (with `seesaw`) launches one CTA per
+    row block and SM part of a balanced split plan; each walks its part's
+    pieces in turn (bf16/f16 caches, uniform s_q).
 
     Example: `#mla.gpu_tiling<rows_per_cta = 64, warps_n = 2, kv_block = 32, stages = 2>`
   }];
@@ -164,7 +166,9 @@ def MLA_GpuTilingAttr : MLA_Attr<"GpuTiling", "gpu_tiling"> {
                         DefaultValuedParameter<"bool", "false",
                           "the warp-specialised TMA build of the wgmma kernel">:$pipelined,
                         DefaultValuedParameter<"bool", "false",
-                          "the seesaw schedule of the pipelined build">:$seesaw);
+                          "the seesaw schedule of the pipelined build">:$seesaw,
+                        DefaultValuedParameter<"bool", "false",
+                          "the seesaw build walking a balanced split plan">:$persistent);
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;
 }
