@@ -32,14 +32,19 @@ void mla::gpu_codegen::decreaseRegisters(DeviceBuilder &d, int64_t registers) {
 
 void mla::gpu_codegen::splitWarpgroupRoles(DeviceBuilder &d, Value tid,
                                            function_ref<void()> producer,
-                                           function_ref<void()> consumer) {
+                                           function_ref<void()> consumer,
+                                           int64_t producerRegisters) {
+  // 128 x producer + 256 x consumer registers fit the 168 x 384 a CTA of
+  // these kernels is launched with.
+  int64_t consumerRegisters =
+      (168 * 384 - 128 * producerRegisters) / 256 / 8 * 8;
   auto ifOp = scf::IfOp::create(d.b, d.slt(tid, d.c32(128)),
                                 /*withElseRegion=*/true);
   OpBuilder::InsertionGuard guard(d.b);
   d.b.setInsertionPointToStart(ifOp.thenBlock());
-  decreaseRegisters(d, 24);
+  decreaseRegisters(d, producerRegisters);
   producer();
   d.b.setInsertionPointToStart(ifOp.elseBlock());
-  increaseRegisters(d, 240);
+  increaseRegisters(d, consumerRegisters);
   consumer();
 }

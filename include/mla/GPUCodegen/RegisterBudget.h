@@ -24,12 +24,14 @@ void increaseRegisters(DeviceBuilder &d, int64_t registers);
 void decreaseRegisters(DeviceBuilder &d, int64_t registers);
 
 /// The warp-specialised split of a 384-thread CTA: warpgroup 0 (tid < 128)
-/// shrinks to 24 registers and runs `producer`, warpgroups 1 and 2 grow to
-/// 240 (FA3's split: 128 x 24 + 256 x 240 fits the 64K register file) and
-/// run `consumer`.
+/// shrinks to `producerRegisters` and runs `producer`, warpgroups 1 and 2
+/// grow to what is left of the 168 x 384 registers the kernel is launched
+/// with, rounded down to a multiple of 8 (by default FA3's split: 128 x 24
+/// + 256 x 240), and run `consumer`.
 void splitWarpgroupRoles(DeviceBuilder &d, mlir::Value tid,
                          llvm::function_ref<void()> producer,
-                         llvm::function_ref<void()> consumer);
+                         llvm::function_ref<void()> consumer,
+                         int64_t producerRegisters = 24);
 
 } // namespace mla::gpu_codegen
 

@@ -18,6 +18,9 @@ namespace abi = mla::gpu;
 
 namespace {
 constexpr int64_t kBoxBytes = 128;
+/// The persistent producer's registers (its consumers get 232): at 24 it
+/// spilled the piece's state around every box's TMA issue (session 10).
+constexpr int64_t kPersistentProducerRegisters = 40;
 } // namespace
 
 Value mla::gpu_codegen::sm90::opaqueI32(ImplicitLocOpBuilder &b, Value v) {
@@ -540,6 +543,18 @@ void WarpSpecialisedDecode::zeroInvalidV(Value n, int64_t firstChunk,
   });
 }
 
+void WarpSpecialisedDecode::initBarriers() {
+  barrier(d.c32(0)).init(1);
+  for (int64_t st = 0; st < k.St; ++st) {
+    for (int64_t c = 0; c < numBoxes; ++c)
+      full(d.c32(st), c).init(1);
+    for (auto [g, group] : llvm::enumerate(groups))
+      empty(d.c32(st), g).init(group.arrivals);
+  }
+  if (persistent)
+    qEmpty().init(kConsumerThreads);
+}
+
 /// numBlocks, at least one, rounded up to a multiple of `multiple`.
 static Value paddedBlocks(DeviceBuilder &d, Value numBlocks, int64_t multiple) {
   Value blocks = d.maxsi(numBlocks, d.c32(1));
@@ -611,13 +626,7 @@ void WarpSpecialisedDecode::emit(StringRef name, int64_t blockMultiple,
   // coordinates: it is in flight while every thread reads the piece's
   // bounds (dependent global loads) below.
   d.ifThen(d.eq(k.tid, d.c32(0)), [&] {
-    barrier(d.c32(0)).init(1);
-    for (int64_t st = 0; st < k.St; ++st) {
-      for (int64_t c = 0; c < numBoxes; ++c)
-        full(d.c32(st), c).init(1);
-      for (auto [g, group] : llvm::enumerate(groups))
-        empty(d.c32(st), g).init(group.arrivals);
-    }
+    initBarriers();
     if (!e4m3)
       loadQ();
   });
@@ -634,16 +643,7 @@ void WarpSpecialisedDecode::emit(StringRef name, int64_t blockMultiple,
 void WarpSpecialisedDecode::emitPersistent(int64_t blockMultiple,
                                            function_ref<void(Value)> consume) {
   assert(!e4m3 && "the persistent build reads bf16/f16 caches");
-  d.ifThen(d.eq(k.tid, d.c32(0)), [&] {
-    barrier(d.c32(0)).init(1);
-    for (int64_t st = 0; st < k.St; ++st) {
-      for (int64_t c = 0; c < numBoxes; ++c)
-        full(d.c32(st), c).init(1);
-      for (auto [g, group] : llvm::enumerate(groups))
-        empty(d.c32(st), g).init(group.arrivals);
-    }
-    qEmpty().init(kConsumerThreads);
-  });
+  d.ifThen(d.eq(k.tid, d.c32(0)), [&] { initBarriers(); });
   d.barrier();
   splitWarpgroupRoles(
       d, k.tid, [&] { producePieces(blockMultiple); },
@@ -662,6 +662,7 @@ void WarpSpecialisedDecode::emitPersistent(int64_t blockMultiple,
           qParity = Value();
           k.smem = smem, k.tid = tid;
         });
-      });
+      },
+      kPersistentProducerRegisters);
   LLVM::ReturnOp::create(k.b, ValueRange{});
 }

@@ -206,6 +206,9 @@ public:
 
 private:
   void declare(llvm::StringRef name);
+  /// Thread 0 initialises every mbarrier (Q full, the ring's, and the
+  /// persistent build's Q empty).
+  void initBarriers();
   /// emit's persistent build: the barriers, then both roles over the
   /// pieces (forEachPiece).
   void emitPersistent(int64_t blockMultiple,
