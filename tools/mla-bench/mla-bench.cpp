@@ -86,10 +86,14 @@ static cl::opt<std::string>
               cl::desc("Split policy for --splits auto: grid (one uniform "
                        "count fitted to the SMs, chooseGridSplits), "
                        "heuristic, balanced or batch-invariant"));
-static cl::opt<std::string> tileOpt("tile", cl::cat(benchCategory),
-                                    cl::init(""),
-                                    cl::desc("Tiling RxWxKxS[w|p|s] (default: "
-                                             "chooseDecodeTiling)"));
+static cl::opt<std::string>
+    tileOpt("tile", cl::cat(benchCategory), cl::init(""),
+            cl::desc("Tiling RxWxKxS[w|p|s|b] (default: "
+                     "chooseDecodeTiling)"));
+static cl::opt<int64_t> overheadOpt(
+    "balanced-overhead", cl::cat(benchCategory), cl::init(5),
+    cl::desc("The balanced policy's cost per piece, in blocks "
+             "(SplitPlanOptions::fixedOverheadBlocks; FlashMLA's 5)"));
 static cl::opt<bool> noFlush("no-flush", cl::cat(benchCategory),
                              cl::desc("Keep L2 warm between iterations"));
 static cl::opt<bool> checkMode("check", cl::cat(benchCategory),
@@ -373,7 +377,9 @@ llvm::Expected<SplitBounds> planFor(const DecodeKernelSpec &spec,
     return llvm::createStringError("--policy must be grid, heuristic, "
                                    "balanced or batch-invariant, got '" +
                                    policy + "'");
-  return planBounds(lens, decodePlanOptions(spec, p, numSms));
+  plan::SplitPlanOptions options = decodePlanOptions(spec, p, numSms);
+  options.fixedOverheadBlocks = overheadOpt;
+  return planBounds(lens, options);
 }
 
 llvm::Expected<int64_t> numSmsOfDevice(const CudaDriver &driver) {
