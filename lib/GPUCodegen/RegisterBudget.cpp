@@ -34,10 +34,11 @@ void mla::gpu_codegen::splitWarpgroupRoles(DeviceBuilder &d, Value tid,
                                            function_ref<void()> producer,
                                            function_ref<void()> consumer,
                                            int64_t producerRegisters) {
-  // 128 x producer + 256 x consumer registers fit the 168 x 384 a CTA of
-  // these kernels is launched with.
-  int64_t consumerRegisters =
-      (168 * 384 - 128 * producerRegisters) / 256 / 8 * 8;
+  // The CTA is launched with what ptxas gives 384 threads at one CTA per SM
+  // (65536 / 384 rounded down to a multiple of 8: 168 each); the consumers
+  // get what the producer leaves.
+  constexpr int64_t pool = 65536 / 384 / 8 * 8 * 384;
+  int64_t consumerRegisters = (pool - 128 * producerRegisters) / 256 / 8 * 8;
   auto ifOp = scf::IfOp::create(d.b, d.slt(tid, d.c32(128)),
                                 /*withElseRegion=*/true);
   OpBuilder::InsertionGuard guard(d.b);

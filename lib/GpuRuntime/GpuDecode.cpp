@@ -46,9 +46,7 @@ mla::gpu::decodeWorkspaceLayout(const DecodeKernelSpec &spec, int64_t batch,
       layout.splitBounds + batch * (numSplits + 1) * sizeof(int32_t);
   // One counter per row block of a request, when the pieces may be merged
   // in the partial kernel.
-  // The persistent build always may (one-piece requests leave theirs at 0).
-  if (decodeCombinesInKernel(spec.chip, shape, spec.tiling, numSplits) ||
-      spec.tiling.persistent)
+  if (decodeCombinesInKernel(spec.chip, shape, spec.tiling, numSplits))
     layout.numCounters = batch * decodeRowBlocks(shape, spec.tiling);
   layout.totalBytes = layout.counters + layout.numCounters * sizeof(int32_t);
   if (spec.tiling.persistent) {
@@ -572,11 +570,11 @@ llvm::Error GpuDecoder::run(CUstream stream, const DecodeArgs &args,
       static_cast<unsigned>(decodeRowBlocks(spec.shape, spec.tiling)),
       static_cast<unsigned>(numSplits), static_cast<unsigned>(batch)};
   int64_t gridCtas = int64_t(partialGrid.x) * partialGrid.y * partialGrid.z;
+  // The persistent build's merge never waits: an ordinary launch.
   bool cooperative = spec.tiling.seesaw && !spec.tiling.persistent;
   bool merges =
-      (decodeCombinesInKernel(spec.chip, spec.shape, spec.tiling, numSplits) &&
-       (!cooperative || gridCtas <= residentCtas)) ||
-      spec.tiling.persistent;
+      decodeCombinesInKernel(spec.chip, spec.shape, spec.tiling, numSplits) &&
+      (!cooperative || gridCtas <= residentCtas);
   CUdeviceptr counters = merges ? args.workspace + layout.counters : 0;
   if (decodeCanCombineInKernel(spec.chip, spec.shape, spec.tiling))
     partialParams.append({&counters, &out, &lse});
@@ -588,7 +586,6 @@ llvm::Error GpuDecoder::run(CUstream stream, const DecodeArgs &args,
     partialParams.append({&schedule, &cuSplits});
     partialGrid =
         Dim3{partialGrid.x, static_cast<unsigned>(args.numSmParts), 1};
-    cooperative = false;
   }
   assert(partialParams.size() == size_t(decodeKernelNumParams(
                                      spec.chip, spec.shape, spec.tiling)) &&

@@ -776,8 +776,8 @@ llvm::Expected<bool> checkShape(const CudaDriver &driver,
   // The persistent build walks balanced plans only: the GPU's, and plans
   // for 8 and 2 SMs, whose parts each walk several requests' pieces.
   const Choice persistentChoices[] = {{"auto", "balanced", numSms},
-                                      {"auto", "balanced-8sm", 8},
-                                      {"auto", "balanced-2sm", 2}};
+                                      {"auto", "balanced", 8},
+                                      {"auto", "balanced", 2}};
   const bool persistent = spec->tiling.persistent;
   for (auto [splits, policy, sms] :
        persistent ? llvm::ArrayRef<Choice>(persistentChoices)
@@ -833,8 +833,10 @@ llvm::Expected<bool> checkShape(const CudaDriver &driver,
         "N=%-3lld Sq=%lld causal=%d splits=%-4s %-15s S=%-3lld "
         "max|out err|=%.3e max|lse err|=%.3e %s\n",
         (long long)s.numHeads, (long long)s.queryRows, s.causal ? 1 : 0, splits,
-        policy, (long long)bounds->numSplits, outErr, lseErr,
-        passed ? "PASS" : "FAIL");
+        (policy +
+         (sms == numSms ? std::string() : "-" + std::to_string(sms) + "sm"))
+            .c_str(),
+        (long long)bounds->numSplits, outErr, lseErr, passed ? "PASS" : "FAIL");
     if (!passed)
       llvm::outs() << "  " << bad << " values outside tolerance\n";
   }

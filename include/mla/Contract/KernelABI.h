@@ -287,11 +287,13 @@ inline bool decodeCanCombineInKernel(Chip chip, const DecodeShape &shape,
 /// pieces merges them in the partial kernel, with no mla_combine; its
 /// workspace then holds the counters. The seesaw build does so when its
 /// grid fits on the GPU at once (the runtime checks that and launches
-/// cooperatively), the others always.
+/// cooperatively), the others always. The persistent build always does,
+/// whatever the plan's S (its requests have their own piece counts).
 inline bool decodeCombinesInKernel(Chip chip, const DecodeShape &shape,
                                    const DecodeTiling &tiling,
                                    int64_t numSplits) {
-  return decodeCanCombineInKernel(chip, shape, tiling) && numSplits > 1;
+  return decodeCanCombineInKernel(chip, shape, tiling) &&
+         (numSplits > 1 || tiling.persistent);
 }
 /// The in-kernel combine's parameters (counters, out, lse).
 inline constexpr int kDecodeCombineNumParams = 3;

@@ -801,8 +801,11 @@ void DecodeSM90Kernel::finish(ValueRange state) {
   if (scaleTiles > 0)
     outScale = state[ntO * 4 + 4];
   writeOutput(state, lRow);
+  // The flag reuses the row-reduction scratch, whose row sums every thread
+  // has read by now.
   if (counters)
-    mergeAsLastPiece();
+    mergeAsLastPiece(mergesPieces(),
+                     {tid, T, [&] { d.barrier(); }, lay.redOff});
   mlir::gpu::ReturnOp::create(b);
 }
 
@@ -828,21 +831,23 @@ void DecodeSM90Kernel::mergeBlockRows(Value first, Value step, Value lane) {
   });
 }
 
-void DecodeSM90Kernel::mergeAsLastPiece() {
-  d.ifThen(mergesPieces(), [&] {
+void DecodeSM90Kernel::mergeAsLastPiece(Value when, const MergeFrame &f) {
+  d.ifThen(when, [&] {
     // Every thread's partial stores come before the count, and every read
-    // of the other pieces' after it. The flag reuses the row-reduction
-    // scratch, whose row sums every thread has read by now.
-    d.barrier();
-    Value flag = sm(lay.redOff, d.c32(0));
-    d.ifThen(d.eq(tid, d.c32(0)), [&] {
+    // of the other pieces' after it.
+    f.sync();
+    Value flag = sm(f.flagOffset, d.c32(0));
+    d.ifThen(d.eq(f.thread, d.c32(0)), [&] {
       Value last = lastArrival(d, rowBlockCounter(), numSplits);
       d.store(d.select(last, d.c32(1), d.c32(0)), flag, 4);
     });
-    d.barrier();
+    f.sync();
     Value merges =
         d.cmp(arith::CmpIPredicate::ne, d.load(d.i32, flag, 4), d.c32(0));
-    d.ifThen(merges, [&] { mergeBlockRows(warp, d.c32(T / 32), lane); });
+    d.ifThen(merges, [&] {
+      mergeBlockRows(d.divu(f.thread, d.c32(32)), d.c32(f.threads / 32),
+                     d.remu(f.thread, d.c32(32)));
+    });
   });
 }
 

@@ -266,6 +266,21 @@ public:
   /// block rows first, first + step, ... (a warp per row, `lane` its index;
   /// CombineRow).
   mlir::Value mergesPieces();
+  /// The threads that wrote a CTA's partial rows, for mergeAsLastPiece:
+  /// `threads` whole warps, `thread` the index among them (0 counts the CTA
+  /// in), `sync` a barrier over them, `flagOffset` the dynamic shared
+  /// memory byte of an i32 word none of them reads meanwhile.
+  struct MergeFrame {
+    mlir::Value thread;
+    int64_t threads;
+    llvm::function_ref<void()> sync;
+    int64_t flagOffset;
+  };
+  /// When `when` (uniform over the CTA): counts the CTA into its row
+  /// block's counter, and the last of the block's numSplits pieces to
+  /// arrive merges the block's rows into out and lse (CombineRow, a warp
+  /// per row). No CTA waits for another.
+  void mergeAsLastPiece(mlir::Value when, const MergeFrame &frame);
   mlir::Value rowBlockCounter();
   void mergeBlockRows(mlir::Value first, mlir::Value step, mlir::Value lane);
   /// writeOutput's stores, in f32 or (`final`) in the activation type.
@@ -311,10 +326,6 @@ public:
   std::pair<int64_t, int64_t> e4m3QPlace(int64_t col, int part) const;
 
 private:
-  /// With counters and S > 1 pieces (KernelABI.h): counts the CTA into its
-  /// row block's counter, and the last piece of the block to arrive merges
-  /// the block's rows into out and lse (CombineRow, a warp per row).
-  void mergeAsLastPiece();
   /// Varlen: a CTA whose first row is past the request's q_b*N rows
   /// returns at once; the rest of the kernel is emitted after the branch.
   void exitPastRequestRows();

@@ -232,11 +232,9 @@ private:
   void finish(const Running &run);
   /// With combine counters and S > 1 (KernelABI.h): meets the CTAs of the
   /// other pieces of this row block, then merges its share of the block's
-  /// rows into out and lse (CombineRow).
+  /// rows into out and lse (CombineRow); the persistent build merges as the
+  /// last piece instead (DecodeSM90Kernel::mergeAsLastPiece).
   void mergePieces();
-  /// The persistent build's merge: the last piece of the row block to
-  /// finish merges all its rows (Rendezvous.h's lastArrival).
-  void mergeAsLastPiece();
 
   DecodeSM90Kernel &k;
   DeviceBuilder &d;
@@ -683,31 +681,19 @@ void SeesawDecode::finish(const Running &run) {
   mergePieces();
 }
 
-void SeesawDecode::mergeAsLastPiece() {
-  // The pieces of a request run in turn on other CTAs' parts (no waiting
-  // for them: a part's earlier pieces may themselves wait): the CTA that
-  // completes its row block's count merges all the block's rows.
-  d.ifThen(d.slt(d.c32(1), k.numSplits), [&] {
-    ws.namedSync(kConsumerBarrier, kConsumerThreads);
-    Value flag = ws.flagWord();
-    d.ifThen(d.eq(ws.ctid, d.c32(0)), [&] {
-      Value last = lastArrival(d, k.rowBlockCounter(), k.numSplits);
-      d.store(d.select(last, d.c32(1), d.c32(0)), flag, 4);
-    });
-    ws.namedSync(kConsumerBarrier, kConsumerThreads);
-    d.ifThen(d.cmp(arith::CmpIPredicate::ne, d.load(d.i32, flag, 4), d.c32(0)),
-             [&] {
-               constexpr int64_t warps = kConsumerThreads / 32;
-               Value warp = d.divu(ws.ctid, d.c32(32)),
-                     lane = d.remu(ws.ctid, d.c32(32));
-               k.mergeBlockRows(warp, d.c32(warps), lane);
-             });
-  });
-}
-
 void SeesawDecode::mergePieces() {
-  if (ws.persistent)
-    return mergeAsLastPiece();
+  // The persistent build: a request's pieces run in turn on other CTAs'
+  // parts (no waiting for them: a part's earlier pieces may themselves
+  // wait), so the CTA that completes its row block's count merges all the
+  // block's rows.
+  if (ws.persistent) {
+    k.mergeAsLastPiece(
+        d.slt(d.c32(1), k.numSplits),
+        {ws.ctid, kConsumerThreads,
+         [&] { ws.namedSync(kConsumerBarrier, kConsumerThreads); },
+         ws.flagOffset()});
+    return;
+  }
   d.ifThen(k.mergesPieces(), [&] {
     // Every consumer's partial stores come before the rendezvous, and every
     // read of the other pieces' after it.

@@ -23,26 +23,28 @@ constexpr int64_t kBoxBytes = 128;
 constexpr int64_t kPersistentProducerRegisters = 40;
 } // namespace
 
-Value mla::gpu_codegen::sm90::opaqueI32(ImplicitLocOpBuilder &b, Value v) {
+/// `v` through one inline-asm `mov` (`op`, register constraint `reg`).
+static Value opaqueMov(ImplicitLocOpBuilder &b, Value v, StringRef op,
+                       StringRef reg) {
+  std::string asmText = (op + " $0, $1;").str();
+  std::string constraints = ("=" + reg + "," + reg).str();
   return LLVM::InlineAsmOp::create(
-             b, v.getType(), ValueRange{v}, "mov.b32 $0, $1;", "=r,r",
+             b, v.getType(), ValueRange{v}, asmText, constraints,
              /*has_side_effects=*/true,
              /*is_align_stack=*/false, LLVM::tailcallkind::TailCallKind::None,
              LLVM::AsmDialectAttr(), ArrayAttr())
       .getResult(0);
 }
 
+Value mla::gpu_codegen::sm90::opaqueI32(ImplicitLocOpBuilder &b, Value v) {
+  return opaqueMov(b, v, "mov.b32", "r");
+}
+
 Value mla::gpu_codegen::sm90::opaqueSharedPointer(ImplicitLocOpBuilder &b,
                                                   Value p) {
   Value bits = LLVM::PtrToIntOp::create(b, b.getI64Type(), p);
-  Value copy = LLVM::InlineAsmOp::create(b, bits.getType(), ValueRange{bits},
-                                         "mov.b64 $0, $1;", "=l,l",
-                                         /*has_side_effects=*/true,
-                                         /*is_align_stack=*/false,
-                                         LLVM::tailcallkind::TailCallKind::None,
-                                         LLVM::AsmDialectAttr(), ArrayAttr())
-                   .getResult(0);
-  return LLVM::IntToPtrOp::create(b, p.getType(), copy);
+  return LLVM::IntToPtrOp::create(b, p.getType(),
+                                  opaqueMov(b, bits, "mov.b64", "l"));
 }
 
 WarpSpecialisedDecode::WarpSpecialisedDecode(DecodeSM90Kernel &k)
@@ -70,13 +72,16 @@ MBarrier WarpSpecialisedDecode::empty(Value slot, int64_t group) {
   return barrier(d.add(slot, d.c32(1 + k.St * (numBoxes + group))));
 }
 
-MBarrier WarpSpecialisedDecode::qEmpty() {
-  return barrier(d.c32(1 + k.St * (numBoxes + int64_t(groups.size()))));
+int64_t WarpSpecialisedDecode::barrierCount() const {
+  return (persistent ? 2 : 1) + k.St * (numBoxes + int64_t(groups.size()));
 }
 
-Value WarpSpecialisedDecode::flagWord() {
-  return k.sm(barrierOff,
-              d.c32(8 * (2 + k.St * (numBoxes + int64_t(groups.size())))));
+MBarrier WarpSpecialisedDecode::qEmpty() {
+  return barrier(d.c32(barrierCount() - 1));
+}
+
+int64_t WarpSpecialisedDecode::flagOffset() const {
+  return barrierOff + 8 * barrierCount();
 }
 
 Value WarpSpecialisedDecode::ringIndex(Value n) {
@@ -610,9 +615,7 @@ void WarpSpecialisedDecode::releaseQ() {
 
 void WarpSpecialisedDecode::emit(StringRef name, int64_t blockMultiple,
                                  function_ref<void(Value)> consume) {
-  const int64_t barriers =
-      (persistent ? 2 : 1) + k.St * (numBoxes + int64_t(groups.size()));
-  assert(barrierOff + 8 * barriers + (persistent ? 4 : 0) <=
+  assert(flagOffset() + (persistent ? 4 : 0) <=
              abi::decodeSharedBytes(abi::Chip::SM90a, k.shape, k.tiling) &&
          "the layout fits the shared memory KernelABI.h launches with");
   declare(name);

@@ -89,9 +89,11 @@ public:
   /// (every consumer thread arrives on "Q empty", after a proxy fence: the
   /// epilogue wrote the tile through the generic proxy).
   void releaseQ();
-  /// The persistent build's scratch word past the barriers (the in-kernel
-  /// merge's "this CTA merges" flag).
-  mlir::Value flagWord();
+  /// The byte (in dynamic shared memory) of the persistent build's scratch
+  /// word past the barriers (the in-kernel merge's "this CTA merges" flag).
+  int64_t flagOffset() const;
+  /// The mbarriers: Q full, the ring's, and the persistent build's Q empty.
+  int64_t barrierCount() const;
 
   /// Barrier 0 is "Q full"; then a "full" barrier per ring slot and box,
   /// then an "empty" barrier per release group and slot; the persistent
