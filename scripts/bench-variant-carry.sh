@@ -9,6 +9,9 @@
 #   gpu-carry/old/bin/mla-bench --cache-dir gpu-carry/old/kernel-cache --shapes default
 # The kernel cache key covers the codegen sources (lib/, include/), so each
 # build's mla-bench must use its own cache directory.
+#   BF16_ONLY=1    only the bf16 specs (no fp8 formats): ~3.5 MB, seconds to build
+#   TILES="T ..."  also tile T's specs of --shapes default and --check
+#                  (e.g. 64x2x64x2b, the persistent build)
 set -euo pipefail
 OUT=${1:?output directory}
 BUILD=${BUILD:-build}
@@ -20,7 +23,15 @@ trap 'rm -f "$specs"' EXIT
 for extra in "" --check; do
   "$BUILD/bin/mla-bench" --list-specs --chip=sm_90a $extra | grep -E "^decode " >> "$specs"
 done
-for format in fp8_e4m3 fp8_ds_mla; do
+for tile in ${TILES:-}; do
+  for extra in "" --check; do
+    "$BUILD/bin/mla-bench" --list-specs --chip=sm_90a --shapes default --tile "$tile" $extra |
+      grep -E "^decode " >> "$specs"
+  done
+done
+formats="fp8_e4m3 fp8_ds_mla"
+[ "${BF16_ONLY:-0}" = 1 ] && formats=""
+for format in $formats; do
   "$BUILD/bin/mla-bench" --list-specs --chip=sm_90a --check --kv-format $format |
     grep -E "^decode " >> "$specs"
   for n in 16 128; do
