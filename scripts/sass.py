@@ -2,13 +2,17 @@
 """SASS of the GPU kernels of an mla input, and its instruction mix, here.
 
   sass.py [--mla-opt BIN] [--chip sm_90a] [--kernel NAME] [--out DIR]
-          [--nvdisasm BIN] INPUT.mlir|INPUT.ptx [INPUT ...]
+          [--nvdisasm BIN] INPUT.mlir|INPUT.ptx|PROGRAM [INPUT ...]
 
 An .mlir input goes through `mla-opt --split-input-file --mla-to-nvvm="chip=..
 format=isa"`; every PTX image is assembled by CUDA's ptxas (-v: registers,
-spills) and disassembled by nvdisasm. Per kernel it prints the instruction
-count, the opcode histogram (first mnemonic component, e.g. HGMMA, R2UR) and
-writes DIR/<input>.<n>.<kernel>.sass when --out is given.
+spills) and disassembled by nvdisasm. Any other input is a host program
+(e.g. ../shared/tools/flashmla_bench) whose `.nv_fatbin` section holds
+uncompressed sm_90 cubins: those are disassembled as they are (registers and
+spills unknown), so a peer's kernels can be set beside ours. Per kernel it
+prints the instruction count, the opcode histogram (first mnemonic
+component, e.g. HGMMA, R2UR) and writes DIR/<input>.<n>.<kernel>.sass when
+--out is given.
 
 CUDA 13 ships no disassembler here; scripts/install-nvdisasm.sh fetches CUDA
 11.8's (Debian non-free). That nvdisasm reads only ELF ABI version 7 headers,
@@ -55,6 +59,47 @@ def ptx_images(path, mla_opt, chip, tmp):
     text = open(out, encoding="latin-1").read()
     return [payload.decode(m) for m in
             re.findall(r'assembly = "((?:[^"\\]|\\.)*)"', text)]
+
+
+def section(elf, wanted):
+    """The bytes of section `wanted` of a 64-bit little-endian ELF file."""
+    shoff, = struct.unpack_from("<Q", elf, 0x28)
+    shentsize, shnum, shstrndx = struct.unpack_from("<HHH", elf, 0x3A)
+    def header(i):
+        # name, type, flags, addr, offset, size
+        return struct.unpack_from("<IIQQQQ", elf, shoff + i * shentsize)
+    names = header(shstrndx)
+    for i in range(shnum):
+        h = header(i)
+        end = elf.index(b"\0", names[4] + h[0])
+        if elf[names[4] + h[0]:end].decode() == wanted:
+            return elf[h[4]:h[4] + h[5]]
+    return None
+
+
+FATBIN_MAGIC = 0xBA55ED50
+
+
+def fatbin_cubins(path):
+    """The uncompressed ELF images in a host program's .nv_fatbin section."""
+    data = section(open(path, "rb").read(), ".nv_fatbin")
+    if data is None:
+        sys.exit(f"sass.py: {path} is neither .mlir, .ptx nor a program with"
+                 " a .nv_fatbin section")
+    images, off = [], 0
+    while off + 16 <= len(data):
+        magic, _, header, size = struct.unpack_from("<IHHQ", data, off)
+        if magic != FATBIN_MAGIC:
+            break
+        entry, end = off + header, off + header + size
+        while entry + 16 <= end:
+            _, _, entry_header, payload = struct.unpack_from("<HHIQ", data, entry)
+            image = data[entry + entry_header:entry + entry_header + payload]
+            if image[:4] == b"\x7fELF":
+                images.append(image)
+            entry += entry_header + payload
+        off = end
+    return images
 
 
 def as_abi7_sm90(cubin):
@@ -125,6 +170,34 @@ def loops(lines):
     return found
 
 
+def cubins(path, args, ptxas, tmp):
+    """(cubin bytes, {kernel: {"regs", "spill"}}) per image of `path`."""
+    if not path.endswith((".mlir", ".ptx")):
+        for image in fatbin_cubins(path):
+            yield image, {}
+        return
+    for i, ptx in enumerate(ptx_images(path, args.mla_opt, args.chip, tmp)):
+        ptx_file = os.path.join(tmp, f"{i}.ptx")
+        open(ptx_file, "wb").write(ptx)
+        cubin = os.path.join(tmp, f"{i}.cubin")
+        info = subprocess.run(
+            [ptxas, f"-arch={args.chip}", "-v", ptx_file, "-o", cubin],
+            check=True, capture_output=True, text=True).stderr
+        usage = {}
+        fn = None
+        for line in info.splitlines():
+            m = re.search(r"Compiling entry function '(\w+)'", line)
+            if m:
+                fn = m.group(1)
+            m = re.search(r"(\d+) bytes spill stores, (\d+) bytes spill loads", line)
+            if m and fn:
+                usage.setdefault(fn, {})["spill"] = f"{m.group(1)}/{m.group(2)}"
+            m = re.search(r"Used (\d+) registers", line)
+            if m and fn:
+                usage.setdefault(fn, {})["regs"] = m.group(1)
+        yield open(cubin, "rb").read(), usage
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("inputs", nargs="+")
@@ -146,29 +219,17 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         for path in args.inputs:
             stem = os.path.basename(path).rsplit(".", 1)[0]
-            for i, ptx in enumerate(ptx_images(path, args.mla_opt, args.chip, tmp)):
-                ptx_file = os.path.join(tmp, f"{i}.ptx")
-                open(ptx_file, "wb").write(ptx)
-                cubin = os.path.join(tmp, f"{i}.cubin")
-                info = subprocess.run(
-                    [ptxas, f"-arch={args.chip}", "-v", ptx_file, "-o", cubin],
-                    check=True, capture_output=True, text=True).stderr
-                usage = {}
-                fn = None
-                for line in info.splitlines():
-                    m = re.search(r"Compiling entry function '(\w+)'", line)
-                    if m:
-                        fn = m.group(1)
-                    m = re.search(r"(\d+) bytes spill stores, (\d+) bytes spill loads", line)
-                    if m and fn:
-                        usage.setdefault(fn, {})["spill"] = f"{m.group(1)}/{m.group(2)}"
-                    m = re.search(r"Used (\d+) registers", line)
-                    if m and fn:
-                        usage.setdefault(fn, {})["regs"] = m.group(1)
+            for i, (cubin, usage) in enumerate(
+                    cubins(path, args, ptxas, tmp)):
                 patched = os.path.join(tmp, f"{i}.abi7.cubin")
-                open(patched, "wb").write(as_abi7_sm90(open(cubin, "rb").read()))
-                sass = subprocess.run([nvdisasm, "-c", patched], check=True,
-                                      capture_output=True, text=True).stdout
+                open(patched, "wb").write(as_abi7_sm90(cubin))
+                run = subprocess.run([nvdisasm, "-c", patched],
+                                     capture_output=True, text=True)
+                if run.returncode:
+                    print(f"{stem}.{i}: not decodable by this nvdisasm"
+                          " (not sm_90?)")
+                    continue
+                sass = run.stdout
                 for name, lines in split_kernels(sass).items():
                     if args.kernel and args.kernel not in name:
                         continue
