@@ -1,6 +1,7 @@
 """scripts/sass.py, SASS of the GPU kernels here: the cubin header rewrite CUDA 11.8's nvdisasm needs, the
 split of nvdisasm's listing into kernels, the opcode histogram and the loops (mbarrier retry stubs are not
-loops). Runs on the CPU over a listing in nvdisasm's format; the end-to-end run needs ptxas and nvdisasm
+loops), and the cubins of a host program's .nv_fatbin section (a peer binary's kernels). Runs on the CPU
+over a listing in nvdisasm's format and a synthetic ELF file; the end-to-end run needs ptxas and nvdisasm
 (scripts/install-nvdisasm.sh) and is skipped without them."""
 import importlib.util
 import os
@@ -111,3 +112,52 @@ def test_end_to_end_on_a_ptx_kernel(tmp_path):
     assert "twice:" in result.stdout and "spill st/ld 0/0 bytes" in result.stdout
     assert "FADD=1" in result.stdout and "LDG=1" in result.stdout and "STG=1" in result.stdout
     assert (tmp_path / "k.0.twice.sass").read_text().count("FADD") == 1
+
+
+def host_program(sections):
+    """A 64-bit little-endian ELF file holding `sections` ({name: bytes}) and a section name table."""
+    names = b"\0.shstrtab\0" + b"".join(n.encode() + b"\0" for n in sections)
+    blobs = [names] + list(sections.values())
+    name_offsets = [1] + [names.index(n.encode() + b"\0") for n in sections]
+    body, offsets = b"", []
+    for blob in blobs:
+        offsets.append(64 + len(body))
+        body += blob
+    shoff = 64 + len(body)
+    header = bytearray(64)
+    header[:4] = b"\x7fELF"
+    struct.pack_into("<Q", header, 0x28, shoff)
+    struct.pack_into("<HHH", header, 0x3A, 64, len(blobs) + 1, 1)
+    table = bytes(64)  # section 0
+    for name, offset, blob in zip(name_offsets, offsets, blobs):
+        entry = bytearray(64)
+        struct.pack_into("<IIQQQQ", entry, 0, name, 1, 0, 0, offset, len(blob))
+        table += bytes(entry)
+    return bytes(header) + body + table
+
+
+def fatbin(payloads):
+    """One fatbin container of `payloads`, each behind a 64-byte entry header."""
+    entries = b""
+    for kind, payload in payloads:
+        entry = bytearray(64)
+        struct.pack_into("<HHIQ", entry, 0, kind, 0x101, 64, len(payload))
+        entries += bytes(entry) + payload
+    return struct.pack("<IHHQ", 0xBA55ED50, 1, 16, len(entries)) + entries
+
+
+def test_reads_the_cubins_of_a_host_programs_fatbin(tmp_path):
+    sass = load()
+    cubin, other = b"\x7fELF" + bytes(range(60)), b"\x7fELF" + bytes(28)
+    ptx = b".version 8.0\n.target sm_90a\n"
+    program = tmp_path / "peer"
+    program.write_bytes(host_program({".text": b"\x90" * 16,
+                                      ".nv_fatbin": fatbin([(2, cubin), (1, ptx)]) + fatbin([(2, other)])}))
+    # The ELF images of every container, in order; the PTX entry is not one.
+    assert sass.fatbin_cubins(str(program)) == [cubin, other]
+    assert sass.section(program.read_bytes(), ".text") == b"\x90" * 16
+    assert sass.section(program.read_bytes(), ".data") is None
+    plain = tmp_path / "plain"
+    plain.write_bytes(host_program({".text": b"\x90"}))
+    with pytest.raises(SystemExit, match="nv_fatbin"):
+        sass.fatbin_cubins(str(plain))
