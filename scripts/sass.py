@@ -170,11 +170,28 @@ def loops(lines):
     return found
 
 
+def ptxas_usage(info):
+    """{kernel: {"regs", "spill"}} from `ptxas -v`'s report."""
+    usage, fn = {}, None
+    for line in info.splitlines():
+        m = re.search(r"Compiling entry function '(\w+)'", line)
+        if m:
+            fn = m.group(1)
+        m = re.search(r"(\d+) bytes spill stores, (\d+) bytes spill loads", line)
+        if m and fn:
+            usage.setdefault(fn, {})["spill"] = f"{m.group(1)}/{m.group(2)}"
+        m = re.search(r"Used (\d+) registers", line)
+        if m and fn:
+            usage.setdefault(fn, {})["regs"] = m.group(1)
+    return usage
+
+
 def cubins(path, args, ptxas, tmp):
-    """(cubin bytes, {kernel: {"regs", "spill"}}) per image of `path`."""
+    """(cubin bytes, ptxas_usage or None for a host program's image) per
+    image of `path`."""
     if not path.endswith((".mlir", ".ptx")):
         for image in fatbin_cubins(path):
-            yield image, {}
+            yield image, None
         return
     for i, ptx in enumerate(ptx_images(path, args.mla_opt, args.chip, tmp)):
         ptx_file = os.path.join(tmp, f"{i}.ptx")
@@ -183,19 +200,7 @@ def cubins(path, args, ptxas, tmp):
         info = subprocess.run(
             [ptxas, f"-arch={args.chip}", "-v", ptx_file, "-o", cubin],
             check=True, capture_output=True, text=True).stderr
-        usage = {}
-        fn = None
-        for line in info.splitlines():
-            m = re.search(r"Compiling entry function '(\w+)'", line)
-            if m:
-                fn = m.group(1)
-            m = re.search(r"(\d+) bytes spill stores, (\d+) bytes spill loads", line)
-            if m and fn:
-                usage.setdefault(fn, {})["spill"] = f"{m.group(1)}/{m.group(2)}"
-            m = re.search(r"Used (\d+) registers", line)
-            if m and fn:
-                usage.setdefault(fn, {})["regs"] = m.group(1)
-        yield open(cubin, "rb").read(), usage
+        yield open(cubin, "rb").read(), ptxas_usage(info)
 
 
 def main():
@@ -223,13 +228,17 @@ def main():
                     cubins(path, args, ptxas, tmp)):
                 patched = os.path.join(tmp, f"{i}.abi7.cubin")
                 open(patched, "wb").write(as_abi7_sm90(cubin))
+                # A host program may also carry images of other chips
+                # (sm_100): those are named and skipped; ours must decode.
                 run = subprocess.run([nvdisasm, "-c", patched],
-                                     capture_output=True, text=True)
+                                     capture_output=True, text=True,
+                                     check=usage is not None)
                 if run.returncode:
                     print(f"{stem}.{i}: not decodable by this nvdisasm"
                           " (not sm_90?)")
                     continue
                 sass = run.stdout
+                usage = usage or {}
                 for name, lines in split_kernels(sass).items():
                     if args.kernel and args.kernel not in name:
                         continue
