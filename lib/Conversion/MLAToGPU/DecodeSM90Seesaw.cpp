@@ -544,12 +544,15 @@ Running SeesawDecode::iterationWG0(Value i, Running r) {
   // 1 reads it from the slot.
   r.o = issuePV(0, r.o, n0, 0, /*waitBoxes=*/false, packed).regs;
   oMma.commit();
+  // P0 V0_L finishes long before warpgroup 1's P1 is ready (its own S1 and
+  // softmax come first): free slot 0's V_L boxes now, so that the producer
+  // refills them while warpgroup 0 waits.
+  oMma.wait(0);
+  release(0, 0);
 
   ws.namedSync(kP1Ready, kConsumerThreads);
   Value m1[2], beta[2];
   loadMax(1, m1);
-  oMma.wait(0);
-  release(0, 0);
   for (int h = 0; h < 2; ++h) {
     beta[h] = sm::rescaleFactor(d, m0[h], m1[h]);
     r.l[h] = d.fmul(r.l[h], beta[h]);

@@ -148,10 +148,10 @@
 // CHECK-NEXT:        nvvm.wgmma.fence.aligned
 // CHECK-COUNT-4:     wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 {{.*}}}, {${{[0-9]+}}, ${{[0-9]+}}, ${{[0-9]+}}, ${{[0-9]+}}}, ${{[0-9]+}}, p, 1, 1, 1;
 // CHECK:             nvvm.wgmma.commit.group.sync.aligned
-// CHECK:             nvvm.barrier id = %c3_i32{{.*}} number_of_threads = %c256_i32
-// CHECK:             nvvm.wgmma.wait.group.sync.aligned 0
+// CHECK-NEXT:        nvvm.wgmma.wait.group.sync.aligned 0
 // CHECK-COUNT-2:     nvvm.mbarrier.arrive %
 // CHECK-NOT:         nvvm.mbarrier.arrive %
+// CHECK:             nvvm.barrier id = %c3_i32{{.*}} number_of_threads = %c256_i32
 // CHECK:             [[UNE0:%.+]] = arith.cmpf une
 // CHECK-NEXT:        [[UNE1:%.+]] = arith.cmpf une
 // CHECK-NEXT:        [[MOVED:%.+]] = arith.ori [[UNE1]], [[UNE0]]
