@@ -549,6 +549,11 @@ Running SeesawDecode::iterationWG0(Value i, Running r) {
   // refills them while warpgroup 0 waits.
   oMma.wait(0);
   release(0, 0);
+  // Over fp8: P0 V0_L is done, so V1_L may go over V0_L in the f16 tile
+  // while warpgroup 1 finishes S1 and P1; its raw boxes, which S1 reads,
+  // go back after "P1 ready".
+  if (ws.e4m3)
+    convertOwnV(0, n1, 1, /*waitBoxes=*/true, /*publish=*/true, r);
 
   ws.namedSync(kP1Ready, kConsumerThreads);
   Value m1[2], beta[2];
@@ -559,8 +564,12 @@ Running SeesawDecode::iterationWG0(Value i, Running r) {
     r.m[h] = m1[h];
   }
   scale(r.o, beta, m0, m1);
-  // S1 is done (before "P1 ready"), P0 V0_L too: V1_L may go over V0_L.
-  prepareOtherV(0, n1, 1, r);
+  // S1 is done (before "P1 ready"): V1_L's raw boxes are free (fp8), or
+  // its columns outside the piece may be zeroed.
+  if (ws.e4m3)
+    releaseRawV(0, 1);
+  else
+    prepareOtherV(0, n1, 1, r);
   r.o = issuePV(0, r.o, n1, 1, /*waitBoxes=*/true).regs;
   oMma.commitAndWait();
   release(0, 1);
