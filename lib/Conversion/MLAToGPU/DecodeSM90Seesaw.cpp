@@ -27,12 +27,12 @@
 //   P0 over slot 0's RoPE box, m0 to     .
 //   the scratch; arrive "P0 ready" ----> wait "P0 ready"; read m0;
 //   O_L += P0 V0_L (in flight)           O_R rescaled to m0; O_R += P0 V0_R
-//   .                                    (in flight); wait for S1 only;
+//   wait P V, free slot 0 (its half)     (in flight); wait for S1 only;
 //   .                                    m1 = max(m0, rowmax S1), P1, l1
 //   .                                    rescaled to m1; P1 over slot 1's
 //   .                                    RoPE box, m1 to the scratch;
 //   wait "P1 ready"; read m1 <---------- arrive "P1 ready";
-//   wait P V, free slot 0 (its half);    wait P V, free slot 0 (its half);
+//   .                                    wait P V, free slot 0 (its half);
 //   O_L, l0 rescaled to m1;              O_R rescaled to m1;
 //   O_L += P1 V1_L, wait, free slot 1    O_R += P1 V1_R, wait, free slot 1
 //
@@ -42,9 +42,12 @@
 // and the RoPE box, which holds P, once both are (256). The producer
 // refills them in that order, box by box, so the next S = Q K^T of a slot
 // starts on its V_L boxes while warpgroup 1 still multiplies by the V_R
-// boxes of the block before. Both wait for their P1 V1 before the next
-// iteration: ptxas serialises wgmmas whose accumulators cross the loop's
-// back edge.
+// boxes of the block before. Warpgroup 0 frees slot 0's V_L boxes as soon
+// as its P0 V0_L is done, not after "P1 ready": that P V always finished
+// long before (ncu's source counters, docs/benchmarks.md), and the earlier
+// refill made the N = 128 decodes 2-3% faster. Both wait for their P1 V1 before
+// the next iteration: ptxas serialises wgmmas whose accumulators cross the
+// loop's back edge.
 //
 // P needs no tile of its own (there is no room for two next to Q and two
 // slots): P of a block is stored over the first box past the latent

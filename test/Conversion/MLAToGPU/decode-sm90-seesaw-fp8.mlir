@@ -16,7 +16,10 @@
 //    e4m3x2, an scf.if masking the tokens outside the piece at an edge
 //    block) while they run, waits, and frees its raw V boxes before "S0
 //    done"; its P V reads the f16 V tile (m64n256k16 f16), P of its own
-//    block from registers, the other warpgroup's from the slot.
+//    block from registers, the other warpgroup's from the slot;
+//  * after issuing P0 V0_L it waits for it, frees its share of slot 0 and
+//    converts V1_L (waiting for slot 1's raw boxes) before it waits for "P1
+//    ready" (barrier 3); only then do V1_L's raw boxes go back.
 // RUN: mla-opt %s --mla-select-gpu-tiling --convert-mla-to-gpu | FileCheck %s
 // RUN: mla-opt %s --mla-to-nvvm="chip=sm_90a format=isa" -o %t.mlir
 // RUN: %python %mla_src_root/scripts/extract-gpu-payload.py %t.mlir %t.ptx
@@ -91,7 +94,20 @@
 // CHECK:           nvvm.barrier.arrive id = %c2_i32{{.*}} number_of_threads = %c256_i32
 // CHECK-NEXT:      nvvm.wgmma.fence.aligned
 // CHECK-COUNT-4:   wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16 {{.*}}}, {${{[0-9]+}}, ${{[0-9]+}}, ${{[0-9]+}}, ${{[0-9]+}}}, ${{[0-9]+}}, p, 1, 1, 1;
+// CHECK:           nvvm.wgmma.commit.group.sync.aligned
+// CHECK-NEXT:      nvvm.wgmma.wait.group.sync.aligned 0
+// CHECK:           nvvm.mbarrier.arrive %
+// CHECK-NOT:       nvvm.barrier id = %c3_i32
+// CHECK:           nvvm.mbarrier.try_wait.parity
+// CHECK-NOT:       nvvm.barrier id = %c3_i32
+// CHECK:           cvt.rn.f16x2.e4m3x2
+// CHECK-NOT:       nvvm.barrier id = %c3_i32
+// CHECK:           nvvm.fence.proxy {kind = #nvvm.proxy_kind<async.shared>
+// CHECK:           nvvm.barrier id = %c4_i32{{.*}} number_of_threads = %c128_i32
 // CHECK:           nvvm.barrier id = %c3_i32{{.*}} number_of_threads = %c256_i32
+// CHECK-NOT:       cvt.rn.f16x2.e4m3x2
+// CHECK:           nvvm.mbarrier.arrive %
+// CHECK-NOT:       cvt.rn.f16x2.e4m3x2
 // CHECK:           nvvm.wgmma.fence.aligned
 // CHECK-COUNT-4:   wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16 {{.*}} p, 1, 1, 0, 1;
 
