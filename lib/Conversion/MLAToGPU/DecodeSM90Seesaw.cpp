@@ -203,11 +203,6 @@ private:
   /// `slot`'s block and that block's scores are done: frees its raw V
   /// boxes.
   void releaseRawV(int wg, int slot);
-  /// Warpgroup `wg`'s V columns of the other warpgroup's block `n` (in slot
-  /// `slot`, whose scores are done) made ready for its P V and published:
-  /// zeroed outside the piece, or over fp8_e4m3 converted (after waiting
-  /// for the boxes) and their raw boxes freed.
-  void prepareOtherV(int wg, Value n, int slot, Running &r);
   /// Issues warpgroup `wg`'s O half += P V of block `n` in slot `n % 2` (no
   /// commit), after waiting for its V boxes when the block is the other
   /// warpgroup's. `pRegs`: the warpgroup's own P of the block, packed (A
@@ -478,13 +473,6 @@ void SeesawDecode::releaseRawV(int wg, int slot) {
   ws.empty(d.c32(slot), wg).arrive();
 }
 
-void SeesawDecode::prepareOtherV(int wg, Value n, int slot, Running &r) {
-  if (!ws.e4m3)
-    return zeroOwnV(wg, n, /*publish=*/true);
-  convertOwnV(wg, n, slot, /*waitBoxes=*/true, /*publish=*/true, r);
-  releaseRawV(wg, slot);
-}
-
 WgmmaAccum SeesawDecode::issuePV(int wg, ArrayRef<Value> o, Value n, int slot,
                                  bool waitBoxes, ArrayRef<Value> pRegs) {
   int64_t boxes = k.Lw / 64;
@@ -572,7 +560,7 @@ Running SeesawDecode::iterationWG0(Value i, Running r) {
   if (ws.e4m3)
     releaseRawV(0, 1);
   else
-    prepareOtherV(0, n1, 1, r);
+    zeroOwnV(0, n1, /*publish=*/true);
   r.o = issuePV(0, r.o, n1, 1, /*waitBoxes=*/true).regs;
   oMma.commitAndWait();
   release(0, 1);
@@ -581,9 +569,16 @@ Running SeesawDecode::iterationWG0(Value i, Running r) {
 
 Running SeesawDecode::iterationWG1(Value i, Running r) {
   Value n0 = d.mul(i, d.c32(2)), n1 = d.add(n0, d.c32(1));
+  // Over fp8: V0_R converts while S0 runs (the f16 tile's V_R half is free
+  // since the last P1 V1_R); its raw boxes, which S0 reads, go back once
+  // S0 is done.
+  if (ws.e4m3)
+    convertOwnV(1, n0, 0, /*waitBoxes=*/true, /*publish=*/true, r);
   // S1 queues behind S0 on the tensor cores: issued together, the two would
   // share them and finish together, leaving them idle during S0's softmax.
   ws.namedSync(kS0Done, kConsumerThreads);
+  if (ws.e4m3)
+    releaseRawV(1, 0);
   WgmmaAccum s = issueScores(n1, 1);
   sMma.commit();
   // The previous P1 V1_R was waited before the loop's back edge, which ptxas
@@ -597,8 +592,10 @@ Running SeesawDecode::iterationWG1(Value i, Running r) {
   for (int h = 0; h < 2; ++h)
     alpha[h] = sm::rescaleFactor(d, r.m[h], m0[h]);
   scale(r.o, alpha, r.m, m0);
-  // While S1's wgmmas run; S0 is done (before "P0 ready").
-  prepareOtherV(1, n0, 0, r);
+  // While S1's wgmmas run; S0 is done (before "P0 ready"). Over fp8 V0_R
+  // was converted above.
+  if (!ws.e4m3)
+    zeroOwnV(1, n0, /*publish=*/true);
   r.o = issuePV(1, r.o, n0, 0, /*waitBoxes=*/true).regs;
   oMma.commit();
 
