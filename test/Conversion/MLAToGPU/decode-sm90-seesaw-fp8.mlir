@@ -19,7 +19,10 @@
 //    block from registers, the other warpgroup's from the slot;
 //  * after issuing P0 V0_L it waits for it, frees its share of slot 0 and
 //    converts V1_L (waiting for slot 1's raw boxes) before it waits for "P1
-//    ready" (barrier 3); only then do V1_L's raw boxes go back.
+//    ready" (barrier 3); only then do V1_L's raw boxes go back;
+//  * warpgroup 1 converts V0_R (its own barrier 5) before it waits for "S0
+//    done" (barrier 6), frees V0_R's raw boxes after it, and converts
+//    nothing between "P0 ready" (barrier 2) and its P0 V0_R.
 // RUN: mla-opt %s --mla-select-gpu-tiling --convert-mla-to-gpu | FileCheck %s
 // RUN: mla-opt %s --mla-to-nvvm="chip=sm_90a format=isa" -o %t.mlir
 // RUN: %python %mla_src_root/scripts/extract-gpu-payload.py %t.mlir %t.ptx
@@ -110,6 +113,20 @@
 // CHECK-NOT:       cvt.rn.f16x2.e4m3x2
 // CHECK:           nvvm.wgmma.fence.aligned
 // CHECK-COUNT-4:   wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16 {{.*}} p, 1, 1, 0, 1;
+// CHECK:         } else {
+// CHECK:           scf.for
+// CHECK-NOT:         nvvm.barrier id = %c6_i32
+// CHECK:             cvt.rn.f16x2.e4m3x2
+// CHECK:             nvvm.fence.proxy {kind = #nvvm.proxy_kind<async.shared>
+// CHECK:             nvvm.barrier id = %c5_i32{{.*}} number_of_threads = %c128_i32
+// CHECK-NEXT:        %{{.*}} = arith.constant 256 : i32
+// CHECK-NEXT:        %{{.*}} = arith.constant 6 : i32
+// CHECK-NEXT:        nvvm.barrier id
+// CHECK:             nvvm.mbarrier.arrive %
+// CHECK:             wgmma.mma_async.sync.aligned.m64n64k32.f32.e4m3.e4m3
+// CHECK:             nvvm.barrier id = %c2_i32{{.*}} number_of_threads = %c256_i32
+// CHECK-NOT:         cvt.rn.f16x2.e4m3x2
+// CHECK:             wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16
 
 // 36 E4M3 wgmmas per warpgroup role (72 in all), four P V steps per block
 // pair per warpgroup (16), and no bf16 wgmma.
