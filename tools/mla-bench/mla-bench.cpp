@@ -731,6 +731,9 @@ llvm::Expected<bool> checkDevicePlan(const CudaDriver &driver,
       spec.shape.causal ? 1 : 0, (long long)numSplits,
       device == host->bounds ? "equal" : "DIFFER from", word,
       passed ? "PASS" : "FAIL");
+  // Each line as it is decided: a kernel that hangs later (killed by a
+  // timeout) must not take the finished lines with it.
+  llvm::outs().flush();
   return passed;
 }
 
@@ -839,6 +842,7 @@ llvm::Expected<bool> checkShape(const CudaDriver &driver,
         (long long)bounds->numSplits, outErr, lseErr, passed ? "PASS" : "FAIL");
     if (!passed)
       llvm::outs() << "  " << bad << " values outside tolerance\n";
+    llvm::outs().flush();
   }
   // The device planner makes uniform pieces, which the persistent build
   // does not walk.
