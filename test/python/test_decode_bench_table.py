@@ -1,10 +1,7 @@
 """scripts/decode-bench-table.py, the medians and ratios of a device call's decode benchmark log
 (docs/gpu-runs.md): runs on the CPU over lines in the formats mla-bench and flashmla_bench print."""
-import os
-import subprocess
-import sys
+from script_tables import run_script, table_row
 
-SCRIPT = os.path.join(os.path.dirname(__file__), "..", "..", "scripts", "decode-bench-table.py")
 MLA_HEADER = "#   b    N    seq  Sq causal splits       tile  median_ms     min_ms    TFLOPS      GB/s"
 
 
@@ -21,15 +18,7 @@ def fl_row(b, sq, n, seq, causal, ms):
 def run(tmp_path, lines):
     log = tmp_path / "bench.log"
     log.write_text("\n".join(lines) + "\n")
-    result = subprocess.run([sys.executable, SCRIPT, str(log)], capture_output=True, text=True, check=True)
-    return result.stdout
-
-
-def cells(text, start):
-    for line in text.splitlines():
-        if line.startswith(start):
-            return [c.strip() for c in line.strip("|").split("|")]
-    raise AssertionError(f"no row {start!r} in:\n{text}")
+    return run_script("decode-bench-table.py", log)
 
 
 def test_medians_and_speed_per_shape(tmp_path):
@@ -43,9 +32,9 @@ def test_medians_and_speed_per_shape(tmp_path):
         lines += [f"# flashmla round {r}", "   (steady_fl_ms = ...; last column)",
                   fl_row(64, 1, 128, 4096, 0, fl), fl_row(128, 2, 128, 8192, 1, fl * 3)]
     out = run(tmp_path, lines)
-    row = cells(out, "| (64, 128, 4096, 1) |")
+    row = table_row(out, "| (64, 128, 4096, 1) |")
     assert row[1:] == ["0.1200", "0.1200", "0.1900", "1.000x", "0.632x"]
-    row = cells(out, "| (128, 128, 8192, 2) causal |")
+    row = table_row(out, "| (128, 128, 8192, 2) causal |")
     assert row[1:] == ["0.3600", "0.2400", "0.3800", "1.500x", "0.947x"]
 
 
@@ -57,15 +46,15 @@ def test_fp8_ratios_take_bf16_from_auto_or_the_variant(tmp_path):
         lines += [f"# fp8bar b-fp8_e4m3 round {r}", mla_row(132, 128, 8192, 1, False, 0.55)]
     out = run(tmp_path, lines)
     a = out[out.index("| a: shape"):]
-    assert cells(a, "| (128, 16, 8192, 1) |")[1:] == ["0.3000", "0.1700", "1.765x"]
+    assert table_row(a, "| (128, 16, 8192, 1) |")[1:] == ["0.3000", "0.1700", "1.765x"]
     b = out[out.index("| b: shape"):]
-    assert cells(b, "| (132, 128, 8192, 1) |")[1:] == ["0.5000", "0.5500", "0.909x"]
+    assert table_row(b, "| (132, 128, 8192, 1) |")[1:] == ["0.5000", "0.5500", "0.909x"]
     # No FlashMLA section: the speed cells say so instead of inventing a ratio.
-    assert cells(out, "| (132, 128, 8192, 1) |")[1:4:2] == ["-", "-"]
+    assert table_row(out, "| (132, 128, 8192, 1) |")[1:4:2] == ["-", "-"]
 
 
 def test_lines_outside_a_section_are_ignored(tmp_path):
     out = run(tmp_path, [mla_row(1, 16, 64, 1, False, 9.0), "# variant v round 1", "noise",
                          mla_row(2, 16, 64, 1, False, 0.25)])
     assert "(1, 16, 64, 1)" not in out
-    assert cells(out, "| (2, 16, 64, 1) |")[1:] == ["-", "0.2500", "-"]
+    assert table_row(out, "| (2, 16, 64, 1) |")[1:] == ["-", "0.2500", "-"]

@@ -2,11 +2,8 @@
 fastest SDPA backend that ran each shape, up_proj_kv against cuBLAS per T, the end-to-end split. Runs on
 the CPU over lines in the formats mla-prefill-bench, bench_prefill_sdpa.py and bench-gemm-peer.py print."""
 import json
-import os
-import subprocess
-import sys
 
-SCRIPT = os.path.join(os.path.dirname(__file__), "..", "..", "scripts", "prefill-bench-table.py")
+from script_tables import run_script, table_row
 
 
 def write(path, lines, noise=""):
@@ -17,16 +14,7 @@ def write(path, lines, noise=""):
 
 
 def table(raw):
-    result = subprocess.run([sys.executable, SCRIPT, str(raw)], capture_output=True, text=True, check=True)
-    return result.stdout
-
-
-def row(text, start):
-    """The table row that starts with `start`, as its cells."""
-    for line in text.splitlines():
-        if line.startswith(start):
-            return [c.strip() for c in line.strip("|").split("|")]
-    raise AssertionError(f"no row {start!r} in:\n{text}")
+    return run_script("prefill-bench-table.py", raw)
 
 
 def test_mha_ratio_uses_the_fastest_backend_that_ran(tmp_path):
@@ -40,9 +28,9 @@ def test_mha_ratio_uses_the_fastest_backend_that_ran(tmp_path):
         dict(backend="flash", b=1, s=8192, causal=True, v_padded=False, ms=0.1, tflops=9.0)],
         noise="a warning from torch\n")
     text = table(tmp_path)
-    assert row(text, "| (1, 4096, causal)")[3:] == ["cudnn", "1.0000", "200.0", "0.500x"]
+    assert table_row(text, "| (1, 4096, causal)")[3:] == ["cudnn", "1.0000", "200.0", "0.500x"]
     # No SDPA line for the non-causal shape (the (1, 8192) line is another shape).
-    assert row(text, "| (2, 8192, full)")[3:] == ["-", "-", "-", "-"]
+    assert table_row(text, "| (2, 8192, full)")[3:] == ["-", "-", "-", "-"]
     assert "up_proj_kv" not in text and "chunked prefill" not in text
 
 
@@ -56,9 +44,9 @@ def test_up_proj_and_e2e_tables(tmp_path):
         chunks=1, ms=dict(gather=1.0, up_proj_kv=2.0, mha_causal=3.0, mha_context=4.0, merge=0.0),
         total_ms=10.0, tflops=50.0)])
     text = table(tmp_path)
-    assert row(text, "| 4096")[3:] == ["0.4000", "690.0", "0.800x"]
-    assert row(text, "| 16384")[3:] == ["-", "-", "-"]
+    assert table_row(text, "| 4096")[3:] == ["0.4000", "690.0", "0.800x"]
+    assert table_row(text, "| 16384")[3:] == ["-", "-", "-"]
     assert "4 x 2048 new tokens over 16384 cached, workspace 65536 rows" in text
-    assert row(text, "| fp8_ds_mla") == ["fp8_ds_mla", "1", "1.000 (10%)", "2.000 (20%)", "3.000 (30%)",
+    assert table_row(text, "| fp8_ds_mla") == ["fp8_ds_mla", "1", "1.000 (10%)", "2.000 (20%)", "3.000 (30%)",
                                          "4.000 (40%)", "0.000 (0%)", "10.000", "50.0"]
     assert "mha (ratio" not in text
