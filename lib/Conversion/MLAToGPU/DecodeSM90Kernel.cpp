@@ -445,14 +445,24 @@ void DecodeSM90Kernel::storeQChunkForRawRope(Value bf16, Value rr, Value ch) {
   }
 }
 
-void DecodeSM90Kernel::issueBlock(Value k) {
+Value DecodeSM90Kernel::pageOf(Value k) {
   // A block never straddles a page.
+  auto ifOp = scf::IfOp::create(b, TypeRange{d.i32}, d.slt(k, numBlocks),
+                                /*withElseRegion=*/true);
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(ifOp.thenBlock());
+  Value pageIdx = d.divu(blockStart(k), d.c32(page));
+  Value phys = d.load(
+      d.i32, d.gep(blockTable, d.i32, d.add(d.mul(bb, maxPages), pageIdx)), 4);
+  scf::YieldOp::create(b, phys);
+  b.setInsertionPointToStart(ifOp.elseBlock());
+  scf::YieldOp::create(b, d.c32(0));
+  return ifOp.getResult(0);
+}
+
+void DecodeSM90Kernel::issueBlock(Value k, Value phys) {
   d.ifThen(d.slt(k, numBlocks), [&] {
     Value start = blockStart(k);
-    Value pageIdx = d.divu(start, d.c32(page));
-    Value phys = d.load(
-        d.i32, d.gep(blockTable, d.i32, d.add(d.mul(bb, maxPages), pageIdx)),
-        4);
     Value firstRow = d.add(d.mul(d.toI64(phys), d.c64(page)),
                            d.toI64(d.remu(start, d.c32(page))));
     Value stage = lay.ring.slotOffset(d, k);
@@ -489,21 +499,26 @@ void DecodeSM90Kernel::issueRawBlock(Value start, Value firstRow, Value stage) {
   });
 }
 
-Value DecodeSM90Kernel::beginBlock(Value k, bool asyncProxy, bool dequantise) {
+DecodeSM90Kernel::BlockHead DecodeSM90Kernel::beginBlock(Value k, Value page,
+                                                         bool asyncProxy,
+                                                         bool dequantise) {
+  // The next refill's page is read a step ahead: its load's latency passes
+  // under this block's wait and compute instead of before the copies.
+  Value nextPage = pageOf(d.add(k, d.c32(lay.ring.stages)));
   lay.ring.waitOldest(d);
   if (asyncProxy && !shape.fp8())
     fenceProxyAsyncShared(d); // cp.async wrote through the generic proxy
   // Also orders the previous block's P V reads of the KV tile (every token)
   // before this block's dequantisation overwrites it.
   d.barrier();
-  lay.ring.refill(d, k, [&](Value next) { issueBlock(next); });
+  lay.ring.refill(d, k, [&](Value next) { issueBlock(next, page); });
   if (!shape.fp8() || rawFp8)
-    return lay.ring.slotOffset(d, k);
+    return {lay.ring.slotOffset(d, k), nextPage};
   if (dequantise) {
     dequantSlice(k, 0, Dc);
     sliceBarrier(asyncProxy);
   }
-  return d.c32(0);
+  return {d.c32(0), nextPage};
 }
 
 void DecodeSM90Kernel::sliceBarrier(bool asyncProxy) {
@@ -610,10 +625,30 @@ void DecodeSM90Kernel::dequantSlice(Value k, int64_t c0, int64_t c1) {
                   [&](Value row, Value c) { return rows.rope(row, c); });
 }
 
-void DecodeSM90Kernel::stageQAndPrefill() {
+Value DecodeSM90Kernel::stageQAndPrefill() {
   // Group 0 = Q + block 0; groups 1..St-2 = the next blocks.
   stageQ();
-  lay.ring.prefill(d, [&](Value k) { issueBlock(k); });
+  lay.ring.prefill(d, [&](Value k) { issueBlock(k, pageOf(k)); });
+  return pageOf(d.c32(lay.ring.stages - 1));
+}
+
+SmallVector<Value> DecodeSM90Kernel::runBlocks(
+    Value firstPage, bool asyncProxy, bool dequantise,
+    function_ref<SmallVector<Value>(Value, Value, ValueRange)> step) {
+  SmallVector<Value> inits = initialState();
+  inits.push_back(firstPage);
+  SmallVector<Value> last =
+      d.forLoop(d.c32(0), numBlocks, d.c32(1), inits,
+                [&](Value kIdx, ValueRange carried) {
+                  BlockHead head =
+                      beginBlock(kIdx, carried.back(), asyncProxy, dequantise);
+                  SmallVector<Value> next =
+                      step(kIdx, head.tile, carried.drop_back());
+                  next.push_back(head.nextPage);
+                  return next;
+                });
+  last.pop_back();
+  return last;
 }
 
 /// The floor of a scale tile's running maximum: an all-zero tile keeps

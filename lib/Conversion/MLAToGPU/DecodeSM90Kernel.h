@@ -120,19 +120,27 @@ public:
   /// Creates the kernel and computes the piece, the warp coordinates and the
   /// per-thread row limits.
   void begin(llvm::StringRef name, WarpGrid grid);
-  /// Stages Q and the first stages - 1 KV blocks.
-  void stageQAndPrefill();
+  /// Stages Q and the first stages - 1 KV blocks; returns the physical page
+  /// of block stages - 1, the first refill's (the loop carries it).
+  mlir::Value stageQAndPrefill();
+  /// What beginBlock returns: the byte offset of block k's KV tile from
+  /// lay.kv.base, and the physical page of block k + stages, whose block-
+  /// table load is in flight while block k is computed.
+  struct BlockHead {
+    mlir::Value tile, nextPage;
+  };
   /// The head of every block step: waits for block `k`, issues block
-  /// k + stages - 1 and returns the byte offset of its KV tile from
-  /// lay.kv.base. A bf16/f16 tile may then be read by every thread. With an
-  /// fp8 cache and `dequantise`, this thread's slice of block `k` is
-  /// dequantised (dequantSlice over the whole row, then sliceBarrier): the
-  /// slice's tokens may be read by its warps, the others after the next
-  /// CTA barrier; without `dequantise` the caller calls dequantSlice
-  /// itself. `asyncProxy`: the MMAs read shared memory through the async
-  /// proxy (wgmma), so this thread's writes are fenced before the barrier.
-  mlir::Value beginBlock(mlir::Value k, bool asyncProxy,
-                         bool dequantise = true);
+  /// k + stages - 1 from physical page `page` (the previous step's
+  /// nextPage) and returns its BlockHead. A bf16/f16 tile may then be read by
+  /// every thread. With an fp8 cache and `dequantise`, this thread's slice of
+  /// block `k` is dequantised (dequantSlice over the whole row, then
+  /// sliceBarrier): the slice's tokens may be read by its warps, the others
+  /// after the next CTA barrier; without `dequantise` the caller calls
+  /// dequantSlice itself. `asyncProxy`: the MMAs read shared memory through the
+  /// async proxy (wgmma), so this thread's writes are fenced before the
+  /// barrier.
+  BlockHead beginBlock(mlir::Value k, mlir::Value page, bool asyncProxy,
+                       bool dequantise = true);
   /// Dequantises the tokens of this thread's slice wj of fp8 block `k`,
   /// 16-byte chunks [c0, c1) of each row, into the KV tile (the threads of
   /// the slice share the work); tokens past the piece get zeros.
@@ -142,8 +150,22 @@ public:
   void sliceBarrier(bool asyncProxy);
   /// The threads that share a token slice: warps (i, wj) for every i.
   int64_t sliceThreads() const { return 32 * (M / 16); }
-  /// Issues KV block `k` (skipped past the piece) into its ring slot.
-  void issueBlock(mlir::Value k);
+  /// The block loop of the mma.sync and wgmma builds, after
+  /// stageQAndPrefill (`firstPage`, what it returned): for k in [0,
+  /// numBlocks) runs beginBlock(k, ..., asyncProxy, dequantise) and
+  /// `step(k, tile, state)` over the carried state (initialState, the next
+  /// refill's page carried beside it); returns the final state.
+  llvm::SmallVector<mlir::Value>
+  runBlocks(mlir::Value firstPage, bool asyncProxy, bool dequantise,
+            llvm::function_ref<llvm::SmallVector<mlir::Value>(
+                mlir::Value k, mlir::Value tile, mlir::ValueRange state)>
+                step);
+  /// Issues KV block `k` (skipped past the piece) from physical page `phys`
+  /// into its ring slot.
+  void issueBlock(mlir::Value k, mlir::Value phys);
+  /// The physical page holding block `k` (0 past the piece's last block,
+  /// read from the block table only inside it).
+  mlir::Value pageOf(mlir::Value k);
   /// The first KV position of block `k`.
   mlir::Value blockStart(mlir::Value k);
   /// Shared-memory pointer `base + byteOffset`.

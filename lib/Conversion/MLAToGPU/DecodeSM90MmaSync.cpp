@@ -34,8 +34,9 @@ class MmaSyncDecode {
 public:
   explicit MmaSyncDecode(DecodeSM90Kernel &k);
 
-  /// One KV block: the loop body over carried (o, m, l).
-  SmallVector<Value> step(Value kIdx, ValueRange carried);
+  /// One KV block, `kIdx` at ring offset `stage` (after beginBlock): the
+  /// loop body over carried (o, m, l).
+  SmallVector<Value> step(Value kIdx, Value stage, ValueRange carried);
 
 private:
   /// S = Q K^T over this warp's tokens of the block in ring slot `stage`.
@@ -354,8 +355,8 @@ void MmaSyncDecode::accumulateOutputFromRaw(MutableArrayRef<Value> o,
   }
 }
 
-SmallVector<Value> MmaSyncDecode::step(Value kIdx, ValueRange carried) {
-  Value stage = k.beginBlock(kIdx, /*asyncProxy=*/false);
+SmallVector<Value> MmaSyncDecode::step(Value kIdx, Value stage,
+                                       ValueRange carried) {
   Value start = k.blockStart(kIdx);
   RawBlockScales scales;
   SmallVector<MmaAccum> s = k.scaleTiles > 0
@@ -379,11 +380,13 @@ FailureOr<mlir::gpu::GPUFuncOp> mla::gpu_codegen::sm90::emitDecodeSM90MmaSync(
   ImplicitLocOpBuilder b(loc, builder);
   DecodeSM90Kernel k(b, shape, tiling);
   k.begin(name, WarpGrid::RowMajor);
-  k.stageQAndPrefill();
+  Value page = k.stageQAndPrefill();
   MmaSyncDecode mma(k);
-  SmallVector<Value> state = k.d.forLoop(
-      k.d.c32(0), k.numBlocks, k.d.c32(1), k.initialState(),
-      [&](Value kIdx, ValueRange carried) { return mma.step(kIdx, carried); });
+  SmallVector<Value> state =
+      k.runBlocks(page, /*asyncProxy=*/false, /*dequantise=*/true,
+                  [&](Value kIdx, Value stage, ValueRange carried) {
+                    return mma.step(kIdx, stage, carried);
+                  });
   k.finish(state);
   return k.fn;
 }

@@ -33,8 +33,9 @@ public:
   explicit WgmmaDecode(DecodeSM90Kernel &k)
       : k(k), d(k.d), descs(k.d, k.smem) {}
 
-  /// One KV block: the loop body over carried (o, m, l).
-  SmallVector<Value> step(Value kIdx, ValueRange carried);
+  /// One KV block, `kIdx` at ring offset `stage` (after beginBlock): the
+  /// loop body over carried (o, m, l).
+  SmallVector<Value> step(Value kIdx, Value stage, ValueRange carried);
 
 private:
   /// S = Q K_j^T for block `kIdx` in ring slot `stage`, 16 columns of L+R
@@ -92,8 +93,8 @@ void WgmmaDecode::accumulateOutput(MutableArrayRef<Value> o, Value stage) {
   mma.commitAndWait();
 }
 
-SmallVector<Value> WgmmaDecode::step(Value kIdx, ValueRange carried) {
-  Value stage = k.beginBlock(kIdx, /*asyncProxy=*/true, /*dequantise=*/false);
+SmallVector<Value> WgmmaDecode::step(Value kIdx, Value stage,
+                                     ValueRange carried) {
   Value start = k.blockStart(kIdx);
   SmallVector<MmaAccum> s = scores(kIdx, stage);
   SmallVector<Value> next = k.softmaxBlock(s, start, carried);
@@ -110,11 +111,11 @@ FailureOr<mlir::gpu::GPUFuncOp> mla::gpu_codegen::sm90::emitDecodeSM90Wgmma(
   DecodeSM90Kernel k(b, shape, tiling);
   k.begin(name, WarpGrid::Warpgroups);
   WgmmaDecode wgmma(k);
-  k.stageQAndPrefill();
+  Value page = k.stageQAndPrefill();
   SmallVector<Value> state =
-      k.d.forLoop(k.d.c32(0), k.numBlocks, k.d.c32(1), k.initialState(),
-                  [&](Value kIdx, ValueRange carried) {
-                    return wgmma.step(kIdx, carried);
+      k.runBlocks(page, /*asyncProxy=*/true, /*dequantise=*/false,
+                  [&](Value kIdx, Value stage, ValueRange carried) {
+                    return wgmma.step(kIdx, stage, carried);
                   });
   k.finish(state);
   return k.fn;
