@@ -1,7 +1,8 @@
 """Medians and ratios of a device call's decode benchmark log (docs/gpu-runs.md's run*.sh scripts):
 sections `# variant V round R` (mla-bench rows), `# flashmla round R` (flashmla_bench's steady_fl_ms lines)
 and `# fp8bar V-F round R` (mla-bench rows of build V over cache format F, `auto` being bf16). Rows are
-keyed by their own (b, N, seq, s_q, causal), so any shapes and round counts work.
+keyed by their own (b, N, seq, s_q, causal), so any shapes and round counts work. Any other `# ... round R`
+header (e.g. a tile sweep's `# tile T round R`) ends the section before it: its rows count nowhere.
 Prints, as docs/benchmarks.md's tables:
   - per shape: FlashMLA's median steady_fl_ms, each variant's median median_ms, and FlashMLA / variant;
   - per build and shape of the fp8bar sections: each format's median and bf16 / format (bf16 from the
@@ -12,6 +13,7 @@ import statistics
 import sys
 
 SECTION = re.compile(r"#\s+(variant|flashmla|fp8bar)\s*(\S*)\s+round\s+(\d+)")
+OTHER_SECTION = re.compile(r"#\s+\S+.*\s+round\s+\d+\s*$")
 MLA_ROW = re.compile(r"\s*(\d+)\s+(\d+)\s+(\d+)\s+(\d+)\s+(no|yes)\s+\d+\s+\S+\s+([0-9.]+)\s")
 FL_ROW = re.compile(r"\s*(\d+)\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d)\s.*steady_fl_ms\s+([0-9.]+)")
 
@@ -23,6 +25,9 @@ def parse(lines):
         m = SECTION.match(line.strip())
         if m:
             section = (m.group(1), m.group(2))
+            continue
+        if OTHER_SECTION.match(line.strip()):
+            section = None
             continue
         if section is None:
             continue

@@ -58,3 +58,15 @@ def test_lines_outside_a_section_are_ignored(tmp_path):
                          mla_row(2, 16, 64, 1, False, 0.25)])
     assert "(1, 16, 64, 1)" not in out
     assert table_row(out, "| (2, 16, 64, 1) |")[1:] == ["-", "0.2500", "-"]
+
+
+def test_other_round_sections_end_the_one_before(tmp_path):
+    # A tile sweep's rows after an fp8bar section must not count as that format's rows.
+    lines = []
+    for r in (1, 2, 3):
+        lines += [f"# fp8bar a-fp8_ds_mla round {r}", mla_row(128, 16, 8192, 1, False, 0.26)]
+        lines += [f"# tile fp8_e4m3-16x4x64x3 round {r}", mla_row(128, 16, 8192, 1, False, 0.20)]
+        lines += [f"# fp8bar a-auto round {r}", mla_row(128, 16, 8192, 1, False, 0.40)]
+    out = run(tmp_path, lines)
+    a = out[out.index("| a: shape"):]
+    assert table_row(a, "| (128, 16, 8192, 1) |")[1:] == ["0.4000", "0.2600", "1.538x"]
