@@ -445,7 +445,7 @@ void DecodeSM90Kernel::storeQChunkForRawRope(Value bf16, Value rr, Value ch) {
   }
 }
 
-Value DecodeSM90Kernel::pageOf(Value k) {
+Value DecodeSM90Kernel::pageOf(Value k, function_ref<Value(Value)> use) {
   // A block never straddles a page.
   auto ifOp = scf::IfOp::create(b, TypeRange{d.i32}, d.slt(k, numBlocks),
                                 /*withElseRegion=*/true);
@@ -454,7 +454,7 @@ Value DecodeSM90Kernel::pageOf(Value k) {
   Value pageIdx = d.divu(blockStart(k), d.c32(page));
   Value phys = d.load(
       d.i32, d.gep(blockTable, d.i32, d.add(d.mul(bb, maxPages), pageIdx)), 4);
-  scf::YieldOp::create(b, phys);
+  scf::YieldOp::create(b, use ? use(phys) : phys);
   b.setInsertionPointToStart(ifOp.elseBlock());
   scf::YieldOp::create(b, d.c32(0));
   return ifOp.getResult(0);

@@ -164,8 +164,10 @@ public:
   /// into its ring slot.
   void issueBlock(mlir::Value k, mlir::Value phys);
   /// The physical page holding block `k` (0 past the piece's last block,
-  /// read from the block table only inside it).
-  mlir::Value pageOf(mlir::Value k);
+  /// read from the block table only inside it); with `use`, use(page)
+  /// instead, computed inside the block-table branch (0 past the piece).
+  mlir::Value pageOf(mlir::Value k,
+                     llvm::function_ref<mlir::Value(mlir::Value)> use = {});
   /// The first KV position of block `k`.
   mlir::Value blockStart(mlir::Value k);
   /// Shared-memory pointer `base + byteOffset`.

@@ -215,20 +215,10 @@ void WarpSpecialisedDecode::loadQ() {
 }
 
 Value WarpSpecialisedDecode::firstRowOf(Value n) {
-  auto ifOp = scf::IfOp::create(k.b, TypeRange{d.i32}, d.slt(n, k.numBlocks),
-                                /*withElseRegion=*/true);
-  OpBuilder::InsertionGuard guard(k.b);
-  k.b.setInsertionPointToStart(ifOp.thenBlock());
-  Value start = k.blockStart(n);
-  Value page = d.divu(start, d.c32(k.page));
-  Value phys = d.load(
-      d.i32, d.gep(k.blockTable, d.i32, d.add(d.mul(k.bb, k.maxPages), page)),
-      4);
-  Value row = d.add(d.mul(phys, d.c32(k.page)), d.remu(start, d.c32(k.page)));
-  scf::YieldOp::create(k.b, row);
-  k.b.setInsertionPointToStart(ifOp.elseBlock());
-  scf::YieldOp::create(k.b, d.c32(0));
-  return ifOp.getResult(0);
+  return k.pageOf(n, [&](Value phys) {
+    Value start = k.blockStart(n);
+    return d.add(d.mul(phys, d.c32(k.page)), d.remu(start, d.c32(k.page)));
+  });
 }
 
 void WarpSpecialisedDecode::produce(Value blocks) {

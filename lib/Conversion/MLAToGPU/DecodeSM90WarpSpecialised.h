@@ -220,8 +220,8 @@ private:
   /// fp8_ds_mla: the byte offset of a slot's row scales from the slot.
   mlir::Value rowScalesOff();
   void produce(mlir::Value blocks);
-  /// The cache row of block `n`'s first token (a block-table load), 0 for a
-  /// block past the piece (nothing is read).
+  /// The cache row of block `n`'s first token (DecodeSM90Kernel::pageOf's
+  /// block-table load), 0 for a block past the piece (nothing is read).
   mlir::Value firstRowOf(mlir::Value n);
   /// Thread 0's block loop of produce; the persistent build's Q load of
   /// piece `index` (after "Q empty") goes in front of block `stages` (or
