@@ -9,8 +9,8 @@ Prints, as docs/benchmarks.md's tables:
     build's `auto` rows, else from its variant section).
 Usage: python3 scripts/decode-bench-table.py LOG"""
 import re
-import statistics
 import sys
+from statistics import median
 
 SECTION = re.compile(r"#\s+(variant|flashmla|fp8bar)\s*(\S*)\s+round\s+(\d+)")
 OTHER_SECTION = re.compile(r"#\s+\S+.*\s+round\s+\d+\s*$")
@@ -50,10 +50,6 @@ def name(shape):
     return f"({b}, {n}, {seq}, {sq}){' causal' if causal else ''}"
 
 
-def med(values):
-    return statistics.median(values)
-
-
 def tables(data):
     out = []
     variants = [v for (kind, v) in data if kind == "variant"]
@@ -64,8 +60,8 @@ def tables(data):
                    + " | ".join(f"speed {v}" for v in variants) + " |")
         out.append("|---" * (2 + 2 * len(variants)) + "|")
         for s in shapes:
-            ms = [med(data[("variant", v)][s]) if s in data[("variant", v)] else None for v in variants]
-            fl = med(peer[s]) if s in peer else None
+            ms = [median(data[("variant", v)][s]) if s in data[("variant", v)] else None for v in variants]
+            fl = median(peer[s]) if s in peer else None
             cells = [name(s), f"{fl:.4f}" if fl else "-"]
             cells += [f"{x:.4f}" if x else "-" for x in ms]
             cells += [f"{fl / x:.3f}x" if fl and x else "-" for x in ms]
@@ -84,8 +80,8 @@ def tables(data):
         # bf16 from the section's own `auto` rows, else from the build's variant rows.
         bf16 = formats.get("auto") or data.get(("variant", build), {})
         for s in formats.get("auto", formats[fmts[0]] if fmts else {}):
-            bf = med(bf16[s]) if s in bf16 else None
-            ms = [med(formats[f][s]) if s in formats[f] else None for f in fmts]
+            bf = median(bf16[s]) if s in bf16 else None
+            ms = [median(formats[f][s]) if s in formats[f] else None for f in fmts]
             cells = [name(s), f"{bf:.4f}" if bf else "-"] + [f"{x:.4f}" if x else "-" for x in ms]
             cells += [f"{bf / x:.3f}x" if bf and x else "-" for x in ms]
             out.append("| " + " | ".join(cells) + " |")
