@@ -197,20 +197,6 @@ Value mla::gpu_codegen::ptx::atomAddGpu(ImplicitLocOpBuilder &b, Value ptr,
       .getResult(0);
 }
 
-Value mla::gpu_codegen::ptx::ldAcquireGpu(ImplicitLocOpBuilder &b, Value ptr) {
-  return LLVM::InlineAsmOp::create(
-             b, b.getI32Type(), ValueRange{address(b, ptr)},
-             "ld.acquire.gpu.global.u32 $0, [$1];", "=r,l,~{memory}",
-             /*has_side_effects=*/true,
-             /*is_align_stack=*/false, LLVM::tailcallkind::TailCallKind::None,
-             LLVM::AsmDialectAttr(), ArrayAttr())
-      .getResult(0);
-}
-
-void mla::gpu_codegen::ptx::nanosleep(ImplicitLocOpBuilder &b, int64_t ns) {
-  effectAsm(b, {}, "nanosleep.u32 " + std::to_string(ns) + ";", "");
-}
-
 void mla::gpu_codegen::ptx::storeRelaxedGpu(ImplicitLocOpBuilder &b, Value ptr,
                                             Value v) {
   effectAsm(b, {address(b, ptr), v}, "st.relaxed.gpu.global.u32 [$0], $1;",

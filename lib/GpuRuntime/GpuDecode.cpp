@@ -333,8 +333,9 @@ llvm::Expected<GpuDecoder> GpuDecoder::create(const DecodeKernelSpec &spec,
   if (llvm::Error error =
           partial->setMaxDynamicSharedBytes(static_cast<int>(smem)))
     return std::move(error);
-  // Only the seesaw kernel's merge waits for the other pieces: it alone
-  // needs the residency.
+  // The seesaw kernel merges in the kernel only when the GPU holds its grid
+  // at once (its merge no longer waits, docs/GPU.md, but that gate stays
+  // until a GPU run covers the larger grids).
   int64_t resident = 0;
   if (spec.tiling.seesaw &&
       decodeCanCombineInKernel(spec.chip, spec.shape, spec.tiling)) {
@@ -562,9 +563,10 @@ llvm::Error GpuDecoder::run(CUstream stream, const DecodeArgs &args,
     partialParams.append({&tma.qMap, &tma.cacheMap});
   if (decodeSeesawScaleTiles(spec.shape, spec.tiling) > 0)
     partialParams.push_back(&tma.scaleMap);
-  // The kernel merges the pieces itself: the seesaw build when the GPU
-  // holds the whole grid at once (a cooperative launch), the others as the
-  // last piece of each row block (KernelABI.h); the counters enable that.
+  // The kernel merges the pieces itself, as the last piece of each row
+  // block (KernelABI.h): the seesaw build when the GPU holds the whole grid
+  // at once (a cooperative launch), the others always; the counters enable
+  // that.
   int64_t rows = spec.shape.queryRows * spec.shape.numHeads;
   Dim3 partialGrid{
       static_cast<unsigned>(decodeRowBlocks(spec.shape, spec.tiling)),

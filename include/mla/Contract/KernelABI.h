@@ -244,11 +244,11 @@ inline constexpr int kDecodePipelinedNumParams = 13;
 ///              zero again after it (the kernel's last CTA of each row block
 ///              resets its counter); null: no combine in the kernel
 ///   out        [B, Sq, N, L] elem, lse [B, N, Sq] f32 (mla_combine's)
-/// With counters, each CTA writes its partial rows, counts itself in its row
-/// block's counter, waits until all S pieces of the block have, and then
-/// merges rows r (of the block's rowsPerCta) with r % S == its piece into
-/// out and lse as mla_combine would. The CTAs of a row block wait for each
-/// other, so such a launch must be cooperative (all CTAs resident at once).
+/// With counters, each CTA writes its partial rows and counts itself in its
+/// row block's counter; the CTA whose count completes the S pieces puts the
+/// counter back to 0 and merges all rows of the block into out and lse as
+/// mla_combine would. No CTA waits for another (the runtime still launches
+/// it cooperatively, and merges in the kernel only when the grid fits).
 inline constexpr int kDecodeSeesawNumParams = 16;
 /// The persistent seesaw build (DecodeTiling::persistent) takes two more
 /// after those three:

@@ -92,12 +92,6 @@ void fenceAcqRelGpu(mlir::ImplicitLocOpBuilder &b);
 mlir::Value atomAddGpu(mlir::ImplicitLocOpBuilder &b, mlir::Value ptr,
                        mlir::Value v, bool release);
 
-/// `ld.acquire.gpu.global.u32`: the word at `ptr` (a global pointer), i32.
-mlir::Value ldAcquireGpu(mlir::ImplicitLocOpBuilder &b, mlir::Value ptr);
-
-/// `nanosleep.u32 ns`: suspends the thread for about `ns` nanoseconds.
-void nanosleep(mlir::ImplicitLocOpBuilder &b, int64_t ns);
-
 /// `st.relaxed.gpu.global.u32`: stores `v` (i32) to the word at `ptr`.
 void storeRelaxedGpu(mlir::ImplicitLocOpBuilder &b, mlir::Value ptr,
                      mlir::Value v);

@@ -277,11 +277,11 @@ public:
   /// (decodeWritesFinalRows), nor when the partial kernel merges the pieces
   /// itself (decodeCombinesInKernel: the seesaw build when the GPU holds its
   /// grid at once, in one cooperative launch; the mma.sync and wgmma builds
-  /// always, as the last piece of each row block). Allocates nothing and copies
-  /// nothing, so it may be captured in a CUDA graph. Nothing is launched when
-  /// validation fails. `maps`: a pipelined spec's TMA maps kept between runs,
-  /// re-encoded only when `args` differ from what they were encoded for; null
-  /// encodes them for this run alone.
+  /// always; each as the last piece of each row block). Allocates nothing and
+  /// copies nothing, so it may be captured in a CUDA graph. Nothing is launched
+  /// when validation fails. `maps`: a pipelined spec's TMA maps kept between
+  /// runs, re-encoded only when `args` differ from what they were encoded for;
+  /// null encodes them for this run alone.
   llvm::Error run(CUstream stream, const DecodeArgs &args,
                   DecodeTmaMaps *maps = nullptr) const;
 

@@ -7,8 +7,8 @@
 #include "CombineRow.h"
 
 #include "mla/GPUCodegen/Fp8Dequant.h"
+#include "mla/GPUCodegen/LastArrival.h"
 #include "mla/GPUCodegen/OnlineSoftmax.h"
-#include "mla/GPUCodegen/Rendezvous.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"

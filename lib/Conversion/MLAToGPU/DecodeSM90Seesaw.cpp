@@ -70,17 +70,16 @@
 // with the loop's hand-offs) and writes the partial output and LSE as
 // DecodeSM90Kernel::writeOutput does, the final rows (S = 1) staged in the
 // Q tile and stored 16 bytes per lane (RowStaging). Given combine counters
-// and S > 1
-// (a cooperative launch, KernelABI.h), the CTAs of a row block then meet
-// (Rendezvous.h) and each merges every S-th row of the block into out and
-// lse (CombineRow.h), so no mla_combine launch follows.
+// and S > 1, each CTA then counts itself into its row block's counter and
+// the last to arrive merges the block's rows into out and lse
+// (DecodeSM90Kernel::mergeAsLastPiece, CombineRow.h), so no mla_combine
+// launch follows and no CTA waits for another.
 //
 //===----------------------------------------------------------------------===//
 
 #include "DecodeSM90WarpSpecialised.h"
 
 #include "mla/GPUCodegen/OnlineSoftmax.h"
-#include "mla/GPUCodegen/Rendezvous.h"
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 
@@ -694,31 +693,15 @@ void SeesawDecode::finish(const Running &run) {
 }
 
 void SeesawDecode::mergePieces() {
-  // The persistent build: a request's pieces run in turn on other CTAs'
-  // parts (no waiting for them: a part's earlier pieces may themselves
-  // wait), so the CTA that completes its row block's count merges all the
-  // block's rows.
-  if (ws.persistent) {
-    k.mergeAsLastPiece(
-        d.slt(d.c32(1), k.numSplits),
-        {ws.ctid, kConsumerThreads,
-         [&] { ws.namedSync(kConsumerBarrier, kConsumerThreads); },
-         ws.flagOffset()});
-    return;
-  }
-  d.ifThen(k.mergesPieces(), [&] {
-    // Every consumer's partial stores come before the rendezvous, and every
-    // read of the other pieces' after it.
-    ws.namedSync(kConsumerBarrier, kConsumerThreads);
-    d.ifThen(d.eq(ws.ctid, d.c32(0)),
-             [&] { rendezvous(d, k.rowBlockCounter(), k.numSplits); });
-    ws.namedSync(kConsumerBarrier, kConsumerThreads);
-    // Piece s merges the block's rows r with r % S == s, a warp per row.
-    constexpr int64_t warps = kConsumerThreads / 32;
-    Value warp = d.divu(ws.ctid, d.c32(32)), lane = d.remu(ws.ctid, d.c32(32));
-    k.mergeBlockRows(d.add(k.split, d.mul(k.numSplits, warp)),
-                     d.mul(k.numSplits, d.c32(warps)), lane);
-  });
+  // The CTA that completes its row block's count merges all the block's
+  // rows; no CTA waits for another (a piece of the persistent build runs in
+  // turn on another CTA's part, and a part's earlier pieces may themselves
+  // wait), so any grid works.
+  Value when = ws.persistent ? d.slt(d.c32(1), k.numSplits) : k.mergesPieces();
+  k.mergeAsLastPiece(when,
+                     {ws.ctid, kConsumerThreads,
+                      [&] { ws.namedSync(kConsumerBarrier, kConsumerThreads); },
+                      ws.flagOffset()});
 }
 
 void SeesawDecode::consume(Value blocks) {

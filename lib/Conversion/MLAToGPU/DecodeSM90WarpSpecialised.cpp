@@ -605,7 +605,7 @@ void WarpSpecialisedDecode::releaseQ() {
 
 void WarpSpecialisedDecode::emit(StringRef name, int64_t blockMultiple,
                                  function_ref<void(Value)> consume) {
-  assert(flagOffset() + (persistent ? 4 : 0) <=
+  assert(flagOffset() + 4 <=
              abi::decodeSharedBytes(abi::Chip::SM90a, k.shape, k.tiling) &&
          "the layout fits the shared memory KernelABI.h launches with");
   declare(name);

@@ -42,17 +42,20 @@
 // its first KiB (row r at r * 1024, its 16-byte chunk c at c ^ (r % 8)):
 // 64 four-byte shared stores per thread, named barrier 1, then a warp per
 // row (rows warp, warp + 4, ...) loading and storing 16 bytes per lane.
-// Then, only with combine counters (%arg13 not null) and S > 1, the merge:
-// named barrier 1 over the 256 consumers, consumer thread 0's rendezvous on
-// its row block's counter (fence, release add, an scf.while of acquire loads
-// and sleeps until S, relaxed add, the last one storing 0), barrier 1 again, and a warp per row r = piece
-// + S * warp, stepping S * 8, merging the pieces' f32 partials (%arg5,
-// %arg6) into out (%arg14, bf16) and lse (%arg15).
+// Then, only with combine counters (%arg13 not null) and S > 1, the merge
+// by the last piece: named barrier 1 over the 256 consumers, consumer
+// thread 0 counts the CTA into its row block's counter (fence, release add;
+// the one that completes the count, S - 1 before it, fences and stores 0)
+// and leaves that in a shared flag, barrier 1 again, and where the flag is
+// set a warp per row r = warp, stepping 8, merges the pieces' f32 partials
+// (%arg5, %arg6) into out (%arg14, bf16) and lse (%arg15). No CTA waits for
+// another: no spin loop.
 // RUN: mla-opt %s --mla-select-gpu-tiling --convert-mla-to-gpu | FileCheck %s
 // RUN: mla-opt %s --mla-to-nvvm="chip=sm_90a format=isa" -o %t.mlir
 // RUN: %python %mla_src_root/scripts/extract-gpu-payload.py %t.mlir %t.ptx
 // RUN: FileCheck %s --check-prefix=PTX < %t.ptx
 // RUN: FileCheck %s --check-prefix=DESC < %t.ptx
+// RUN: FileCheck %s --check-prefix=NOSPIN < %t.ptx
 // RUN: %if ptxas %{ /usr/local/cuda/bin/ptxas -arch=sm_90a -v %t.ptx -o %t.cubin 2>&1 | FileCheck %s --check-prefix=PTXAS %}
 // The causal s_q = 2 and f16 builds pass ptxas as cleanly.
 // RUN: sed -e 's/x1x128x/x2x128x/g; s/x128x1xf32/x128x2xf32/g; s/scale 0.0721687824/scale 0.0721687824 causal/' %s | mla-opt --mla-to-nvvm="chip=sm_90a format=isa" -o %t.causal.mlir
@@ -251,24 +254,24 @@
 // CHECK-NEXT:    [[MERGE:%.+]] = arith.andi [[GIVEN]], [[SPLIT]]
 // CHECK-NEXT:    scf.if [[MERGE]] {
 // CHECK:           nvvm.barrier id = %c1_i32{{.*}} number_of_threads = %c256_i32
+// CHECK:           [[FLAG:%.+]] = llvm.getelementptr %{{.*}} -> !llvm.ptr<3>, i8
 // CHECK:           scf.if
 // CHECK:             [[COUNTER:%.+]] = llvm.getelementptr %arg13
 // CHECK-NEXT:        "fence.acq_rel.gpu;"
-// CHECK:             "atom.release.gpu.global.add.u32
-// CHECK:             scf.while
-// CHECK:               [[SEEN:%.+]] = llvm.inline_asm has_side_effects "ld.acquire.gpu.global.u32 $0, [$1];"
-// CHECK-NEXT:          [[WAIT:%.+]] = arith.cmpi ult, [[SEEN]], %arg9
-// CHECK-NEXT:          scf.condition([[WAIT]])
-// CHECK-NEXT:        } do {
-// CHECK-NEXT:          "nanosleep.u32 32;"
-// CHECK:             [[BEFORE:%.+]] = llvm.inline_asm has_side_effects "atom.relaxed.gpu.global.add.u32
-// CHECK:             [[TWICE:%.+]] = arith.addi %arg9, %arg9
-// CHECK-NEXT:        [[LAST:%.+]] = arith.subi [[TWICE]], %c1_i32
-// CHECK-NEXT:        arith.cmpi eq, [[BEFORE]], [[LAST]]
-// CHECK:             "st.relaxed.gpu.global.u32 [$0], $1;"
+// CHECK:             [[BEFORE:%.+]] = llvm.inline_asm has_side_effects "atom.release.gpu.global.add.u32
+// CHECK:             [[LAST:%.+]] = arith.subi %arg9, %c1_i32
+// CHECK-NEXT:        [[ISLAST:%.+]] = arith.cmpi eq, [[BEFORE]], [[LAST]]
+// CHECK-NEXT:        scf.if [[ISLAST]] {
+// CHECK-NEXT:          "fence.acq_rel.gpu;"
+// CHECK:               "st.relaxed.gpu.global.u32 [$0], $1;"
+// CHECK:             arith.select [[ISLAST]]
+// CHECK-NEXT:        llvm.store %{{.*}}, [[FLAG]]
+// CHECK-NOT:         scf.while
 // CHECK:           nvvm.barrier id = %c1_i32{{.*}} number_of_threads = %c256_i32
-// CHECK:           [[STEP:%.+]] = arith.muli %arg9, %c8_i32
-// CHECK:           scf.for %{{.*}} = %{{.*}} to %c64_i32{{.*}} step [[STEP]]
+// CHECK:           [[SET:%.+]] = llvm.load [[FLAG]]
+// CHECK-NEXT:      [[MERGES:%.+]] = arith.cmpi ne, [[SET]], %c0_i32
+// CHECK-NEXT:      scf.if [[MERGES]] {
+// CHECK:             scf.for %{{.*}} = %{{.*}} to %c64_i32{{.*}} step %c8_i32
 // CHECK:             llvm.getelementptr %arg6
 // CHECK:             llvm.getelementptr %arg5
 // CHECK:             llvm.getelementptr %arg14[{{.*}} -> !llvm.ptr<1>, bf16
@@ -297,8 +300,6 @@
 // PTX-DAG:     bar.sync 1, 256;
 // PTX-DAG:     fence.acq_rel.gpu;
 // PTX-DAG:     atom.release.gpu.global.add.u32
-// PTX-DAG:     ld.acquire.gpu.global.u32
-// PTX-DAG:     atom.relaxed.gpu.global.add.u32
 // PTX-DAG:     st.relaxed.gpu.global.u32
 // PTX-NOT:     m64n32k16
 // PTX-LABEL: .entry mla_decode_plan(
@@ -306,6 +307,10 @@
 // A k-step's descriptors are its tile's start word plus a constant
 // (WgmmaDescriptors): an add, the widening and the constant high word; the
 // shift and mask of the address happen once per tile.
+// No kernel of the module spins on another CTA.
+// NOSPIN-NOT: nanosleep
+// NOSPIN-NOT: ld.acquire
+
 // DESC-LABEL: .entry mla_decode_partial(
 // DESC:        wgmma.mma_async.sync.aligned.m64n64k16
 // DESC-NOT:    shr.
