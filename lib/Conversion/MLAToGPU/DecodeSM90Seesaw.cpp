@@ -67,7 +67,8 @@
 // of an O half per iteration (128 multiplies each) are skipped at run time.
 //
 // The end adds the two partial row sums through shared memory (the Q tile,
-// with the loop's hand-offs) and writes the partial output and LSE as
+// with a last pair of hand-offs, warpgroup 1 waiting before it arrives) and
+// writes the partial output and LSE as
 // DecodeSM90Kernel::writeOutput does, the final rows (S = 1) staged in the
 // Q tile and stored 16 bytes per lane (RowStaging). Given combine counters
 // and S > 1, each CTA then counts itself into its row block's counter and
@@ -646,15 +647,26 @@ void SeesawDecode::finish(const Running &run) {
   // Each warpgroup's partial row sums go over the first 512 bytes of the Q
   // tile: a warpgroup is past its last hand-off only after the other's last
   // Q K^T finished (its scores came before that hand-off), and its own
-  // finished before. The exchange is the loop's pair of hand-offs: the
-  // warpgroup's own barrier, then arrive on "P<wg> ready" and wait on the
-  // other's.
+  // finished before. The exchange is a pair of hand-offs after the
+  // warpgroup's own barrier: warpgroup 0 arrives on "P0 ready" and waits on
+  // "P1 ready", warpgroup 1 waits on "P0 ready" first and arrives on "P1
+  // ready" after. Warpgroup 1 must not arrive first: nothing orders its
+  // loop's last arrival on "P1 ready" after warpgroup 0's wait on it (that
+  // wait comes after V1_L's conversion, which waits for the TMA), and two
+  // arrivals of warpgroup 1 complete the 256-thread barrier by themselves.
+  // Warpgroup 0's wait then never completes, nor warpgroup 1's on "P0
+  // ready" (docs/gpu-runs.md, session 15: the fp8 seesaw's hang).
   for (int h = 0; h < 2; ++h)
     d.store(sm::quadSum(d, run.l[h]), rowSumSlot(h, k.wj), 4);
   auto handOff = [&](int wg) {
     ws.namedSync(kOwnBarrier + wg, kWarpgroupThreads);
-    ws.namedArrive(wg == 0 ? kP0Ready : kP1Ready, kConsumerThreads);
-    ws.namedSync(wg == 0 ? kP1Ready : kP0Ready, kConsumerThreads);
+    if (wg == 0) {
+      ws.namedArrive(kP0Ready, kConsumerThreads);
+      ws.namedSync(kP1Ready, kConsumerThreads);
+    } else {
+      ws.namedSync(kP0Ready, kConsumerThreads);
+      ws.namedArrive(kP1Ready, kConsumerThreads);
+    }
   };
   auto ifOp = scf::IfOp::create(k.b, d.eq(k.wj, d.c32(0)),
                                 /*withElseRegion=*/true);
