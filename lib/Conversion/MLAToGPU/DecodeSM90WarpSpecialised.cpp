@@ -471,36 +471,60 @@ void WarpSpecialisedDecode::convertV(Value n, int64_t firstBox, int64_t boxes,
   Value rowInGroup =
       d.select(d.sge(p, d.c32(4)), d.bitXor(pairRow, d.c32(5)), pairRow);
   Value start = k.blockStart(n);
+  // A unit's token and raw-tile box.
+  auto tokenOf = [&](int64_t i) {
+    Value idx = d.add(thread, d.c32(i * threads));
+    Value group = d.remu(d.divu(idx, d.c32(64)), d.c32(k.Bk / 8));
+    return d.add(d.mul(group, d.c32(8)), rowInGroup);
+  };
+  auto boxOf = [&](int64_t i) {
+    return firstBox + (i * threads) / (k.Bk * 8);
+  };
+  // One unit's masking, conversion (and fp8_ds_mla scaling) and stores.
+  auto convertUnit = [&](Value raw, Value tok, int64_t box, bool masked) {
+    if (masked) {
+      Value pos = d.add(start, tok);
+      Value valid = d.andi(d.sge(pos, k.lo), d.slt(pos, k.kvEnd));
+      raw = d.select(valid, raw,
+                     LLVM::ZeroOp::create(k.b, VectorType::get({4}, d.i32)));
+    }
+    auto [even, odd] = convertE4M3x16ToF16(d, raw);
+    if (!invSigma.empty()) {
+      // Tile `box`'s scale of the row over the warpgroup's running
+      // maximum: in [0, 1] (0 for a NaN), exact enough in f16.
+      Value f = d.fmul(rowScale(slotBytes(n), tok, d.c32(box)),
+                       invSigma[box - firstBox]);
+      f = d.fmin(d.fmax(f, d.f(0.0f)), d.f(1.0f));
+      even = scaleF16x8(d, even, f);
+      odd = scaleF16x8(d, odd, f);
+    }
+    Value chunk = d.add(d.c32(16 * box), d.mul(unit, d.c32(2)));
+    d.store(even, k.sm(v.base, v.byteOffset(d, tok, chunk)), 16);
+    d.store(odd, k.sm(v.base, v.byteOffset(d, tok, d.add(chunk, d.c32(1)))),
+            16);
+  };
+  // The loads of a batch go out before its conversions: the compiler cannot
+  // hoist a shared load over a shared store it cannot tell apart, and one
+  // load per conversion waits on each. fp8_ds_mla's conversions hold more
+  // registers (the row scales), so its batches are smaller.
+  const int64_t perThread = units / threads;
+  const int64_t batch = std::min<int64_t>(invSigma.empty() ? 4 : 2, perThread);
   auto convert = [&](bool masked) {
-    for (int64_t i = 0; i < units / threads; ++i) {
-      Value idx = d.add(thread, d.c32(i * threads));
-      Value group = d.remu(d.divu(idx, d.c32(64)), d.c32(k.Bk / 8));
-      Value tok = d.add(d.mul(group, d.c32(8)), rowInGroup);
-      int64_t box = firstBox + (i * threads) / (k.Bk * 8);
-      Value raw = d.load(VectorType::get({4}, d.i32),
-                         k.sm(box * k.Bk * kBoxBytes,
-                              d.add(rawSlot, kv.byteOffset(d, tok, unit))),
-                         16);
-      if (masked) {
-        Value pos = d.add(start, tok);
-        Value valid = d.andi(d.sge(pos, k.lo), d.slt(pos, k.kvEnd));
-        raw = d.select(valid, raw,
-                       LLVM::ZeroOp::create(k.b, VectorType::get({4}, d.i32)));
+    for (int64_t i0 = 0; i0 < perThread; i0 += batch) {
+      const int64_t count = std::min(batch, perThread - i0);
+      SmallVector<Value> raws, toks;
+      for (int64_t i = i0; i < i0 + count; ++i) {
+        Value tok = tokenOf(i);
+        int64_t box = boxOf(i);
+        toks.push_back(tok);
+        raws.push_back(d.load(
+            VectorType::get({4}, d.i32),
+            k.sm(box * k.Bk * kBoxBytes,
+                 d.add(rawSlot, kv.byteOffset(d, tok, unit))),
+            16));
       }
-      auto [even, odd] = convertE4M3x16ToF16(d, raw);
-      if (!invSigma.empty()) {
-        // Tile `box`'s scale of the row over the warpgroup's running
-        // maximum: in [0, 1] (0 for a NaN), exact enough in f16.
-        Value f = d.fmul(rowScale(slotBytes(n), tok, d.c32(box)),
-                         invSigma[box - firstBox]);
-        f = d.fmin(d.fmax(f, d.f(0.0f)), d.f(1.0f));
-        even = scaleF16x8(d, even, f);
-        odd = scaleF16x8(d, odd, f);
-      }
-      Value chunk = d.add(d.c32(16 * box), d.mul(unit, d.c32(2)));
-      d.store(even, k.sm(v.base, v.byteOffset(d, tok, chunk)), 16);
-      d.store(odd, k.sm(v.base, v.byteOffset(d, tok, d.add(chunk, d.c32(1)))),
-              16);
+      for (int64_t j = 0; j < count; ++j)
+        convertUnit(raws[j], toks[j], boxOf(i0 + j), masked);
     }
   };
   // Only a block reaching outside the piece needs the mask (a uniform
