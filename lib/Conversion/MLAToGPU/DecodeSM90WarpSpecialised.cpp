@@ -477,9 +477,7 @@ void WarpSpecialisedDecode::convertV(Value n, int64_t firstBox, int64_t boxes,
     Value group = d.remu(d.divu(idx, d.c32(64)), d.c32(k.Bk / 8));
     return d.add(d.mul(group, d.c32(8)), rowInGroup);
   };
-  auto boxOf = [&](int64_t i) {
-    return firstBox + (i * threads) / (k.Bk * 8);
-  };
+  auto boxOf = [&](int64_t i) { return firstBox + (i * threads) / (k.Bk * 8); };
   // One unit's masking, conversion (and fp8_ds_mla scaling) and stores.
   auto convertUnit = [&](Value raw, Value tok, int64_t box, bool masked) {
     if (masked) {
@@ -517,11 +515,10 @@ void WarpSpecialisedDecode::convertV(Value n, int64_t firstBox, int64_t boxes,
         Value tok = tokenOf(i);
         int64_t box = boxOf(i);
         toks.push_back(tok);
-        raws.push_back(d.load(
-            VectorType::get({4}, d.i32),
-            k.sm(box * k.Bk * kBoxBytes,
-                 d.add(rawSlot, kv.byteOffset(d, tok, unit))),
-            16));
+        raws.push_back(d.load(VectorType::get({4}, d.i32),
+                              k.sm(box * k.Bk * kBoxBytes,
+                                   d.add(rawSlot, kv.byteOffset(d, tok, unit))),
+                              16));
       }
       for (int64_t j = 0; j < count; ++j)
         convertUnit(raws[j], toks[j], boxOf(i0 + j), masked);

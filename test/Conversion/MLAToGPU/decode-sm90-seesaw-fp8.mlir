@@ -14,7 +14,8 @@
 //  * warpgroup 0 scores its block with 36 m64n64k32 E4M3 wgmmas (18 k-steps,
 //    Q's hi then lo part), commits, converts its V columns (cvt.rn.f16x2
 //    e4m3x2, an scf.if masking the tokens outside the piece at an edge
-//    block) while they run, waits, and frees its raw V boxes before "S0
+//    block; the shared loads of four 16-byte units go out before their
+//    conversions) while they run, waits, and frees its raw V boxes before "S0
 //    done"; its P V reads the f16 V tile (m64n256k16 f16), P of its own
 //    block from registers, the other warpgroup's from the slot;
 //  * after issuing P0 V0_L it waits for it, frees its share of slot 0 and
@@ -82,6 +83,12 @@
 // CHECK-NEXT:        arith.select %{{.*}}, %{{.*}}, %{{.*}} : vector<4xi32>
 // CHECK:             cvt.rn.f16x2.e4m3x2
 // CHECK:           } else {
+// CHECK:             llvm.load %{{.*}} {alignment = 16 : i64} : !llvm.ptr<3> -> vector<4xi32>
+// CHECK-NOT:         cvt.rn.f16x2.e4m3x2
+// CHECK:             llvm.load %{{.*}} {alignment = 16 : i64} : !llvm.ptr<3> -> vector<4xi32>
+// CHECK-NOT:         cvt.rn.f16x2.e4m3x2
+// CHECK:             llvm.load %{{.*}} {alignment = 16 : i64} : !llvm.ptr<3> -> vector<4xi32>
+// CHECK-NOT:         cvt.rn.f16x2.e4m3x2
 // CHECK:             llvm.load %{{.*}} {alignment = 16 : i64} : !llvm.ptr<3> -> vector<4xi32>
 // CHECK-NEXT:        llvm.mlir.poison : vector<4xi32>
 // CHECK:             cvt.rn.f16x2.e4m3x2
