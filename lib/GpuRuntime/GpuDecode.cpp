@@ -572,11 +572,11 @@ llvm::Error GpuDecoder::run(CUstream stream, const DecodeArgs &args,
       static_cast<unsigned>(decodeRowBlocks(spec.shape, spec.tiling)),
       static_cast<unsigned>(numSplits), static_cast<unsigned>(batch)};
   int64_t gridCtas = int64_t(partialGrid.x) * partialGrid.y * partialGrid.z;
-  // The persistent build's merge never waits: an ordinary launch.
-  bool cooperative = spec.tiling.seesaw && !spec.tiling.persistent;
+  // No build's merge waits for another CTA: an ordinary launch.
   bool merges =
-      decodeCombinesInKernel(spec.chip, spec.shape, spec.tiling, numSplits) &&
-      (!cooperative || gridCtas <= residentCtas);
+      decodeCombinesInKernel(spec.chip, spec.shape, spec.tiling, numSplits);
+  (void)gridCtas;
+  bool cooperative = false;
   CUdeviceptr counters = merges ? args.workspace + layout.counters : 0;
   if (decodeCanCombineInKernel(spec.chip, spec.shape, spec.tiling))
     partialParams.append({&counters, &out, &lse});
