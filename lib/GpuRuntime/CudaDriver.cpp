@@ -47,9 +47,6 @@ CudaDriver::load(const char *library) {
   resolve(api.moduleGetFunction, MLA_CU_SYMBOL(cuModuleGetFunction));
   resolve(api.funcSetAttribute, MLA_CU_SYMBOL(cuFuncSetAttribute));
   resolve(api.launchKernel, MLA_CU_SYMBOL(cuLaunchKernel));
-  resolve(api.launchKernelEx, MLA_CU_SYMBOL(cuLaunchKernelEx));
-  resolve(api.occupancyMaxActiveBlocksPerMultiprocessor,
-          MLA_CU_SYMBOL(cuOccupancyMaxActiveBlocksPerMultiprocessor));
   resolve(api.streamSynchronize, MLA_CU_SYMBOL(cuStreamSynchronize));
   resolve(api.memAlloc, MLA_CU_SYMBOL(cuMemAlloc));
   resolve(api.memFree, MLA_CU_SYMBOL(cuMemFree));
@@ -209,46 +206,6 @@ llvm::Error CudaKernel::launch(Dim3 grid, Dim3 block, unsigned sharedBytes,
                                  block.y, block.z, sharedBytes, stream, params,
                                  /*extra=*/nullptr),
       "cuLaunchKernel");
-}
-
-llvm::Error CudaKernel::launchCooperative(Dim3 grid, Dim3 block,
-                                          unsigned sharedBytes, CUstream stream,
-                                          void **params) const {
-  CUlaunchAttribute cooperative = {};
-  cooperative.id = CU_LAUNCH_ATTRIBUTE_COOPERATIVE;
-  cooperative.value.cooperative = 1;
-  CUlaunchConfig config = {};
-  config.gridDimX = grid.x, config.gridDimY = grid.y, config.gridDimZ = grid.z;
-  config.blockDimX = block.x, config.blockDimY = block.y,
-  config.blockDimZ = block.z;
-  config.sharedMemBytes = sharedBytes;
-  config.hStream = stream;
-  config.attrs = &cooperative;
-  config.numAttrs = 1;
-  return driver->check(
-      driver->api().launchKernelEx(&config, function, params, nullptr),
-      "cuLaunchKernelEx(cooperative)");
-}
-
-llvm::Expected<int64_t> CudaKernel::residentCtas(unsigned threads,
-                                                 unsigned sharedBytes) const {
-  const CudaDriverApi &api = driver->api();
-  int perSm = 0, sms = 0;
-  CUdevice device;
-  if (llvm::Error error = driver->check(
-          api.occupancyMaxActiveBlocksPerMultiprocessor(
-              &perSm, function, static_cast<int>(threads), sharedBytes),
-          "cuOccupancyMaxActiveBlocksPerMultiprocessor"))
-    return std::move(error);
-  if (llvm::Error error =
-          driver->check(api.ctxGetDevice(&device), "cuCtxGetDevice"))
-    return std::move(error);
-  if (llvm::Error error = driver->check(
-          api.deviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
-                                 device),
-          "cuDeviceGetAttribute(MULTIPROCESSOR_COUNT)"))
-    return std::move(error);
-  return int64_t(perSm) * sms;
 }
 
 /// Whether `image` is a cubin (ELF) or fatbin, which cuModuleLoadData sizes

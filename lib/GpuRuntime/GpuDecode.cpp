@@ -333,21 +333,8 @@ llvm::Expected<GpuDecoder> GpuDecoder::create(const DecodeKernelSpec &spec,
   if (llvm::Error error =
           partial->setMaxDynamicSharedBytes(static_cast<int>(smem)))
     return std::move(error);
-  // The seesaw kernel merges in the kernel only when the GPU holds its grid
-  // at once (its merge no longer waits, docs/GPU.md, but that gate stays
-  // until a GPU run covers the larger grids).
-  int64_t resident = 0;
-  if (spec.tiling.seesaw &&
-      decodeCanCombineInKernel(spec.chip, spec.shape, spec.tiling)) {
-    llvm::Expected<int64_t> ctas = partial->residentCtas(
-        static_cast<unsigned>(decodeThreadsPerCta(spec.tiling)),
-        static_cast<unsigned>(smem));
-    if (!ctas)
-      return ctas.takeError();
-    resident = *ctas;
-  }
   return GpuDecoder(spec, std::move(*partial), std::move(*combine),
-                    std::move(*planner), resident);
+                    std::move(*planner));
 }
 
 llvm::Expected<GpuDecoder> GpuDecoder::fromCache(const DecodeKernelSpec &spec,
@@ -564,19 +551,14 @@ llvm::Error GpuDecoder::run(CUstream stream, const DecodeArgs &args,
   if (decodeSeesawScaleTiles(spec.shape, spec.tiling) > 0)
     partialParams.push_back(&tma.scaleMap);
   // The kernel merges the pieces itself, as the last piece of each row
-  // block (KernelABI.h): the seesaw build when the GPU holds the whole grid
-  // at once (a cooperative launch), the others always; the counters enable
-  // that.
+  // block (KernelABI.h; no CTA waits for another, so any grid and an
+  // ordinary launch); the counters enable that.
   int64_t rows = spec.shape.queryRows * spec.shape.numHeads;
   Dim3 partialGrid{
       static_cast<unsigned>(decodeRowBlocks(spec.shape, spec.tiling)),
       static_cast<unsigned>(numSplits), static_cast<unsigned>(batch)};
-  int64_t gridCtas = int64_t(partialGrid.x) * partialGrid.y * partialGrid.z;
-  // The persistent build's merge never waits: an ordinary launch.
-  bool cooperative = spec.tiling.seesaw && !spec.tiling.persistent;
   bool merges =
-      decodeCombinesInKernel(spec.chip, spec.shape, spec.tiling, numSplits) &&
-      (!cooperative || gridCtas <= residentCtas);
+      decodeCombinesInKernel(spec.chip, spec.shape, spec.tiling, numSplits);
   CUdeviceptr counters = merges ? args.workspace + layout.counters : 0;
   if (decodeCanCombineInKernel(spec.chip, spec.shape, spec.tiling))
     partialParams.append({&counters, &out, &lse});
@@ -601,9 +583,6 @@ llvm::Error GpuDecoder::run(CUstream stream, const DecodeArgs &args,
   Dim3 partialBlock{static_cast<unsigned>(decodeThreadsPerCta(spec.tiling))};
   unsigned smem = static_cast<unsigned>(
       decodeSharedBytes(spec.chip, spec.shape, spec.tiling));
-  if (merges && cooperative)
-    return partial.launchCooperative(partialGrid, partialBlock, smem, stream,
-                                     partialParams.data());
   if (llvm::Error error = partial.launch(partialGrid, partialBlock, smem,
                                          stream, partialParams.data()))
     return error;

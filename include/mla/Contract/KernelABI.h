@@ -247,8 +247,8 @@ inline constexpr int kDecodePipelinedNumParams = 13;
 /// With counters, each CTA writes its partial rows and counts itself in its
 /// row block's counter; the CTA whose count completes the S pieces puts the
 /// counter back to 0 and merges all rows of the block into out and lse as
-/// mla_combine would. No CTA waits for another (the runtime still launches
-/// it cooperatively, and merges in the kernel only when the grid fits).
+/// mla_combine would. No CTA waits for another, so any grid merges in the
+/// kernel, in an ordinary launch.
 inline constexpr int kDecodeSeesawNumParams = 16;
 /// The persistent seesaw build (DecodeTiling::persistent) takes two more
 /// after those three:

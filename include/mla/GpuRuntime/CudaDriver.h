@@ -39,11 +39,6 @@ struct CudaDriverApi {
   decltype(&::cuModuleGetFunction) moduleGetFunction;
   decltype(&::cuFuncSetAttribute) funcSetAttribute;
   decltype(&::cuLaunchKernel) launchKernel;
-  /// Cooperative launches (CudaKernel::launchCooperative) and the residency
-  /// they need.
-  decltype(&::cuLaunchKernelEx) launchKernelEx;
-  decltype(&::cuOccupancyMaxActiveBlocksPerMultiprocessor)
-      occupancyMaxActiveBlocksPerMultiprocessor;
   decltype(&::cuStreamSynchronize) streamSynchronize;
   decltype(&::cuCtxGetDevice) ctxGetDevice;
   /// TMA descriptors of the kernels that take them (TensorMap.h).
@@ -146,21 +141,11 @@ public:
   /// 48 KiB. Call once after loading, not per launch.
   llvm::Error setMaxDynamicSharedBytes(int bytes) const;
 
-  /// How many CTAs of `threads` threads with `sharedBytes` of dynamic shared
-  /// memory the current context's device holds at once (all its SMs).
-  llvm::Expected<int64_t> residentCtas(unsigned threads,
-                                       unsigned sharedBytes) const;
-
   /// Enqueues the kernel on `stream`; `params` points at one pointer per
   /// kernel parameter, each to the argument's value. Does not allocate on
   /// success, so it may be called while a CUDA graph is being captured.
   llvm::Error launch(Dim3 grid, Dim3 block, unsigned sharedBytes,
                      CUstream stream, void **params) const;
-  /// The same as a cooperative launch (cuLaunchKernelEx with
-  /// CU_LAUNCH_ATTRIBUTE_COOPERATIVE): every CTA of the grid is resident at
-  /// once, or the launch fails without running.
-  llvm::Error launchCooperative(Dim3 grid, Dim3 block, unsigned sharedBytes,
-                                CUstream stream, void **params) const;
 
 private:
   friend llvm::Expected<CudaKernel> loadKernel(const std::vector<char> &,

@@ -275,9 +275,8 @@ public:
   /// Validates `args` (checkDecodeArgs), then enqueues mla_decode_partial and
   /// mla_combine on `stream`; no mla_combine with one piece
   /// (decodeWritesFinalRows), nor when the partial kernel merges the pieces
-  /// itself (decodeCombinesInKernel: the seesaw build when the GPU holds its
-  /// grid at once, in one cooperative launch; the mma.sync and wgmma builds
-  /// always; each as the last piece of each row block). Allocates nothing and
+  /// itself (decodeCombinesInKernel: as the last piece of each row block, in
+  /// an ordinary launch of any grid). Allocates nothing and
   /// copies nothing, so it may be captured in a CUDA graph. Nothing is launched
   /// when validation fails. `maps`: a pipelined spec's TMA maps kept between
   /// runs, re-encoded only when `args` differ from what they were encoded for;
@@ -290,16 +289,14 @@ private:
   llvm::Error encodePipelinedMaps(const DecodeArgs &args,
                                   DecodeTmaMaps &maps) const;
   GpuDecoder(const DecodeKernelSpec &spec, CudaKernel partial,
-             CudaKernel combine, CudaKernel planner, int64_t residentCtas)
+             CudaKernel combine, CudaKernel planner)
       : spec(spec), partial(std::move(partial)), combine(std::move(combine)),
-        planner(std::move(planner)), residentCtas(residentCtas) {}
+        planner(std::move(planner)) {}
 
   DecodeKernelSpec spec;
   CudaKernel partial;
   CudaKernel combine;
   CudaKernel planner;
-  /// CTAs of the partial kernel the device holds at once.
-  int64_t residentCtas;
 };
 
 } // namespace mla::gpu
