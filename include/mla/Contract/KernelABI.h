@@ -285,10 +285,10 @@ inline bool decodeCanCombineInKernel(Chip chip, const DecodeShape &shape,
 }
 /// Whether a decode of `shape` and `tiling` on `chip` cut into `numSplits`
 /// pieces merges them in the partial kernel, with no mla_combine; its
-/// workspace then holds the counters. The seesaw build does so when its
-/// grid fits on the GPU at once (the runtime checks that and launches
-/// cooperatively), the others always. The persistent build always does,
-/// whatever the plan's S (its requests have their own piece counts).
+/// workspace then holds the counters. Every build that can does so at any
+/// grid, in an ordinary launch (the last piece merges; no CTA waits). The
+/// persistent build always does, whatever the plan's S (its requests have
+/// their own piece counts).
 inline bool decodeCombinesInKernel(Chip chip, const DecodeShape &shape,
                                    const DecodeTiling &tiling,
                                    int64_t numSplits) {
