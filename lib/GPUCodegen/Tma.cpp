@@ -19,3 +19,9 @@ void TmaDescriptor::loadTile(Value dstShared, MBarrier &bar,
       NVVM::TMALoadMode::TILE, /*isCTAOnly=*/false,
       /*group=*/NVVM::CTAGroupKindAttr(), /*predicate=*/Value());
 }
+
+void TmaDescriptor::prefetch() {
+  NVVM::PrefetchOp::create(d.b, /*cacheLevel=*/NVVM::PrefetchCacheLevelAttr(),
+                           /*evictPriority=*/NVVM::CacheEvictionPriorityAttr(),
+                           desc, /*predicate=*/Value(), /*tensormap=*/true);
+}

@@ -28,6 +28,10 @@ public:
   /// arming `bar` with the box's bytes (MBarrier::arriveExpectTx).
   void loadTile(mlir::Value dstShared, MBarrier &bar,
                 llvm::ArrayRef<mlir::Value> coords);
+  /// Brings the descriptor into the TMA unit's descriptor cache
+  /// (prefetch.tensormap), so the first loadTile does not wait for its
+  /// fetch. One thread, at the kernel's start.
+  void prefetch();
 
 private:
   DeviceBuilder &d;

@@ -202,6 +202,13 @@ Value WarpSpecialisedDecode::rowScale(Value slotOff, Value row, Value tile) {
   return d.load(d.f32, k.sm(k.lay.kv.base, at), 4);
 }
 
+void WarpSpecialisedDecode::prefetchMaps() {
+  TmaDescriptor(d, qMap).prefetch();
+  TmaDescriptor(d, kvMap).prefetch();
+  if (scaleMap)
+    TmaDescriptor(d, scaleMap).prefetch();
+}
+
 void WarpSpecialisedDecode::loadQ() {
   // Q rows past the request are the next request's (never stored) or past
   // the tensor (zero-filled by the TMA unit).
@@ -640,6 +647,7 @@ void WarpSpecialisedDecode::emit(StringRef name, int64_t blockMultiple,
   // coordinates: it is in flight while every thread reads the piece's
   // bounds (dependent global loads) below.
   d.ifThen(d.eq(k.tid, d.c32(0)), [&] {
+    prefetchMaps();
     initBarriers();
     if (!e4m3)
       loadQ();
@@ -657,7 +665,10 @@ void WarpSpecialisedDecode::emit(StringRef name, int64_t blockMultiple,
 void WarpSpecialisedDecode::emitPersistent(int64_t blockMultiple,
                                            function_ref<void(Value)> consume) {
   assert(!e4m3 && "the persistent build reads bf16/f16 caches");
-  d.ifThen(d.eq(k.tid, d.c32(0)), [&] { initBarriers(); });
+  d.ifThen(d.eq(k.tid, d.c32(0)), [&] {
+    prefetchMaps();
+    initBarriers();
+  });
   d.barrier();
   splitWarpgroupRoles(
       d, k.tid, [&] { producePieces(blockMultiple); },

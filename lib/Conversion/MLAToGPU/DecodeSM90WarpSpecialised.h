@@ -215,6 +215,9 @@ private:
   /// pieces (forEachPiece).
   void emitPersistent(int64_t blockMultiple,
                       llvm::function_ref<void(mlir::Value blocks)> consume);
+  /// Thread 0, first: the tensor maps into the descriptor cache, so the
+  /// first TMA loads do not wait for their fetch (FlashMLA does the same).
+  void prefetchMaps();
   /// Thread 0 loads the CTA's Q tile (Q full: barrier 0).
   void loadQ();
   /// fp8_ds_mla: the byte offset of a slot's row scales from the slot.
