@@ -7,16 +7,16 @@
 //             [--causal] [--varlen 1,2,4,8]] [--iters 20] [--warmup 5]
 //             [--splits auto|K]
 //             [--policy heuristic|balanced|batch-invariant] [--tile RxWxKxS]
-//             [--no-flush] [--kv-format
+//             [--no-flush | --flush-mib 512] [--kv-format
 //             auto|fp8_e4m3|fp8_e4m3_token|fp8_ds_mla]
 //   mla-bench --cache-dir DIR --check      GPU against a float64 reference
 //   mla-bench --list-specs [--chip sm_90a] the spec texts mla-aot must build
 //
 // Timing covers mla_decode_partial + mla_combine only: the split plan is
-// made and uploaded before, and L2 is flushed (a 512 MiB memset) between
-// iterations outside the timed region. Speed is reported by the primer's
-// section 9 accounting, from the median time; GB/s counts the bytes read
-// (the cache rows in their format, q) and written (out).
+// made and uploaded before, and L2 is flushed (a 512 MiB memset, --flush-mib)
+// between iterations outside the timed region. Speed is reported by the
+// primer's section 9 accounting, from the median time; GB/s counts the bytes
+// read (the cache rows in their format, q) and written (out).
 //
 //===----------------------------------------------------------------------===//
 
@@ -96,6 +96,10 @@ static cl::opt<int64_t> overheadOpt(
              "(SplitPlanOptions::fixedOverheadBlocks; FlashMLA's 5)"));
 static cl::opt<bool> noFlush("no-flush", cl::cat(benchCategory),
                              cl::desc("Keep L2 warm between iterations"));
+static cl::opt<int64_t> flushMiB(
+    "flush-mib", cl::cat(benchCategory), cl::init(512),
+    cl::desc("MiB of the memset that flushes L2 before each timed call "
+             "(flashmla_bench's is 256)"));
 static cl::opt<bool> checkMode("check", cl::cat(benchCategory),
                                cl::desc("Compare against a float64 host "
                                         "reference instead of timing"));
@@ -651,7 +655,7 @@ llvm::Error timeShape(const CudaDriver &driver, const KernelCache &cache,
 
 llvm::Error runTiming(const CudaDriver &driver, const KernelCache &cache,
                       Chip chip, int64_t numSms) {
-  size_t flushBytes = size_t(512) << 20;
+  size_t flushBytes = size_t(flushMiB) << 20;
   std::optional<DeviceBuffer> flush;
   if (!noFlush) {
     llvm::Expected<DeviceBuffer> buffer =
@@ -661,7 +665,10 @@ llvm::Error runTiming(const CudaDriver &driver, const KernelCache &cache,
     flush.emplace(std::move(*buffer));
   }
   llvm::outs() << "# " << itersOpt << " timed iterations after " << warmupOpt
-               << " warm-up; L2 " << (noFlush ? "warm" : "flushed")
+               << " warm-up; L2 "
+               << (noFlush ? std::string("warm")
+                           : "flushed (" + std::to_string(flushMiB) +
+                                 " MiB memset)")
                << "; splits " << splitsOpt
                << (splitsOpt == "auto" ? " (" + policyOpt + ")" : "")
                << "; cache " << kvFormatOpt
@@ -926,6 +933,9 @@ llvm::Expected<bool> runMain() {
                                    "shape with --b/--n/--seq/--sq");
   if (itersOpt < 1 || warmupOpt < 0)
     return llvm::createStringError("--iters must be >= 1 and --warmup >= 0");
+  if (flushMiB < 1 || flushMiB > 65536)
+    return llvm::createStringError("--flush-mib must be in [1, 65536], got " +
+                                   std::to_string(flushMiB));
   for (int64_t v : {(int64_t)headsOpt, (int64_t)seqOpt, (int64_t)sqOpt})
     if (v < 1)
       return llvm::createStringError("--n, --seq and --sq must be positive");
