@@ -181,6 +181,11 @@ static Value address(ImplicitLocOpBuilder &b, Value ptr) {
   return LLVM::PtrToIntOp::create(b, b.getI64Type(), ptr);
 }
 
+void mla::gpu_codegen::ptx::prefetchTensormap(ImplicitLocOpBuilder &b,
+                                              Value ptr) {
+  effectAsm(b, address(b, ptr), "prefetch.tensormap [$0];", "l");
+}
+
 void mla::gpu_codegen::ptx::fenceAcqRelGpu(ImplicitLocOpBuilder &b) {
   effectAsm(b, {}, "fence.acq_rel.gpu;", "~{memory}");
 }

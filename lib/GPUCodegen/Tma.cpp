@@ -1,6 +1,7 @@
 //===- Tma.cpp - TMA (cp.async.bulk.tensor) tile loads --------------------===//
 
 #include "mla/GPUCodegen/Tma.h"
+#include "mla/GPUCodegen/InlinePTX.h"
 
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 
@@ -20,8 +21,4 @@ void TmaDescriptor::loadTile(Value dstShared, MBarrier &bar,
       /*group=*/NVVM::CTAGroupKindAttr(), /*predicate=*/Value());
 }
 
-void TmaDescriptor::prefetch() {
-  NVVM::PrefetchOp::create(d.b, /*cacheLevel=*/NVVM::PrefetchCacheLevelAttr(),
-                           /*evictPriority=*/NVVM::CacheEvictionPriorityAttr(),
-                           desc, /*predicate=*/Value(), /*tensormap=*/true);
-}
+void TmaDescriptor::prefetch() { ptx::prefetchTensormap(d.b, desc); }

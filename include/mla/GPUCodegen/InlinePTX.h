@@ -83,6 +83,12 @@ wgmmaMmaAsyncRS(mlir::ImplicitLocOpBuilder &b, int64_t n, WgmmaInput in,
                 llvm::ArrayRef<mlir::Value> acc, llvm::ArrayRef<mlir::Value> a,
                 mlir::Value descB, mlir::Value scaleD, bool transB);
 
+/// `prefetch.tensormap [ptr]`: brings the CUtensorMap at `ptr` (a generic
+/// pointer, e.g. a grid-constant parameter) into the TMA descriptor cache.
+/// One instruction: NVPTX lowers nvvm.prefetch's intrinsic on a byval
+/// parameter into both a param-space and a generic prefetch.
+void prefetchTensormap(mlir::ImplicitLocOpBuilder &b, mlir::Value ptr);
+
 /// `fence.acq_rel.gpu`: this thread's earlier memory operations are ordered
 /// before its later ones for every thread of the GPU.
 void fenceAcqRelGpu(mlir::ImplicitLocOpBuilder &b);

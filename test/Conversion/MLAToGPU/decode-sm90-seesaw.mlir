@@ -72,9 +72,12 @@
 // CHECK-LABEL: llvm.func @mla_decode_partial(
 // CHECK-SAME:    %arg10: f32, %arg11: !llvm.ptr {llvm.align = 64 : i64, llvm.byval = !llvm.array<16 x i64>, nvvm.grid_constant}, %arg12: !llvm.ptr {llvm.align = 64 : i64, llvm.byval = !llvm.array<16 x i64>, nvvm.grid_constant}, %arg13: !llvm.ptr<1>, %arg14: !llvm.ptr<1>, %arg15: !llvm.ptr<1>)
 // CHECK-SAME:    nvvm.kernel, nvvm.maxntid = array<i32: 384, 1, 1>, nvvm.minctasm = 1 : i32
-// The tensor maps go into the descriptor cache before anything else.
-// CHECK:         nvvm.prefetch tensormap, %arg11 : !llvm.ptr
-// CHECK-NEXT:    nvvm.prefetch tensormap, %arg12 : !llvm.ptr
+// The tensor maps go into the descriptor cache before anything else, one
+// prefetch each.
+// CHECK:         [[QMAP:%.+]] = llvm.ptrtoint %arg11 : !llvm.ptr to i64
+// CHECK-NEXT:    llvm.inline_asm has_side_effects "prefetch.tensormap [$0];", "l" [[QMAP]]
+// CHECK-NEXT:    [[KVMAP:%.+]] = llvm.ptrtoint %arg12 : !llvm.ptr to i64
+// CHECK-NEXT:    llvm.inline_asm has_side_effects "prefetch.tensormap [$0];", "l" [[KVMAP]]
 // CHECK:         nvvm.mbarrier.init %{{.*}}, %c1_i32
 // CHECK-COUNT-9: nvvm.mbarrier.init %{{.*}}, %c1_i32
 // CHECK-NEXT:    nvvm.fence.mbarrier.init
@@ -293,8 +296,9 @@
 // PTX:         .param .align 64 .b8 mla_decode_partial_param_11[128]
 // PTX:         .param .align 64 .b8 mla_decode_partial_param_12[128]
 // PTX:         .maxntid 384, 1, 1
-// PTX:         prefetch{{(.param)?}}.tensormap
-// PTX:         mbarrier.init.shared.b64
+// PTX-COUNT-2:   prefetch.tensormap [%rd
+// PTX-NOT:       prefetch
+// PTX:           mbarrier.init.shared.b64
 // PTX:         setmaxnreg.dec.sync.aligned.u32 24
 // PTX:         cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes
 // PTX:         setmaxnreg.inc.sync.aligned.u32 240
