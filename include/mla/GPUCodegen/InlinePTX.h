@@ -12,7 +12,8 @@
 // operands from shared memory, written as the PTX the kernels were measured
 // with (MLIR 22's nvvm.wgmma.mma_async is itself lowered to inline PTX by
 // convert-nvvm-to-llvm, and wgmma with A in registers has no op at all).
-// test/Conversion/MLAToGPU/inline-ptx.mlir checks the PTX of each.
+// test/GPUCodegen/blocks.mlir and the kernels' tests (test/Conversion/MLAToGPU)
+// check their PTX.
 //
 //===----------------------------------------------------------------------===//
 #ifndef MLA_GPUCODEGEN_INLINEPTX_H
