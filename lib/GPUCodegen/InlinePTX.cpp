@@ -181,6 +181,20 @@ static Value address(ImplicitLocOpBuilder &b, Value ptr) {
   return LLVM::PtrToIntOp::create(b, b.getI64Type(), ptr);
 }
 
+Value mla::gpu_codegen::ptx::createPolicy(ImplicitLocOpBuilder &b,
+                                          L2Evict priority) {
+  std::string text =
+      std::string("createpolicy.fractional.L2::") +
+      (priority == L2Evict::First ? "evict_first" : "evict_normal") +
+      ".b64 $0, 1.0;";
+  return LLVM::InlineAsmOp::create(b, b.getI64Type(), ValueRange{}, text, "=l",
+                                   /*has_side_effects=*/false,
+                                   /*is_align_stack=*/false,
+                                   LLVM::tailcallkind::TailCallKind::None,
+                                   LLVM::AsmDialectAttr(), ArrayAttr())
+      .getResult(0);
+}
+
 void mla::gpu_codegen::ptx::prefetchTensormap(ImplicitLocOpBuilder &b,
                                               Value ptr) {
   effectAsm(b, address(b, ptr), "prefetch.tensormap [$0];", "l");

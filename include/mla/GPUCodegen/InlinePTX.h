@@ -84,6 +84,14 @@ wgmmaMmaAsyncRS(mlir::ImplicitLocOpBuilder &b, int64_t n, WgmmaInput in,
                 llvm::ArrayRef<mlir::Value> acc, llvm::ArrayRef<mlir::Value> a,
                 mlir::Value descB, mlir::Value scaleD, bool transB);
 
+/// The L2 eviction priority of a createpolicy.
+enum class L2Evict { Normal, First };
+/// `createpolicy.fractional.L2::evict_{normal,first}.b64 $0, 1.0;`: an L2
+/// cache policy (i64) for a load's cache hint (TmaDescriptor::loadTile).
+/// Lines a load brings in under evict_first are the first L2 evicts, before
+/// the lines other kernels left there (dirty ones would cost a write-back).
+mlir::Value createPolicy(mlir::ImplicitLocOpBuilder &b, L2Evict priority);
+
 /// `prefetch.tensormap [ptr]`: brings the CUtensorMap at `ptr` (a generic
 /// pointer, e.g. a grid-constant parameter) into the TMA descriptor cache.
 /// One instruction: NVPTX lowers nvvm.prefetch's intrinsic on a byval

@@ -15,8 +15,9 @@
 //    with its own "empty" mbarrier counting the consumer threads that read
 //    them (by default one group, the whole slot, of all 256 threads); the
 //    producer refills a group as soon as it is freed, in box order, so the
-//    next QK^T starts on the first boxes that land. The physical row of a block
-//    is block_table[b][start / page] * page + start % page: a block never
+//    next QK^T starts on the first boxes that land. A short piece's loads
+//    carry an L2 evict-first hint (kEvictFirstMaxBlocks). The physical row of a
+//    block is block_table[b][start / page] * page + start % page: a block never
 //    straddles a page. Blocks past the piece (an empty piece's placeholder,
 //    or the padding to a multiple of blocks the schedule needs) load
 //    nothing, so the consumers' wgmmas never sit behind a branch (ptxas
@@ -51,6 +52,16 @@ namespace mla::gpu_codegen::sm90 {
 inline constexpr int64_t kConsumerThreads = 256;
 /// Named barrier of the two consumer warpgroups (0 is __syncthreads).
 inline constexpr int64_t kConsumerBarrier = 1;
+/// A piece of at most this many blocks loads its KV boxes under an L2
+/// evict-first policy, a longer one under evict-normal. The lines other
+/// kernels left in L2 (a flush memset's, or the previous kernel's outputs:
+/// dirty) then stay there instead of being written back while the piece
+/// runs, which over a short piece is a large part of its time (session 18 on
+/// an H100: b = 64, N = 128 at 1024 tokens 8% faster, at 2048 2.5%; FlashMLA
+/// marks all of its KV loads evict-first). Over long pieces the write-back is
+/// a small part and evict-first loads cost 1-2.5% (N = 16 and N = 128 at 8192
+/// tokens and more), so they keep the default policy.
+inline constexpr int64_t kEvictFirstMaxBlocks = 64;
 
 /// `v` through an asm `mov` the compiler may not hoist or fold: values
 /// derived from it are computed where it is.
@@ -244,6 +255,9 @@ private:
   void loadBlock(mlir::Value n, mlir::Value row);
 
   const llvm::SmallVector<ReleaseGroup> groups;
+  /// The L2 cache hint of the piece's KV loads (kEvictFirstMaxBlocks), set
+  /// by produceBlocks.
+  mlir::Value kvPolicy;
 };
 
 /// The seesaw schedule on this frame (tiling.seesaw, DecodeSM90Seesaw.cpp).

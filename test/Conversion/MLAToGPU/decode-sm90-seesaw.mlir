@@ -58,6 +58,7 @@
 // RUN: %python %mla_src_root/scripts/extract-gpu-payload.py %t.mlir %t.ptx
 // RUN: FileCheck %s --check-prefix=PTX < %t.ptx
 // RUN: FileCheck %s --check-prefix=DESC < %t.ptx
+// RUN: FileCheck %s --check-prefix=L2 < %t.ptx
 // RUN: FileCheck %s --check-prefix=NOSPIN < %t.ptx
 // RUN: %if ptxas %{ /usr/local/cuda/bin/ptxas -arch=sm_90a -v %t.ptx -o %t.cubin 2>&1 | FileCheck %s --check-prefix=PTXAS %}
 // The causal s_q = 2 and f16 builds pass ptxas as cleanly.
@@ -291,6 +292,18 @@
 // CHECK-NOT:     m64n32k16
 // CHECK-LABEL: gpu.func @mla_decode_plan(
 // CHECK-LABEL: gpu.func @mla_combine(
+
+// A piece of at most 64 blocks (kEvictFirstMaxBlocks) loads its KV boxes
+// under an L2 evict-first policy, a longer one under evict-normal: one policy
+// per piece, chosen before its block loop; Q's load carries no hint.
+// L2-LABEL: .entry mla_decode_partial(
+// L2-NOT:      L2::cache_hint
+// L2-DAG:      createpolicy.fractional.L2::evict_normal.b64 [[NORMAL:%rd[0-9]+]], 1.0;
+// L2-DAG:      createpolicy.fractional.L2::evict_first.b64 [[FIRST:%rd[0-9]+]], 1.0;
+// L2-DAG:      setp.lt.u32 [[SHORT:%p[0-9]+]], %r{{[0-9]+}}, 65;
+// L2:          selp.b64 [[POLICY:%rd[0-9]+]], [[FIRST]], [[NORMAL]], [[SHORT]];
+// L2-COUNT-9:  complete_tx::bytes.L2::cache_hint [{{.*}}], [{{.*}}], [{{.*}}], [[POLICY]];
+// L2-NOT:      L2::cache_hint
 
 // PTX-LABEL: .entry mla_decode_partial(
 // PTX:         .param .align 64 .b8 mla_decode_partial_param_11[128]
