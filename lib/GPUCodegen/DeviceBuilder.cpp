@@ -342,6 +342,16 @@ void DeviceBuilder::ifThen(Value cond, llvm::function_ref<void()> body) {
   body();
 }
 
+void DeviceBuilder::ifThenElse(Value cond, llvm::function_ref<void()> then,
+                               llvm::function_ref<void()> otherwise) {
+  auto ifOp = scf::IfOp::create(b, cond, /*withElseRegion=*/true);
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPoint(ifOp.thenBlock()->getTerminator());
+  then();
+  b.setInsertionPoint(ifOp.elseBlock()->getTerminator());
+  otherwise();
+}
+
 SmallVector<Value> DeviceBuilder::forLoop(
     Value lb, Value ub, Value step, ValueRange inits,
     llvm::function_ref<SmallVector<Value>(Value, ValueRange)> body) {

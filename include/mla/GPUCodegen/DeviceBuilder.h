@@ -158,6 +158,9 @@ public:
 
   /// Emits `body` under `scf.if cond` (no results).
   void ifThen(mlir::Value cond, llvm::function_ref<void()> body);
+  /// Emits `then` and `otherwise` under `scf.if cond` (no results).
+  void ifThenElse(mlir::Value cond, llvm::function_ref<void()> then,
+                  llvm::function_ref<void()> otherwise);
 
   /// Emits an scf.for over i32 [lb, ub) carrying `inits`; `body` gets the
   /// induction variable and the carried values and returns the next ones.

@@ -185,11 +185,14 @@ void WarpSpecialisedDecode::loadBlock(Value n, Value row) {
     bar.arriveExpectTx(d.c32(k.Bk * kBoxBytes + (scales ? k.Bk * 16 : 0)));
     Value box = k.sm(k.lay.kv.base + c * k.Bk * kBoxBytes, slotOff);
     int64_t column = scales ? abi::dsMlaRopeOffset(k.L) : c * boxColumns;
-    desc.loadTile(box, bar, {d.c32(column), d.c32(0), row}, kvPolicy);
-    if (scales)
-      TmaDescriptor(d, scaleMap)
-          .loadTile(k.sm(k.lay.kv.base, d.add(slotOff, rowScalesOff())), bar,
-                    {d.c32(k.L), d.c32(0), row}, kvPolicy);
+    auto load = [&](Value policy) {
+      desc.loadTile(box, bar, {d.c32(column), d.c32(0), row}, policy);
+      if (scales)
+        TmaDescriptor(d, scaleMap)
+            .loadTile(k.sm(k.lay.kv.base, d.add(slotOff, rowScalesOff())), bar,
+                      {d.c32(k.L), d.c32(0), row}, policy);
+    };
+    d.ifThenElse(kvEvictFirst, [&] { load(kvPolicy); }, [&] { load({}); });
   }
 }
 
@@ -258,9 +261,8 @@ void WarpSpecialisedDecode::produceBlocks(Value blocks, Value index) {
     later = d.slt(d.c32(0), index);
     d.ifThen(d.eq(index, d.c32(0)), [&] { loadQ(); });
   }
-  kvPolicy = d.select(d.sle(blocks, d.c32(kEvictFirstMaxBlocks)),
-                      ptx::createPolicy(k.b, ptx::L2Evict::First),
-                      ptx::createPolicy(k.b, ptx::L2Evict::Normal));
+  kvEvictFirst = d.sle(blocks, d.c32(kEvictFirstMaxBlocks));
+  kvPolicy = ptx::createPolicy(k.b, ptx::L2Evict::First);
   // Block n's first cache row was looked up in the iteration before, so
   // the block table's latency overlaps the wait for a free slot instead of
   // following it.

@@ -53,14 +53,15 @@ inline constexpr int64_t kConsumerThreads = 256;
 /// Named barrier of the two consumer warpgroups (0 is __syncthreads).
 inline constexpr int64_t kConsumerBarrier = 1;
 /// A piece of at most this many blocks loads its KV boxes under an L2
-/// evict-first policy, a longer one under evict-normal. The lines other
+/// evict-first policy, a longer one with no cache hint. The lines other
 /// kernels left in L2 (a flush memset's, or the previous kernel's outputs:
 /// dirty) then stay there instead of being written back while the piece
 /// runs, which over a short piece is a large part of its time (session 18 on
 /// an H100: b = 64, N = 128 at 1024 tokens 8% faster, at 2048 2.5%; FlashMLA
 /// marks all of its KV loads evict-first). Over long pieces the write-back is
-/// a small part and evict-first loads cost 1-2.5% (N = 16 and N = 128 at 8192
-/// tokens and more), so they keep the default policy.
+/// a small part and evict-first loads cost 1-4% (N = 16 and N = 128 at 8192
+/// tokens and more), so they load as before: with no hint, since an explicit
+/// evict-normal one cost 2.4-4% at N = 128.
 inline constexpr int64_t kEvictFirstMaxBlocks = 64;
 
 /// `v` through an asm `mov` the compiler may not hoist or fold: values
@@ -255,9 +256,9 @@ private:
   void loadBlock(mlir::Value n, mlir::Value row);
 
   const llvm::SmallVector<ReleaseGroup> groups;
-  /// The L2 cache hint of the piece's KV loads (kEvictFirstMaxBlocks), set
-  /// by produceBlocks.
-  mlir::Value kvPolicy;
+  /// Whether the piece's KV loads carry kvPolicy, an evict-first L2 cache
+  /// hint (kEvictFirstMaxBlocks); set by produceBlocks.
+  mlir::Value kvEvictFirst, kvPolicy;
 };
 
 /// The seesaw schedule on this frame (tiling.seesaw, DecodeSM90Seesaw.cpp).

@@ -54,11 +54,13 @@
 // (%arg5, %arg6) into out (%arg14, bf16) and lse (%arg15). No CTA waits for
 // another: no spin loop.
 // RUN: mla-opt %s --mla-select-gpu-tiling --convert-mla-to-gpu | FileCheck %s
+// RUN: mla-opt %s --mla-select-gpu-tiling --convert-mla-to-gpu | FileCheck %s --check-prefix=EF
 // RUN: mla-opt %s --mla-to-nvvm="chip=sm_90a format=isa" -o %t.mlir
 // RUN: %python %mla_src_root/scripts/extract-gpu-payload.py %t.mlir %t.ptx
 // RUN: FileCheck %s --check-prefix=PTX < %t.ptx
 // RUN: FileCheck %s --check-prefix=DESC < %t.ptx
-// RUN: FileCheck %s --check-prefix=L2 < %t.ptx
+// RUN: FileCheck %s --check-prefix=HINT < %t.ptx
+// RUN: FileCheck %s --check-prefix=NOHINT < %t.ptx
 // RUN: FileCheck %s --check-prefix=NOSPIN < %t.ptx
 // RUN: %if ptxas %{ /usr/local/cuda/bin/ptxas -arch=sm_90a -v %t.ptx -o %t.cubin 2>&1 | FileCheck %s --check-prefix=PTXAS %}
 // The causal s_q = 2 and f16 builds pass ptxas as cleanly.
@@ -102,14 +104,14 @@
 // CHECK:         scf.for
 // CHECK:           nvvm.mbarrier.try_wait.parity
 // CHECK:           scf.if
-// CHECK-COUNT-4:     nvvm.cp.async.bulk.tensor.shared.cluster.global %{{.*}}, %arg12,
+// CHECK-COUNT-8:     nvvm.cp.async.bulk.tensor.shared.cluster.global %{{.*}}, %arg12,
 // CHECK-NOT:         nvvm.cp.async.bulk.tensor
 // CHECK:             nvvm.mbarrier.try_wait.parity
-// CHECK-COUNT-4:     nvvm.cp.async.bulk.tensor.shared.cluster.global %{{.*}}, %arg12,
+// CHECK-COUNT-8:     nvvm.cp.async.bulk.tensor.shared.cluster.global %{{.*}}, %arg12,
 // CHECK-NOT:         nvvm.cp.async.bulk.tensor
 // CHECK:             nvvm.mbarrier.try_wait.parity
 // CHECK-NOT:         nvvm.mbarrier.try_wait.parity
-// CHECK:             nvvm.cp.async.bulk.tensor.shared.cluster.global %{{.*}}, %arg12,
+// CHECK-COUNT-2:     nvvm.cp.async.bulk.tensor.shared.cluster.global %{{.*}}, %arg12,
 // CHECK-NOT:         nvvm.cp.async.bulk.tensor
 // CHECK:           } else {
 // CHECK-COUNT-4:     nvvm.mbarrier.arrive %
@@ -293,17 +295,26 @@
 // CHECK-LABEL: gpu.func @mla_decode_plan(
 // CHECK-LABEL: gpu.func @mla_combine(
 
+// Each KV box is loaded in two forms (each "%arg12" load above is one of a
+// pair), with and without an L2 evict-first cache hint, under scf.if on
+// whether the piece has at most 64 blocks (kEvictFirstMaxBlocks).
+// EF-LABEL:   llvm.func @mla_decode_partial(
+// EF:           [[SHORT:%.+]] = arith.cmpi sle, %{{.+}}, %c64_i32
+// EF:           [[POLICY:%.+]] = llvm.inline_asm "createpolicy.fractional.L2::evict_first.b64 $0, 1.0;", "=l"
+// EF-COUNT-9:   l2_cache_hint = [[POLICY]]
+// EF-NOT:       l2_cache_hint
 // A piece of at most 64 blocks (kEvictFirstMaxBlocks) loads its KV boxes
-// under an L2 evict-first policy, a longer one under evict-normal: one policy
-// per piece, chosen before its block loop; Q's load carries no hint.
-// L2-LABEL: .entry mla_decode_partial(
-// L2-NOT:      L2::cache_hint
-// L2-DAG:      createpolicy.fractional.L2::evict_normal.b64 [[NORMAL:%rd[0-9]+]], 1.0;
-// L2-DAG:      createpolicy.fractional.L2::evict_first.b64 [[FIRST:%rd[0-9]+]], 1.0;
-// L2-DAG:      setp.lt.u32 [[SHORT:%p[0-9]+]], %r{{[0-9]+}}, 65;
-// L2:          selp.b64 [[POLICY:%rd[0-9]+]], [[FIRST]], [[NORMAL]], [[SHORT]];
-// L2-COUNT-9:  complete_tx::bytes.L2::cache_hint [{{.*}}], [{{.*}}], [{{.*}}], [[POLICY]];
-// L2-NOT:      L2::cache_hint
+// with an L2 evict-first cache hint, a longer one with none: each box's load
+// in both forms, behind one per-piece predicate. Q's load carries no hint.
+// HINT-LABEL: .entry mla_decode_partial(
+// HINT-NOT:      L2::cache_hint
+// HINT:        createpolicy.fractional.L2::evict_first.b64 [[FIRST:%rd[0-9]+]], 1.0;
+// HINT:        setp.gt.u32 [[LONG:%p[0-9]+]], %r{{[0-9]+}}, 64;
+// HINT-COUNT-9:  complete_tx::bytes.L2::cache_hint [{{.*}}], [{{.*}}], [{{.*}}], [[FIRST]];
+// HINT-NOT:      L2::cache_hint
+// NOHINT-LABEL: .entry mla_decode_partial(
+// NOHINT:       createpolicy.fractional.L2::evict_first.b64
+// NOHINT-COUNT-9: complete_tx::bytes [%rd{{[0-9]+}}], [%rd{{[0-9]+}}, {%r{{[0-9]+}}, %r{{[0-9]+}}, %r{{[0-9]+}}}], [%rd{{[0-9]+}}];
 
 // PTX-LABEL: .entry mla_decode_partial(
 // PTX:         .param .align 64 .b8 mla_decode_partial_param_11[128]
