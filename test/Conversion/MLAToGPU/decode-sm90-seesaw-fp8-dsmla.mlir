@@ -84,7 +84,9 @@
 // in the V conversion.
 // PTX-LABEL: .entry mla_decode_partial(
 // PTX:         setmaxnreg.dec.sync.aligned.u32 24
-// PTX-COUNT-6: cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes
+// Six loads per block (four code boxes, the RoPE box and the row scales),
+// each with and without an L2 evict-first hint (kEvictFirstMaxBlocks).
+// PTX-COUNT-12: cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes
 // PTX-NOT:     cp.async.bulk.tensor
 // PTX:         setmaxnreg.inc.sync.aligned.u32 240
 // PTX-COUNT-32: wgmma.mma_async.sync.aligned.m64n64k32.f32.e4m3.e4m3
