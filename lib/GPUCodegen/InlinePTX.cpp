@@ -188,7 +188,7 @@ Value mla::gpu_codegen::ptx::createPolicy(ImplicitLocOpBuilder &b,
       (priority == L2Evict::First ? "evict_first" : "evict_normal") +
       ".b64 $0, 1.0;";
   return LLVM::InlineAsmOp::create(b, b.getI64Type(), ValueRange{}, text, "=l",
-                                   /*has_side_effects=*/false,
+                                   /*has_side_effects=*/true,
                                    /*is_align_stack=*/false,
                                    LLVM::tailcallkind::TailCallKind::None,
                                    LLVM::AsmDialectAttr(), ArrayAttr())

@@ -90,6 +90,8 @@ enum class L2Evict { Normal, First };
 /// cache policy (i64) for a load's cache hint (TmaDescriptor::loadTile).
 /// Lines a load brings in under evict_first are the first L2 evicts, before
 /// the lines other kernels left there (dirty ones would cost a write-back).
+/// Volatile: it is issued where it is built, not hoisted, so that a caller
+/// can keep the policy from staying live (two registers) across a loop.
 mlir::Value createPolicy(mlir::ImplicitLocOpBuilder &b, L2Evict priority);
 
 /// `prefetch.tensormap [ptr]`: brings the CUtensorMap at `ptr` (a generic

@@ -243,6 +243,11 @@ private:
   /// after the last block of a shorter piece; before block 0 of the first
   /// piece).
   void produceBlocks(mlir::Value blocks, mlir::Value index = {});
+  /// produceBlocks' loop over blocks [0, blocks), block 0 at cache row
+  /// `first`, with kvEvictFirst's hint; `beforeBlock` runs first in each
+  /// iteration.
+  void loadBlocks(mlir::Value blocks, mlir::Value first,
+                  llvm::function_ref<void(mlir::Value n)> beforeBlock);
   /// The persistent build's producer: every piece's Q and blocks.
   void producePieces(int64_t blockMultiple);
   /// The ring index of block `n` of the piece.
@@ -256,9 +261,9 @@ private:
   void loadBlock(mlir::Value n, mlir::Value row);
 
   const llvm::SmallVector<ReleaseGroup> groups;
-  /// Whether the piece's KV loads carry kvPolicy, an evict-first L2 cache
-  /// hint (kEvictFirstMaxBlocks); set by produceBlocks.
-  mlir::Value kvEvictFirst, kvPolicy;
+  /// Whether the block loop being emitted loads its KV with an evict-first
+  /// L2 cache hint (kEvictFirstMaxBlocks), set by produceBlocks.
+  bool kvEvictFirst = false;
 };
 
 /// The seesaw schedule on this frame (tiling.seesaw, DecodeSM90Seesaw.cpp).

@@ -104,14 +104,14 @@
 // CHECK:         scf.for
 // CHECK:           nvvm.mbarrier.try_wait.parity
 // CHECK:           scf.if
-// CHECK-COUNT-8:     nvvm.cp.async.bulk.tensor.shared.cluster.global %{{.*}}, %arg12,
+// CHECK-COUNT-4:     nvvm.cp.async.bulk.tensor.shared.cluster.global %{{.*}}, %arg12,
 // CHECK-NOT:         nvvm.cp.async.bulk.tensor
 // CHECK:             nvvm.mbarrier.try_wait.parity
-// CHECK-COUNT-8:     nvvm.cp.async.bulk.tensor.shared.cluster.global %{{.*}}, %arg12,
+// CHECK-COUNT-4:     nvvm.cp.async.bulk.tensor.shared.cluster.global %{{.*}}, %arg12,
 // CHECK-NOT:         nvvm.cp.async.bulk.tensor
 // CHECK:             nvvm.mbarrier.try_wait.parity
 // CHECK-NOT:         nvvm.mbarrier.try_wait.parity
-// CHECK-COUNT-2:     nvvm.cp.async.bulk.tensor.shared.cluster.global %{{.*}}, %arg12,
+// CHECK:             nvvm.cp.async.bulk.tensor.shared.cluster.global %{{.*}}, %arg12,
 // CHECK-NOT:         nvvm.cp.async.bulk.tensor
 // CHECK:           } else {
 // CHECK-COUNT-4:     nvvm.mbarrier.arrive %
@@ -123,6 +123,11 @@
 // CHECK-NOT:         nvvm.mbarrier.try_wait.parity
 // CHECK:             nvvm.mbarrier.arrive %
 // CHECK-NOT:         nvvm.mbarrier.arrive %
+// The same loop again, whose loads carry no L2 cache hint (EF below).
+// CHECK:         } else {
+// CHECK:           scf.for
+// CHECK-COUNT-9:     nvvm.cp.async.bulk.tensor.shared.cluster.global %{{.*}}, %arg12,
+// CHECK-NOT:         nvvm.cp.async.bulk.tensor
 // CHECK:         nvvm.setmaxregister  increase 240
 // CHECK:         nvvm.mbarrier.try_wait.parity
 // CHECK:         scf.if %{{.*}} -> (f32,
@@ -295,26 +300,33 @@
 // CHECK-LABEL: gpu.func @mla_decode_plan(
 // CHECK-LABEL: gpu.func @mla_combine(
 
-// Each KV box is loaded in two forms (each "%arg12" load above is one of a
-// pair), with and without an L2 evict-first cache hint, under scf.if on
-// whether the piece has at most 64 blocks (kEvictFirstMaxBlocks).
+// The block loop is emitted twice, under scf.if on whether the piece has at
+// most 64 blocks (kEvictFirstMaxBlocks): there each block makes an L2
+// evict-first policy and its nine loads carry it as their cache hint; the
+// other loop's loads (those checked above are the first loop's) carry none.
 // EF-LABEL:   llvm.func @mla_decode_partial(
 // EF:           [[SHORT:%.+]] = arith.cmpi sle, %{{.+}}, %c64_i32
-// EF:           [[POLICY:%.+]] = llvm.inline_asm "createpolicy.fractional.L2::evict_first.b64 $0, 1.0;", "=l"
-// EF-COUNT-9:   l2_cache_hint = [[POLICY]]
+// EF-NEXT:      scf.if [[SHORT]] {
+// EF:             scf.for
+// EF:               [[POLICY:%.+]] = llvm.inline_asm has_side_effects "createpolicy.fractional.L2::evict_first.b64 $0, 1.0;", "=l"
+// EF-COUNT-9:       l2_cache_hint = [[POLICY]]
+// EF-NOT:           l2_cache_hint
+// EF:           } else {
+// EF:             scf.for
+// EF-COUNT-9:       nvvm.cp.async.bulk.tensor.shared.cluster.global %{{.*}}, %arg12, %{{.*}}, box[{{.*}}] : !llvm.ptr<7>, !llvm.ptr
 // EF-NOT:       l2_cache_hint
-// A piece of at most 64 blocks (kEvictFirstMaxBlocks) loads its KV boxes
-// with an L2 evict-first cache hint, a longer one with none: each box's load
-// in both forms, behind one per-piece predicate. Q's load carries no hint.
+// A short piece's loads carry the hint in the PTX too, a long one's do not;
+// Q's load carries none.
 // HINT-LABEL: .entry mla_decode_partial(
 // HINT-NOT:      L2::cache_hint
-// HINT:        createpolicy.fractional.L2::evict_first.b64 [[FIRST:%rd[0-9]+]], 1.0;
-// HINT:        setp.gt.u32 [[LONG:%p[0-9]+]], %r{{[0-9]+}}, 64;
+// HINT:          setp.lt.u32 [[SHORT:%p[0-9]+]], %r{{[0-9]+}}, 65;
+// HINT:          @[[SHORT]] bra
+// HINT:          createpolicy.fractional.L2::evict_first.b64 [[FIRST:%rd[0-9]+]], 1.0;
 // HINT-COUNT-9:  complete_tx::bytes.L2::cache_hint [{{.*}}], [{{.*}}], [{{.*}}], [[FIRST]];
 // HINT-NOT:      L2::cache_hint
 // NOHINT-LABEL: .entry mla_decode_partial(
 // NOHINT:       createpolicy.fractional.L2::evict_first.b64
-// NOHINT-COUNT-9: complete_tx::bytes [%rd{{[0-9]+}}], [%rd{{[0-9]+}}, {%r{{[0-9]+}}, %r{{[0-9]+}}, %r{{[0-9]+}}}], [%rd{{[0-9]+}}];
+// NOHINT-COUNT-9: complete_tx::bytes [%rd{{[0-9]+}}], [%rd{{[0-9]+}}, {%r{{[0-9]+}}, %r{{[0-9]+}}, %r{{[0-9]+}}}], [%rd{{[0-9]+(\+[0-9]+)?}}];
 
 // PTX-LABEL: .entry mla_decode_partial(
 // PTX:         .param .align 64 .b8 mla_decode_partial_param_11[128]
