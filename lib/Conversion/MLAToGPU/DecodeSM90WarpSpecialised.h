@@ -57,11 +57,12 @@ inline constexpr int64_t kConsumerBarrier = 1;
 /// kernels left in L2 (a flush memset's, or the previous kernel's outputs:
 /// dirty) then stay there instead of being written back while the piece
 /// runs, which over a short piece is a large part of its time (session 18 on
-/// an H100: b = 64, N = 128 at 1024 tokens 8% faster, at 2048 2.5%; FlashMLA
+/// an H100: b = 64, N = 128 at 1024 tokens 7% faster, at 2048 2%; FlashMLA
 /// marks all of its KV loads evict-first). Over long pieces the write-back is
-/// a small part and evict-first loads cost 1-4% (N = 16 and N = 128 at 8192
-/// tokens and more), so they load as before: with no hint, since an explicit
-/// evict-normal one cost 2.4-4% at N = 128.
+/// a small part and evict-first loads cost 1-2.5% (N = 16 and N = 128 at 8192
+/// tokens and more), so they load as before, with no hint. The producer's
+/// block loop is emitted once per choice (produceBlocks): a policy kept live
+/// through one loop, or a branch per box, cost 2.4-4% at N = 128.
 inline constexpr int64_t kEvictFirstMaxBlocks = 64;
 
 /// `v` through an asm `mov` the compiler may not hoist or fold: values
