@@ -181,17 +181,13 @@ static Value address(ImplicitLocOpBuilder &b, Value ptr) {
   return LLVM::PtrToIntOp::create(b, b.getI64Type(), ptr);
 }
 
-Value mla::gpu_codegen::ptx::createPolicy(ImplicitLocOpBuilder &b,
-                                          L2Evict priority) {
-  std::string text =
-      std::string("createpolicy.fractional.L2::") +
-      (priority == L2Evict::First ? "evict_first" : "evict_normal") +
-      ".b64 $0, 1.0;";
-  return LLVM::InlineAsmOp::create(b, b.getI64Type(), ValueRange{}, text, "=l",
-                                   /*has_side_effects=*/true,
-                                   /*is_align_stack=*/false,
-                                   LLVM::tailcallkind::TailCallKind::None,
-                                   LLVM::AsmDialectAttr(), ArrayAttr())
+Value mla::gpu_codegen::ptx::createPolicyEvictFirst(ImplicitLocOpBuilder &b) {
+  return LLVM::InlineAsmOp::create(
+             b, b.getI64Type(), ValueRange{},
+             "createpolicy.fractional.L2::evict_first.b64 $0, 1.0;", "=l",
+             /*has_side_effects=*/true,
+             /*is_align_stack=*/false, LLVM::tailcallkind::TailCallKind::None,
+             LLVM::AsmDialectAttr(), ArrayAttr())
       .getResult(0);
 }
 

@@ -84,15 +84,13 @@ wgmmaMmaAsyncRS(mlir::ImplicitLocOpBuilder &b, int64_t n, WgmmaInput in,
                 llvm::ArrayRef<mlir::Value> acc, llvm::ArrayRef<mlir::Value> a,
                 mlir::Value descB, mlir::Value scaleD, bool transB);
 
-/// The L2 eviction priority of a createpolicy.
-enum class L2Evict { Normal, First };
-/// `createpolicy.fractional.L2::evict_{normal,first}.b64 $0, 1.0;`: an L2
-/// cache policy (i64) for a load's cache hint (TmaDescriptor::loadTile).
-/// Lines a load brings in under evict_first are the first L2 evicts, before
-/// the lines other kernels left there (dirty ones would cost a write-back).
+/// `createpolicy.fractional.L2::evict_first.b64 $0, 1.0;`: an L2 cache
+/// policy (i64) for a load's cache hint (TmaDescriptor::loadTile). Lines a
+/// load brings in under it are the first L2 evicts, before the lines other
+/// kernels left there (dirty ones would cost a write-back).
 /// Volatile: it is issued where it is built, not hoisted, so that a caller
 /// can keep the policy from staying live (two registers) across a loop.
-mlir::Value createPolicy(mlir::ImplicitLocOpBuilder &b, L2Evict priority);
+mlir::Value createPolicyEvictFirst(mlir::ImplicitLocOpBuilder &b);
 
 /// `prefetch.tensormap [ptr]`: brings the CUtensorMap at `ptr` (a generic
 /// pointer, e.g. a grid-constant parameter) into the TMA descriptor cache.

@@ -26,8 +26,8 @@ public:
   /// (!llvm.ptr<3>, aligned as the descriptor's swizzle needs: 1024 bytes
   /// for 128B) and completes its bytes on `bar`. One thread issues it, after
   /// arming `bar` with the box's bytes (MBarrier::arriveExpectTx).
-  /// `l2Policy` (i64, ptx::createPolicy), if given, is the load's L2 cache
-  /// hint.
+  /// `l2Policy` (i64, ptx::createPolicyEvictFirst), if given, is the load's L2
+  /// cache hint.
   void loadTile(mlir::Value dstShared, MBarrier &bar,
                 llvm::ArrayRef<mlir::Value> coords, mlir::Value l2Policy = {});
   /// Brings the descriptor into the TMA unit's descriptor cache

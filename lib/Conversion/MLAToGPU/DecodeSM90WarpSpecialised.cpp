@@ -176,8 +176,7 @@ void WarpSpecialisedDecode::loadBlock(Value n, Value row) {
   Value slotOff = d.mul(slot, d.c32(stageBytes));
   // Made per block: a policy live across the loop would take two of the
   // producer's 24 registers.
-  Value kvPolicy =
-      kvEvictFirst ? ptx::createPolicy(k.b, ptx::L2Evict::First) : Value();
+  Value kvPolicy = kvEvictFirst ? ptx::createPolicyEvictFirst(k.b) : Value();
   // fp8_ds_mla: the RoPE box holds the row's bf16 values (from byte
   // dsMlaRopeOffset), and the rows' scales come with it, through the scale
   // map: both are released with P (after both P V).
