@@ -39,13 +39,14 @@ void mla::gpu_codegen::splitWarpgroupRoles(DeviceBuilder &d, Value tid,
   // get what the producer leaves.
   constexpr int64_t pool = 65536 / 384 / 8 * 8 * 384;
   int64_t consumerRegisters = (pool - 128 * producerRegisters) / 256 / 8 * 8;
-  auto ifOp = scf::IfOp::create(d.b, d.slt(tid, d.c32(128)),
-                                /*withElseRegion=*/true);
-  OpBuilder::InsertionGuard guard(d.b);
-  d.b.setInsertionPointToStart(ifOp.thenBlock());
-  decreaseRegisters(d, producerRegisters);
-  producer();
-  d.b.setInsertionPointToStart(ifOp.elseBlock());
-  increaseRegisters(d, consumerRegisters);
-  consumer();
+  d.ifThenElse(
+      d.slt(tid, d.c32(128)),
+      [&] {
+        decreaseRegisters(d, producerRegisters);
+        producer();
+      },
+      [&] {
+        increaseRegisters(d, consumerRegisters);
+        consumer();
+      });
 }

@@ -895,19 +895,19 @@ void DecodeSM90Kernel::writeOutput(ValueRange state, Value lRow[2],
   // The persistent build's pieces always get the workspace: the final rows
   // of a one-piece request go to out and lse (split 0 of those layouts).
   Value final = d.eq(numSplits, d.c32(1));
-  auto ifOp = scf::IfOp::create(b, final, /*withElseRegion=*/true);
-  OpBuilder::InsertionGuard guard(b);
-  b.setInsertionPointToStart(ifOp.thenBlock());
-  Value partial[3] = {pout, plse, split};
-  if (tiling.persistent)
-    pout = finalOut, plse = finalLse, split = d.c32(0);
-  if (staging)
-    writeRowsStaged(state, lRow, *staging);
-  else
-    writeRows(state, lRow, /*final=*/true);
-  pout = partial[0], plse = partial[1], split = partial[2];
-  b.setInsertionPointToStart(ifOp.elseBlock());
-  writeRows(state, lRow, /*final=*/false);
+  d.ifThenElse(
+      final,
+      [&] {
+        Value partial[3] = {pout, plse, split};
+        if (tiling.persistent)
+          pout = finalOut, plse = finalLse, split = d.c32(0);
+        if (staging)
+          writeRowsStaged(state, lRow, *staging);
+        else
+          writeRows(state, lRow, /*final=*/true);
+        pout = partial[0], plse = partial[1], split = partial[2];
+      },
+      [&] { writeRows(state, lRow, /*final=*/false); });
 }
 
 void DecodeSM90Kernel::writeRows(ValueRange state, Value lRow[2], bool final) {

@@ -668,15 +668,7 @@ void SeesawDecode::finish(const Running &run) {
       ws.namedArrive(kP1Ready, kConsumerThreads);
     }
   };
-  auto ifOp = scf::IfOp::create(k.b, d.eq(k.wj, d.c32(0)),
-                                /*withElseRegion=*/true);
-  {
-    OpBuilder::InsertionGuard guard(k.b);
-    k.b.setInsertionPointToStart(ifOp.thenBlock());
-    handOff(0);
-    k.b.setInsertionPointToStart(ifOp.elseBlock());
-    handOff(1);
-  }
+  d.ifThenElse(d.eq(k.wj, d.c32(0)), [&] { handOff(0); }, [&] { handOff(1); });
   Value lRow[2];
   for (int h = 0; h < 2; ++h)
     lRow[h] = d.fadd(d.load(d.f32, rowSumSlot(h, d.c32(0)), 4),

@@ -170,13 +170,13 @@ void WarpSpecialisedDecode::awaitRelease(Value n, int64_t box) {
       empty(slot(n), g).waitParity(d.bitXor(phase(n), d.c32(1)));
 }
 
-void WarpSpecialisedDecode::loadBlock(Value n, Value row) {
+void WarpSpecialisedDecode::loadBlock(Value n, Value row, bool evictFirst) {
   Value slot = this->slot(n);
   TmaDescriptor desc(d, kvMap);
   Value slotOff = d.mul(slot, d.c32(stageBytes));
   // Made per block: a policy live across the loop would take two of the
   // producer's 24 registers.
-  Value kvPolicy = kvEvictFirst ? ptx::createPolicyEvictFirst(k.b) : Value();
+  Value kvPolicy = evictFirst ? ptx::createPolicyEvictFirst(k.b) : Value();
   // fp8_ds_mla: the RoPE box holds the row's bf16 values (from byte
   // dsMlaRopeOffset), and the rows' scales come with it, through the scale
   // map: both are released with P (after both P V).
@@ -274,20 +274,15 @@ void WarpSpecialisedDecode::produceBlocks(Value blocks, Value index) {
   // N = 128 (session 18).
   d.ifThenElse(
       d.sle(blocks, d.c32(kEvictFirstMaxBlocks)),
-      [&] {
-        kvEvictFirst = true;
-        loadBlocks(blocks, first, beforeBlock);
-      },
-      [&] {
-        kvEvictFirst = false;
-        loadBlocks(blocks, first, beforeBlock);
-      });
+      [&] { loadBlocks(blocks, first, /*evictFirst=*/true, beforeBlock); },
+      [&] { loadBlocks(blocks, first, /*evictFirst=*/false, beforeBlock); });
   if (index)
     loadLaterQ(d.sle(blocks, stages));
 }
 
 void WarpSpecialisedDecode::loadBlocks(
-    Value blocks, Value first, llvm::function_ref<void(Value n)> beforeBlock) {
+    Value blocks, Value first, bool evictFirst,
+    llvm::function_ref<void(Value n)> beforeBlock) {
   d.forLoop(d.c32(0), blocks, d.c32(1), {first},
             [&](Value n, ValueRange carried) {
               beforeBlock(n);
@@ -296,19 +291,15 @@ void WarpSpecialisedDecode::loadBlocks(
               // A fresh barrier's previous phase (parity 1) counts as complete,
               // so the first round does not wait.
               empty(slot(n), 0).waitParity(d.bitXor(phase(n), d.c32(1)));
-              auto ifOp = scf::IfOp::create(k.b, d.slt(n, k.numBlocks),
-                                            /*withElseRegion=*/true);
-              {
-                OpBuilder::InsertionGuard guard(k.b);
-                k.b.setInsertionPointToStart(ifOp.thenBlock());
-                loadBlock(n, row);
-                // A block past the piece loads nothing.
-                k.b.setInsertionPointToStart(ifOp.elseBlock());
-                for (int64_t c = 0; c < numBoxes; ++c) {
-                  awaitRelease(n, c);
-                  full(slot(n), c).arrive();
-                }
-              }
+              d.ifThenElse(
+                  d.slt(n, k.numBlocks), [&] { loadBlock(n, row, evictFirst); },
+                  // A block past the piece loads nothing.
+                  [&] {
+                    for (int64_t c = 0; c < numBoxes; ++c) {
+                      awaitRelease(n, c);
+                      full(slot(n), c).arrive();
+                    }
+                  });
               return SmallVector<Value>{next};
             });
 }
@@ -557,13 +548,9 @@ void WarpSpecialisedDecode::convertV(Value n, int64_t firstBox, int64_t boxes,
   };
   // Only a block reaching outside the piece needs the mask (a uniform
   // branch, as zeroInvalidV).
-  auto ifOp = scf::IfOp::create(k.b, TypeRange{}, reachesOutsidePiece(start),
-                                /*withElseRegion=*/true);
-  OpBuilder::InsertionGuard guard(k.b);
-  k.b.setInsertionPointToStart(ifOp.thenBlock());
-  convert(true);
-  k.b.setInsertionPointToStart(ifOp.elseBlock());
-  convert(false);
+  d.ifThenElse(
+      reachesOutsidePiece(start), [&] { convert(true); },
+      [&] { convert(false); });
 }
 
 void WarpSpecialisedDecode::zeroInvalidV(Value n, int64_t firstChunk,

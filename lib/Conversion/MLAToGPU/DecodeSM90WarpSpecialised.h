@@ -245,9 +245,9 @@ private:
   /// piece).
   void produceBlocks(mlir::Value blocks, mlir::Value index = {});
   /// produceBlocks' loop over blocks [0, blocks), block 0 at cache row
-  /// `first`, with kvEvictFirst's hint; `beforeBlock` runs first in each
-  /// iteration.
-  void loadBlocks(mlir::Value blocks, mlir::Value first,
+  /// `first`, their loads with an evict-first L2 cache hint if `evictFirst`
+  /// (kEvictFirstMaxBlocks); `beforeBlock` runs first in each iteration.
+  void loadBlocks(mlir::Value blocks, mlir::Value first, bool evictFirst,
                   llvm::function_ref<void(mlir::Value n)> beforeBlock);
   /// The persistent build's producer: every piece's Q and blocks.
   void producePieces(int64_t blockMultiple);
@@ -258,13 +258,11 @@ private:
   /// first group's wait precedes the branch over loaded blocks).
   void awaitRelease(mlir::Value n, int64_t box);
   /// Loads block `n`, at cache row `row`, into its ring slot, each box
-  /// signalling its own full barrier once its group has been released.
-  void loadBlock(mlir::Value n, mlir::Value row);
+  /// signalling its own full barrier once its group has been released; with
+  /// an evict-first L2 cache hint if `evictFirst`.
+  void loadBlock(mlir::Value n, mlir::Value row, bool evictFirst);
 
   const llvm::SmallVector<ReleaseGroup> groups;
-  /// Whether the block loop being emitted loads its KV with an evict-first
-  /// L2 cache hint (kEvictFirstMaxBlocks), set by produceBlocks.
-  bool kvEvictFirst = false;
 };
 
 /// The seesaw schedule on this frame (tiling.seesaw, DecodeSM90Seesaw.cpp).
