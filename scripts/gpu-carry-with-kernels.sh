@@ -42,6 +42,16 @@ for tile in $tiles; do
   done
   echo "decode chip=sm_90a N=16 Sq=1 L=512 R=64 page=64 dtype=f16 causal=0 tile=$tile" >> "$specs"
 done
+# The multicast build (tile 64x2x64x2m, N a multiple of 128):
+# test_gpu_decode.py's test_multicast_matches_reference, and mla-bench --tile
+# at its default shapes and --check (the cases it can run).
+for mode in "Sq=1 L=512 R=64 page=64 dtype=bf16 causal=0" "Sq=2 L=512 R=64 page=64 dtype=bf16 causal=1"; do
+  echo "decode chip=sm_90a N=128 $mode tile=64x2x64x2m" >> "$specs"
+done
+for extra in "" --check; do
+  "$BUILD/bin/mla-bench" --list-specs --chip=sm_90a --tile=64x2x64x2m $extra |
+    grep -E "^decode " >> "$specs"
+done
 # The fp8 decode at N = 16 with each tile the tiling may choose there
 # (test_gpu_fp8_decode.py FP8_N16_TILES; also `mla-bench --kv-format F
 # --tile T` at N = 16; 16x8x64x3 and 16x4x64x3 for timing only): fp8_ds_mla

@@ -118,6 +118,21 @@ int64_t decodeThreadsPerCta(const DecodeTiling &tiling) {
   return producer + 32 * (tiling.rowsPerCta / 16) * tiling.warpsN;
 }
 
+int64_t decodeClusterCtas(const DecodeTiling &tiling) {
+  return tiling.multicast ? 2 : 1;
+}
+
+std::string decodeTileText(const DecodeTiling &t) {
+  return std::to_string(t.rowsPerCta) + "x" + std::to_string(t.warpsN) + "x" +
+         std::to_string(t.kvBlock) + "x" + std::to_string(t.stages) +
+         (t.persistent  ? "b"
+          : t.multicast ? "m"
+          : t.seesaw    ? "s"
+          : t.pipelined ? "p"
+          : t.wgmma     ? "w"
+                        : "");
+}
+
 bool decodeReadsRawFp8(const DecodeShape &shape, const DecodeTiling &tiling) {
   bool common = shape.elem == ElemType::BF16 && !tiling.wgmma &&
                 tiling.warpsN > 0 && shape.latentDim % tiling.warpsN == 0 &&
@@ -271,6 +286,18 @@ std::string checkDecodeTiling(Chip chip, const DecodeShape &shape,
     return "the persistent decode (tile suffix b) is the seesaw build over a "
            "balanced split plan on sm_90a, for bf16/f16 caches and uniform "
            "s_q; use tile suffix s for fp8 caches, varlen or sm_100a";
+  // The two CTAs of a cluster must read the same blocks: the rows of a
+  // pair of row blocks are one query token's (the causal limit, and a
+  // varlen request's end, are per token).
+  if (tiling.multicast &&
+      (!tiling.seesaw || tiling.persistent || shape.fp8() || shape.varlen ||
+       chip != Chip::SM90a || tiling.rowsPerCta != 64 ||
+       shape.numHeads % (2 * tiling.rowsPerCta) != 0))
+    return "the multicast decode (tile suffix m) is the seesaw build over "
+           "bf16/f16 caches on sm_90a, uniform s_q, with N a multiple of 128 "
+           "(each cluster's two 64-row blocks are one query token's heads), "
+           "got N = " +
+           std::to_string(shape.numHeads) + "; use tile suffix s";
   if (tiling.pipelined && !tiling.seesaw && shape.fp8())
     return "the pipelined decode (tile suffix p) reads bf16/f16 caches; fp8 "
            "caches use the wgmma or mma.sync builds";

@@ -88,14 +88,17 @@ bool parseScale(const std::string &text, float &scale) {
   return errno == 0 && end == text.c_str() + text.size();
 }
 
-/// `RxWxKxS[w|p|s|b]`: rows_per_cta x warps_n x kv_block x stages; a
+/// `RxWxKxS[w|p|s|m|b]`: rows_per_cta x warps_n x kv_block x stages; a
 /// trailing `w` selects the wgmma kernel, `p` its warp-specialised TMA build,
-/// `s` that build's seesaw schedule and `b` the seesaw build walking a
+/// `s` that build's seesaw schedule, `m` the seesaw build in clusters of two
+/// sharing the KV boxes (multicast) and `b` the seesaw build walking a
 /// balanced plan (persistent).
 bool parseTile(const std::string &tileText, DecodeTiling &tiling) {
   std::string text = tileText;
   tiling.persistent = !text.empty() && text.back() == 'b';
-  tiling.seesaw = tiling.persistent || (!text.empty() && text.back() == 's');
+  tiling.multicast = !text.empty() && text.back() == 'm';
+  tiling.seesaw = tiling.persistent || tiling.multicast ||
+                  (!text.empty() && text.back() == 's');
   tiling.pipelined = tiling.seesaw || (!text.empty() && text.back() == 'p');
   tiling.wgmma = tiling.pipelined || (!text.empty() && text.back() == 'w');
   if (tiling.wgmma)
@@ -242,13 +245,7 @@ std::string toString(const DecodeKernelSpec &spec) {
   // bf16/f16 caches keep the text (and key) they had before fp8 decode.
   if (s.fp8())
     os << " format=" << cacheFormatName(s.kvFormat);
-  os << " tile=" << t.rowsPerCta << 'x' << t.warpsN << 'x' << t.kvBlock << 'x'
-     << t.stages
-     << (t.persistent  ? "b"
-         : t.seesaw    ? "s"
-         : t.pipelined ? "p"
-         : t.wgmma     ? "w"
-                       : "");
+  os << " tile=" << decodeTileText(t);
   // Written only when set, so every uniform spec keeps its text and key.
   if (s.varlen)
     os << " varlen=1";
@@ -339,7 +336,8 @@ bool parseDecodeKernelSpec(const std::string &text, DecodeKernelSpec &spec,
     } else if (key == "tile") {
       if (!parseTile(value, result.tiling)) {
         error = "tile must be rows_per_cta x warps_n x kv_block x stages, "
-                "four positive integers such as 64x2x32x2, got '" +
+                "four positive integers such as 64x2x32x2, and optionally "
+                "the build's suffix (w, p, s, m or b), got '" +
                 value + "'";
         ok = false;
       }

@@ -98,6 +98,9 @@ DeviceBuilder::DeviceBuilder(ImplicitLocOpBuilder &b) : b(b) {
   ptrShared = LLVM::LLVMPointerType::get(b.getContext(), 3);
 }
 
+Value DeviceBuilder::c16(int64_t v) {
+  return arith::ConstantIntOp::create(b, i16, v);
+}
 Value DeviceBuilder::c32(int64_t v) {
   return arith::ConstantIntOp::create(b, i32, v);
 }

@@ -200,9 +200,7 @@ OwningOpRef<ModuleOp> buildDecodeModule(MLIRContext &ctx,
       /*shard=*/DcpShardAttr(),
       s.varlen ? b.getI64IntegerAttr(sq) : IntegerAttr());
   partial->setAttr(MLADialect::getGpuTilingAttrName(),
-                   GpuTilingAttr::get(&ctx, t.rowsPerCta, t.warpsN, t.kvBlock,
-                                      t.stages, t.wgmma, t.pipelined, t.seesaw,
-                                      t.persistent));
+                   GpuTilingAttr::get(&ctx, t));
   auto combine =
       CombineOp::create(b, kb.getLoc(), out, lse, partial.getPartialOut(),
                         partial.getPartialLse());

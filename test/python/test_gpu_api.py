@@ -292,6 +292,21 @@ def test_seesaw_tile_over_fp8(lib):
                         kv_format="fp8_e4m3_token")
 
 
+def test_multicast_tile(lib):
+    """The multicast tile (the seesaw build in clusters of two sharing the KV boxes) names itself in the spec,
+    and is refused, with the reason, where a cluster's two 64-row blocks would not be one query token's heads
+    (N not a multiple of 128) and for fp8 caches."""
+    assert spec_text(tile="64x2x64x2m").endswith(" tile=64x2x64x2m")
+    assert spec_text(256, 2, True, tile="64x2x64x2m").endswith("causal=1 tile=64x2x64x2m")
+    for heads in (16, 64, 192):
+        with pytest.raises(ValueError, match=f"N a multiple of 128 .*got N = {heads}; use tile suffix s"):
+            spec_text(heads, tile="64x2x64x2m")
+    with pytest.raises(ValueError, match="multicast decode .tile suffix m. is the seesaw build over bf16/f16"):
+        gpu.decode_spec(128, 1, 512, 64, 64, "bf16", False, "sm_90a", tile="64x2x64x2m", kv_format="fp8_e4m3")
+    with pytest.raises(ValueError, match="multicast decode"):
+        gpu.decode_spec(128, 1, 512, 64, 64, "bf16", False, "sm_100a", tile="64x2x64x2m")
+
+
 @pytest.mark.parametrize("check_only", [True, False])
 def test_host_block_table_pages_are_checked(lib, check_only):
     """With a host copy of the block table, a page a request reads that the cache does not hold is an

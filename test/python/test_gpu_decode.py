@@ -162,6 +162,26 @@ def test_running_max_jumps(n, sq, causal, num_splits):
     check(result, out_ref, lse_ref)
 
 
+# The seesaw build in clusters of two sharing the KV boxes (tile suffix m; N a multiple of 128): mixed seq_lens
+# (the two CTAs of a cluster load alternate boxes of every block and free a slot only when both are done with
+# it), split counts that leave pieces of one block, of none and of many, and the running max's stairs.
+MULTICAST = "64x2x64x2m"
+
+
+@pytest.mark.parametrize("sq, causal", MODES)
+@pytest.mark.parametrize("num_splits", [None, 1, 2, 7, 64])
+def test_multicast_matches_reference(sq, causal, num_splits):
+    if torch.cuda.get_device_capability() != (9, 0):
+        pytest.skip(f"tile {MULTICAST} is an sm_90a kernel")
+    inputs, out_ref, lse_ref = problem(128, sq, causal)
+    result = gpu.decode(**inputs, head_dim_v=L, softmax_scale=SCALE, causal=causal, num_splits=num_splits,
+                        tile=MULTICAST)
+    check(result, out_ref, lse_ref)
+    inputs, out_ref, lse_ref = stairs_problem(128, sq, causal)
+    check(gpu.decode(**inputs, head_dim_v=L, softmax_scale=SCALE, causal=causal, num_splits=num_splits,
+                     tile=MULTICAST), out_ref, lse_ref)
+
+
 def test_every_split_count_agrees():
     inputs, out_ref, lse_ref = problem(16, 1, False)
     for k in range(1, 65):

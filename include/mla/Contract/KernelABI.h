@@ -117,7 +117,22 @@ struct DecodeTiling {
   /// requests share the SMs without tail waves. It takes
   /// kDecodePersistentExtraParams more parameters (decodeKernelNumParams).
   bool persistent = false;
+  /// With `seesaw` (tile suffix m): the two CTAs of each pair of row blocks
+  /// of a query token (grid x 2i and 2i + 1) form a cluster of two that
+  /// shares the KV boxes: each CTA's producer loads half of a block's boxes
+  /// and the TMA unit multicasts them into both CTAs' slots, so every box
+  /// crosses from L2 once per pair instead of twice. A slot is refilled once
+  /// the consumers of both CTAs have released it. The kernel carries its
+  /// cluster shape (decodeClusterCtas); the launch is unchanged.
+  bool multicast = false;
 };
+
+/// The CTAs per cluster of a decode kernel built with `tiling`: 2 with
+/// DecodeTiling::multicast, else 1 (no cluster).
+int64_t decodeClusterCtas(const DecodeTiling &tiling);
+/// The tile text of `tiling`, as spec texts and `--tile` take it:
+/// `RxWxKxS` and the build's suffix (w, p, s, m or b; none for mma.sync).
+std::string decodeTileText(const DecodeTiling &tiling);
 
 /// The tiling the planning passes use for `chip` and `shape`.
 DecodeTiling chooseDecodeTiling(Chip chip, const DecodeShape &shape);

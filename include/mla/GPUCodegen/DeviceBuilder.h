@@ -56,6 +56,7 @@ public:
   mlir::ImplicitLocOpBuilder &b;
   mlir::Type i1, i8, i16, i32, i64, f32, ptrGlobal, ptrShared;
 
+  mlir::Value c16(int64_t v);
   mlir::Value c32(int64_t v);
   mlir::Value c64(int64_t v);
   mlir::Value cbool(bool v);

@@ -27,9 +27,13 @@ public:
   /// for 128B) and completes its bytes on `bar`. One thread issues it, after
   /// arming `bar` with the box's bytes (MBarrier::arriveExpectTx).
   /// `l2Policy` (i64, ptx::createPolicyEvictFirst), if given, is the load's L2
-  /// cache hint.
+  /// cache hint. `multicastMask` (i16), if given, names the CTAs of the
+  /// cluster (bit r: rank r) that receive the box, each at `dstShared`'s
+  /// offset in its own shared memory and completing its own mbarrier at
+  /// `bar`'s offset (Cluster.h).
   void loadTile(mlir::Value dstShared, MBarrier &bar,
-                llvm::ArrayRef<mlir::Value> coords, mlir::Value l2Policy = {});
+                llvm::ArrayRef<mlir::Value> coords, mlir::Value l2Policy = {},
+                mlir::Value multicastMask = {});
   /// Brings the descriptor into the TMA unit's descriptor cache
   /// (prefetch.tensormap), so the first loadTile does not wait for its
   /// fetch. One thread, at the kernel's start.

@@ -136,10 +136,7 @@ FailureOr<abi::DecodeTiling> getDecodeTiling(Operation *op, abi::Chip chip,
                            << MLADialect::getGpuTilingAttrName()
                            << "': run mla-select-gpu-tiling (part of mla-plan "
                               "for GPU targets) first";
-  abi::DecodeTiling tiling{attr.getRowsPerCta(), attr.getWarpsN(),
-                           attr.getKvBlock(),    attr.getStages(),
-                           attr.getWgmma(),      attr.getPipelined(),
-                           attr.getSeesaw(),     attr.getPersistent()};
+  abi::DecodeTiling tiling = attr.getTiling();
   std::string why = abi::checkDecodeTiling(chip, shape, tiling);
   if (!why.empty())
     return op->emitError() << "unusable " << attr << ": " << why;

@@ -491,9 +491,12 @@ WgmmaAccum SeesawDecode::issuePV(int wg, ArrayRef<Value> o, Value n, int slot,
 
 void SeesawDecode::release(int wg, int slot) {
   // Over fp8_e4m3 the raw V boxes went back after their conversion.
-  if (!ws.e4m3)
+  if (!ws.e4m3) {
     ws.empty(d.c32(slot), wg).arrive();
+    ws.releasePeer(d.c32(slot), wg);
+  }
   ws.empty(d.c32(slot), kPGroup).arrive();
+  ws.releasePeer(d.c32(slot), kPGroup);
 }
 
 void SeesawDecode::scale(SmallVector<Value> &o, Value factor[2], Value mOld[2],

@@ -2,6 +2,7 @@
 
 #include "DecodeSM90WarpSpecialised.h"
 
+#include "mla/GPUCodegen/Cluster.h"
 #include "mla/GPUCodegen/Fp8Dequant.h"
 #include "mla/GPUCodegen/InlinePTX.h"
 #include "mla/GPUCodegen/OnlineSoftmax.h"
@@ -59,7 +60,8 @@ WarpSpecialisedDecode::WarpSpecialisedDecode(DecodeSM90Kernel &k,
       stageBytes(numBoxes * k.Bk * kBoxBytes + (scaleTiles ? k.Bk * 16 : 0)),
       barrierOff(e4m3 ? k.lay.barrierOff
                       : k.lay.redOff + llvm::alignTo(k.M * k.wn * 4, 128)),
-      persistent(k.tiling.persistent), groups(std::move(groups)) {}
+      persistent(k.tiling.persistent), multicast(k.tiling.multicast),
+      groups(std::move(groups)) {}
 
 MBarrier WarpSpecialisedDecode::barrier(Value index) {
   return MBarrier(d, k.sm(barrierOff, d.mul(index, d.c32(8))));
@@ -132,8 +134,10 @@ void WarpSpecialisedDecode::declare(StringRef name) {
   }
   assert(types.size() == size_t(abi::decodeKernelNumParams(abi::Chip::SM90a,
                                                            k.shape, k.tiling)));
-  createGridConstantKernel(k.b, name, types, byValue,
-                           abi::decodeThreadsPerCta(k.tiling));
+  LLVM::LLVMFuncOp kernel = createGridConstantKernel(
+      k.b, name, types, byValue, abi::decodeThreadsPerCta(k.tiling));
+  if (multicast)
+    setClusterShape(kernel, abi::decodeClusterCtas(k.tiling));
   Block *entry = k.b.getInsertionBlock();
   k.qPtr = entry->getArgument(0), k.cache = entry->getArgument(1),
   k.blockTable = entry->getArgument(2), k.seqLens = entry->getArgument(3),
@@ -170,7 +174,8 @@ void WarpSpecialisedDecode::awaitRelease(Value n, int64_t box) {
       empty(slot(n), g).waitParity(d.bitXor(phase(n), d.c32(1)));
 }
 
-void WarpSpecialisedDecode::loadBlock(Value n, Value row, bool evictFirst) {
+void WarpSpecialisedDecode::loadBlock(Value n, Value row, bool evictFirst,
+                                      Boxes boxes) {
   Value slot = this->slot(n);
   TmaDescriptor desc(d, kvMap);
   Value slotOff = d.mul(slot, d.c32(stageBytes));
@@ -181,14 +186,18 @@ void WarpSpecialisedDecode::loadBlock(Value n, Value row, bool evictFirst) {
   // dsMlaRopeOffset), and the rows' scales come with it, through the scale
   // map: both are released with P (after both P V).
   const int64_t ropeBox = k.L / boxColumns;
+  // Multicast: both CTAs of the cluster receive each box.
+  Value mask = boxes == Boxes::All ? Value() : d.c16(0b11);
   for (int64_t c = 0; c < numBoxes; ++c) {
     awaitRelease(n, c);
     MBarrier bar = full(slot, c);
     bool scales = scaleTiles && c == ropeBox;
     bar.arriveExpectTx(d.c32(k.Bk * kBoxBytes + (scales ? k.Bk * 16 : 0)));
+    if (boxes != Boxes::All && (c % 2 == 0) != (boxes == Boxes::Even))
+      continue;
     Value box = k.sm(k.lay.kv.base + c * k.Bk * kBoxBytes, slotOff);
     int64_t column = scales ? abi::dsMlaRopeOffset(k.L) : c * boxColumns;
-    desc.loadTile(box, bar, {d.c32(column), d.c32(0), row}, kvPolicy);
+    desc.loadTile(box, bar, {d.c32(column), d.c32(0), row}, kvPolicy, mask);
     if (scales)
       TmaDescriptor(d, scaleMap)
           .loadTile(k.sm(k.lay.kv.base, d.add(slotOff, rowScalesOff())), bar,
@@ -271,17 +280,25 @@ void WarpSpecialisedDecode::produceBlocks(Value blocks, Value index) {
   };
   // One block loop per cache hint (kEvictFirstMaxBlocks): one loop with a
   // branch per box, or with the policy live through it, was 2.4-4% slower at
-  // N = 128 (session 18).
-  d.ifThenElse(
-      d.sle(blocks, d.c32(kEvictFirstMaxBlocks)),
-      [&] { loadBlocks(blocks, first, /*evictFirst=*/true, beforeBlock); },
-      [&] { loadBlocks(blocks, first, /*evictFirst=*/false, beforeBlock); });
+  // N = 128 (session 18). The multicast build's loops are per rank too.
+  auto loops = [&](Boxes boxes) {
+    d.ifThenElse(
+        d.sle(blocks, d.c32(kEvictFirstMaxBlocks)),
+        [&] { loadBlocks(blocks, first, true, boxes, beforeBlock); },
+        [&] { loadBlocks(blocks, first, false, boxes, beforeBlock); });
+  };
+  if (multicast)
+    d.ifThenElse(
+        d.eq(rank, d.c32(0)), [&] { loops(Boxes::Even); },
+        [&] { loops(Boxes::Odd); });
+  else
+    loops(Boxes::All);
   if (index)
     loadLaterQ(d.sle(blocks, stages));
 }
 
 void WarpSpecialisedDecode::loadBlocks(
-    Value blocks, Value first, bool evictFirst,
+    Value blocks, Value first, bool evictFirst, Boxes boxes,
     llvm::function_ref<void(Value n)> beforeBlock) {
   d.forLoop(d.c32(0), blocks, d.c32(1), {first},
             [&](Value n, ValueRange carried) {
@@ -292,7 +309,8 @@ void WarpSpecialisedDecode::loadBlocks(
               // so the first round does not wait.
               empty(slot(n), 0).waitParity(d.bitXor(phase(n), d.c32(1)));
               d.ifThenElse(
-                  d.slt(n, k.numBlocks), [&] { loadBlock(n, row, evictFirst); },
+                  d.slt(n, k.numBlocks),
+                  [&] { loadBlock(n, row, evictFirst, boxes); },
                   // A block past the piece loads nothing.
                   [&] {
                     for (int64_t c = 0; c < numBoxes; ++c) {
@@ -313,6 +331,17 @@ void WarpSpecialisedDecode::beginConsumer() {
   // Over fp8_e4m3 the consumers stage Q themselves (stageQAsE4M3Pair).
   if (!e4m3)
     barrier(d.c32(0)).waitParity(qParity ? qParity : d.c32(0));
+}
+
+void WarpSpecialisedDecode::releasePeer(Value slot, int64_t group) {
+  if (!multicast)
+    return;
+  // The warp's wgmma wait (aligned: the whole warp passes it together)
+  // came before, so its lane 0 speaks for the 32 threads.
+  d.ifThen(d.eq(k.lane, d.c32(0)), [&] {
+    MBarrier bar = empty(slot, group);
+    arriveOnPeer(d, bar, d.bitXor(rank, d.c32(1)), 32);
+  });
 }
 
 void WarpSpecialisedDecode::namedSync(int64_t id, int64_t threads) {
@@ -582,8 +611,9 @@ void WarpSpecialisedDecode::initBarriers() {
   for (int64_t st = 0; st < k.St; ++st) {
     for (int64_t c = 0; c < numBoxes; ++c)
       full(d.c32(st), c).init(1);
+    // The multicast build: the peer CTA's consumers count too.
     for (auto [g, group] : llvm::enumerate(groups))
-      empty(d.c32(st), g).init(group.arrivals);
+      empty(d.c32(st), g).init(group.arrivals * (multicast ? 2 : 1));
   }
   if (persistent)
     qEmpty().init(kConsumerThreads);
@@ -654,6 +684,8 @@ void WarpSpecialisedDecode::emit(StringRef name, int64_t blockMultiple,
   if (persistent)
     return emitPersistent(blockMultiple, consume);
   k.split = d.blockIdY(), k.bb = d.blockIdZ();
+  if (multicast)
+    rank = clusterCtaRank(d);
   // The barriers, and the Q tile's load, which needs only the CTA's
   // coordinates: it is in flight while every thread reads the piece's
   // bounds (dependent global loads) below.
@@ -667,9 +699,17 @@ void WarpSpecialisedDecode::emit(StringRef name, int64_t blockMultiple,
   k.computePiece();
   // At least one block (a fully masked one for an empty piece).
   Value blocks = paddedBlocks(d, k.numBlocks, blockMultiple);
-  d.barrier();
+  // The multicast build: no CTA loads into, or arrives on, a peer whose
+  // barriers are not initialised yet.
+  if (multicast)
+    clusterSync(d);
+  else
+    d.barrier();
   splitWarpgroupRoles(
       d, k.tid, [&] { produce(blocks); }, [&] { consume(blocks); });
+  // Nor does a CTA exit while its peer may still arrive on its barriers.
+  if (multicast)
+    clusterSync(d);
   LLVM::ReturnOp::create(k.b, ValueRange{});
 }
 

@@ -28,6 +28,15 @@
 //    brings in past seq_len may hold anything (NaN in unused slots), and
 //    p = 0 must never meet a NaN; their scores are masked by select.
 //
+// The multicast build (DecodeTiling::multicast) runs the CTAs of a query
+// token's two row blocks as a cluster of two: the producer of the CTA of
+// rank r loads the boxes c with c % 2 == r of each block, multicast into
+// both CTAs' slots, and arms its own "full" barriers with the bytes of all
+// the boxes. A slot's "empty" barriers count the consumers of both CTAs (the
+// peer's warps arrive once per warp, releasePeer), so neither producer
+// refills a slot the other CTA still reads. Both CTAs pass a cluster barrier
+// after the barriers' init and before they exit.
+//
 // The persistent build (DecodeTiling::persistent) wraps both roles in a
 // loop over the pieces of the CTA's part of a balanced plan (forEachPiece):
 // the ring's block counter runs on across pieces (ringBase), the producer
@@ -124,6 +133,11 @@ public:
   /// The consumers' coordinates (ctid, warp grid of two warpgroups, row
   /// limits); waits for the Q tile (phase qParity in the persistent build).
   void beginConsumer();
+  /// The multicast build: the calling consumer warp's share of a release
+  /// of group `group` of `slot` on the peer CTA's "empty" barrier (lane 0
+  /// arrives for its warp, once the warp's reads are done). Nothing
+  /// otherwise.
+  void releasePeer(mlir::Value slot, int64_t group);
   /// bar.sync / bar.arrive on named barrier `id` of `threads` threads.
   void namedSync(int64_t id, int64_t threads);
   void namedArrive(int64_t id, int64_t threads);
@@ -211,8 +225,10 @@ public:
   /// boxes; 0 otherwise.
   const int64_t scaleTiles;
   const int64_t boxColumns, numBoxes, stageBytes, barrierOff;
-  /// DecodeTiling::persistent.
-  const bool persistent;
+  /// DecodeTiling::persistent and DecodeTiling::multicast.
+  const bool persistent, multicast;
+  /// The multicast build: the CTA's rank in its cluster (i32).
+  mlir::Value rank;
   mlir::Value qMap, kvMap, scaleMap, ctid;
   /// The persistent build's schedule and cu_splits parameters, the ring
   /// index of the piece's first block (blocks of earlier pieces before it;
@@ -244,10 +260,14 @@ private:
   /// after the last block of a shorter piece; before block 0 of the first
   /// piece).
   void produceBlocks(mlir::Value blocks, mlir::Value index = {});
+  /// Which boxes of a block a producer loads: all of them, or (the
+  /// multicast build) those of one parity, multicast to both CTAs.
+  enum class Boxes { All, Even, Odd };
   /// produceBlocks' loop over blocks [0, blocks), block 0 at cache row
   /// `first`, their loads with an evict-first L2 cache hint if `evictFirst`
   /// (kEvictFirstMaxBlocks); `beforeBlock` runs first in each iteration.
   void loadBlocks(mlir::Value blocks, mlir::Value first, bool evictFirst,
+                  Boxes boxes,
                   llvm::function_ref<void(mlir::Value n)> beforeBlock);
   /// The persistent build's producer: every piece's Q and blocks.
   void producePieces(int64_t blockMultiple);
@@ -259,8 +279,9 @@ private:
   void awaitRelease(mlir::Value n, int64_t box);
   /// Loads block `n`, at cache row `row`, into its ring slot, each box
   /// signalling its own full barrier once its group has been released; with
-  /// an evict-first L2 cache hint if `evictFirst`.
-  void loadBlock(mlir::Value n, mlir::Value row, bool evictFirst);
+  /// an evict-first L2 cache hint if `evictFirst`. Every box's bytes are
+  /// expected; only `boxes` are loaded here.
+  void loadBlock(mlir::Value n, mlir::Value row, bool evictFirst, Boxes boxes);
 
   const llvm::SmallVector<ReleaseGroup> groups;
 };

@@ -211,3 +211,46 @@ module attributes {mla.target = #mla.target<chip = sm90>} {
   }
 }
 
+
+// -----
+
+module attributes {mla.target = #mla.target<chip = sm90>} {
+  func.func @multicastPersistent(%q: tensor<2x1x128x576xbf16>, %c: tensor<8x64x576xbf16>, %bt: tensor<2x4xi32>, %l: tensor<2xi32>)
+      -> (tensor<2x1x128x512xbf16>, tensor<2x128x1xf32>) {
+    %o, %s = mla.decode %q, %c[%bt, %l] layout #mla.cache_layout<format = bf16, page_size = 64> scale 0.0721687824
+        // expected-error @+1 {{multicast needs seesaw and not persistent}}
+        {mla.gpu_tiling = #mla.gpu_tiling<rows_per_cta = 64, warps_n = 2, kv_block = 64, stages = 2, wgmma = true, pipelined = true, seesaw = true, persistent = true, multicast = true>}
+        : (tensor<2x1x128x576xbf16>, tensor<8x64x576xbf16>, tensor<2x4xi32>, tensor<2xi32>) -> (tensor<2x1x128x512xbf16>, tensor<2x128x1xf32>)
+    return %o, %s : tensor<2x1x128x512xbf16>, tensor<2x128x1xf32>
+  }
+}
+
+// -----
+
+// The two CTAs of a cluster must be one query token's heads: N = 64 has a
+// single 64-row block per token.
+module attributes {mla.target = #mla.target<chip = sm90>} {
+  func.func @multicastNarrowHeads(%q: tensor<2x1x64x576xbf16>, %c: tensor<8x64x576xbf16>, %bt: tensor<2x4xi32>, %l: tensor<2xi32>)
+      -> (tensor<2x1x64x512xbf16>, tensor<2x64x1xf32>) {
+    // expected-error @+1 {{the multicast decode (tile suffix m) is the seesaw build over bf16/f16 caches on sm_90a, uniform s_q, with N a multiple of 128 (each cluster's two 64-row blocks are one query token's heads), got N = 64; use tile suffix s}}
+    %o, %s = mla.decode %q, %c[%bt, %l] layout #mla.cache_layout<format = bf16, page_size = 64> scale 0.0721687824
+        {mla.gpu_tiling = #mla.gpu_tiling<rows_per_cta = 64, warps_n = 2, kv_block = 64, stages = 2, wgmma = true, pipelined = true, seesaw = true, multicast = true>}
+        : (tensor<2x1x64x576xbf16>, tensor<8x64x576xbf16>, tensor<2x4xi32>, tensor<2xi32>) -> (tensor<2x1x64x512xbf16>, tensor<2x64x1xf32>)
+    return %o, %s : tensor<2x1x64x512xbf16>, tensor<2x64x1xf32>
+  }
+}
+
+// -----
+
+// A given multicast tiling is kept.
+// CHECK-LABEL: func.func @multicastKept
+// CHECK: mla.gpu_tiling = #mla.gpu_tiling<rows_per_cta = 64, warps_n = 2, kv_block = 64, stages = 2, wgmma = true, pipelined = true, seesaw = true, multicast = true>
+module attributes {mla.target = #mla.target<chip = sm90>} {
+  func.func @multicastKept(%q: tensor<2x1x128x576xbf16>, %c: tensor<8x64x576xbf16>, %bt: tensor<2x4xi32>, %l: tensor<2xi32>)
+      -> (tensor<2x1x128x512xbf16>, tensor<2x128x1xf32>) {
+    %o, %s = mla.decode %q, %c[%bt, %l] layout #mla.cache_layout<format = bf16, page_size = 64> scale 0.0721687824
+        {mla.gpu_tiling = #mla.gpu_tiling<rows_per_cta = 64, warps_n = 2, kv_block = 64, stages = 2, wgmma = true, pipelined = true, seesaw = true, multicast = true>}
+        : (tensor<2x1x128x576xbf16>, tensor<8x64x576xbf16>, tensor<2x4xi32>, tensor<2xi32>) -> (tensor<2x1x128x512xbf16>, tensor<2x128x1xf32>)
+    return %o, %s : tensor<2x1x128x512xbf16>, tensor<2x128x1xf32>
+  }
+}

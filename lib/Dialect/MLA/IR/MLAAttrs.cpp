@@ -7,6 +7,7 @@
 
 #include "mla/Dialect/MLA/IR/MLAAttrs.h"
 #include "mla/Contract/CacheProjectionABI.h"
+#include "mla/Contract/KernelABI.h"
 #include "mla/Dialect/MLA/IR/MLADialect.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/DialectImplementation.h"
@@ -130,7 +131,7 @@ LogicalResult
 GpuTilingAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                       int64_t rowsPerCta, int64_t warpsN, int64_t kvBlock,
                       int64_t stages, bool wgmma, bool pipelined, bool seesaw,
-                      bool persistent) {
+                      bool persistent, bool multicast) {
   if (rowsPerCta <= 0 || rowsPerCta % 16 != 0 || rowsPerCta > 128)
     return emitError() << "rows_per_cta " << rowsPerCta
                        << " must be a positive multiple of 16, at most 128";
@@ -148,5 +149,22 @@ GpuTilingAttr::verify(function_ref<InFlightDiagnostic()> emitError,
     return emitError() << "seesaw needs pipelined";
   if (persistent && !seesaw)
     return emitError() << "persistent needs seesaw";
+  if (multicast && (!seesaw || persistent))
+    return emitError() << "multicast needs seesaw and not persistent";
   return success();
+}
+
+gpu::DecodeTiling GpuTilingAttr::getTiling() const {
+  gpu::DecodeTiling t;
+  t.rowsPerCta = getRowsPerCta(), t.warpsN = getWarpsN(),
+  t.kvBlock = getKvBlock(), t.stages = getStages();
+  t.wgmma = getWgmma(), t.pipelined = getPipelined(), t.seesaw = getSeesaw(),
+  t.persistent = getPersistent(), t.multicast = getMulticast();
+  return t;
+}
+
+GpuTilingAttr GpuTilingAttr::get(MLIRContext *context,
+                                 const gpu::DecodeTiling &t) {
+  return get(context, t.rowsPerCta, t.warpsN, t.kvBlock, t.stages, t.wgmma,
+             t.pipelined, t.seesaw, t.persistent, t.multicast);
 }

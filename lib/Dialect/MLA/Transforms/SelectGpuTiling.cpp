@@ -91,10 +91,7 @@ struct SelectGpuTilingPass
       if (failed(shape))
         return WalkResult::interrupt();
       if (auto given = op->getAttrOfType<GpuTilingAttr>(name)) {
-        gpu::DecodeTiling tiling{given.getRowsPerCta(), given.getWarpsN(),
-                                 given.getKvBlock(),    given.getStages(),
-                                 given.getWgmma(),      given.getPipelined(),
-                                 given.getSeesaw(),     given.getPersistent()};
+        gpu::DecodeTiling tiling = given.getTiling();
         std::string why = gpu::checkDecodeTiling(chip, *shape, tiling);
         if (!why.empty()) {
           op->emitError() << "the given " << given << " cannot run this "
@@ -110,11 +107,7 @@ struct SelectGpuTilingPass
                         << gpu::chipName(chip) << ": " << why;
         return WalkResult::interrupt();
       }
-      op->setAttr(name, GpuTilingAttr::get(&getContext(), tiling.rowsPerCta,
-                                           tiling.warpsN, tiling.kvBlock,
-                                           tiling.stages, tiling.wgmma,
-                                           tiling.pipelined, tiling.seesaw,
-                                           tiling.persistent));
+      op->setAttr(name, GpuTilingAttr::get(&getContext(), tiling));
       return WalkResult::advance();
     });
     if (result.wasInterrupted())

@@ -9,6 +9,10 @@
 
 #include "mla/Dialect/MLA/IR/MLAEnums.h.inc"
 
+namespace mla::gpu {
+struct DecodeTiling;
+} // namespace mla::gpu
+
 #define GET_ATTRDEF_CLASSES
 #include "mla/Dialect/MLA/IR/MLAAttrs.h.inc"
 

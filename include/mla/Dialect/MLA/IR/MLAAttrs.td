@@ -155,7 +155,11 @@ def MLA_GpuTilingAttr : MLA_Attr<"GpuTiling", "gpu_tiling"> {
     consumer warpgroup scores whole alternate blocks and owns half of the
     output columns. `persistent = true` (with `seesaw`) launches one CTA per
     row block and SM part of a balanced split plan; each walks its part's
-    pieces in turn (bf16/f16 caches, uniform s_q).
+    pieces in turn (bf16/f16 caches, uniform s_q). `multicast = true` (with
+    `seesaw`, not `persistent`) runs each query token's pair of 64-row
+    blocks as a cluster of two CTAs that share the KV boxes: each loads half
+    of a block's boxes and the TMA unit multicasts them into both (bf16/f16
+    caches, N a multiple of 128, uniform s_q).
 
     Example: `#mla.gpu_tiling<rows_per_cta = 64, warps_n = 2, kv_block = 32, stages = 2>`
   }];
@@ -168,9 +172,18 @@ def MLA_GpuTilingAttr : MLA_Attr<"GpuTiling", "gpu_tiling"> {
                         DefaultValuedParameter<"bool", "false",
                           "the seesaw schedule of the pipelined build">:$seesaw,
                         DefaultValuedParameter<"bool", "false",
-                          "the seesaw build walking a balanced split plan">:$persistent);
+                          "the seesaw build walking a balanced split plan">:$persistent,
+                        DefaultValuedParameter<"bool", "false",
+                          "the seesaw build in clusters of two sharing the KV boxes">:$multicast);
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;
+  let extraClassDeclaration = [{
+    /// The tiling as the contract's struct (KernelABI.h).
+    ::mla::gpu::DecodeTiling getTiling() const;
+    /// The attribute of `tiling`.
+    static GpuTilingAttr get(::mlir::MLIRContext *context,
+                             const ::mla::gpu::DecodeTiling &tiling);
+  }];
 }
 
 def MLA_DcpShardAttr : MLA_Attr<"DcpShard", "dcp_shard"> {
