@@ -22,15 +22,16 @@ void mla::gpu_codegen::clusterSync(DeviceBuilder &d) {
   NVVM::ClusterWaitOp::create(d.b, /*aligned=*/UnitAttr());
 }
 
-void mla::gpu_codegen::arriveOnPeer(DeviceBuilder &d, MBarrier &bar,
-                                    Value rank, int64_t count) {
+void mla::gpu_codegen::arriveOnPeer(DeviceBuilder &d, MBarrier &bar, Value rank,
+                                    int64_t count) {
   // mapa turns the CTA's own shared address into the peer's in the
   // shared::cluster window; a remote arrival must discard its state (_).
+  // No .cluster scope (Cluster.h).
   Value own = LLVM::PtrToIntOp::create(d.b, d.i32, bar.pointer());
   LLVM::InlineAsmOp::create(
       d.b, TypeRange{}, ValueRange{own, rank, d.c32(count)},
       "{\n\t.reg .b32 remote;\n\tmapa.shared::cluster.u32 remote, $0, $1;\n\t"
-      "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [remote], "
+      "mbarrier.arrive.shared::cluster.b64 _, [remote], "
       "$2;\n\t}",
       "r,r,r,~{memory}", /*has_side_effects=*/true, /*is_align_stack=*/false,
       LLVM::tailcallkind::TailCallKind::None, LLVM::AsmDialectAttr(),

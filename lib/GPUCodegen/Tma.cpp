@@ -17,8 +17,8 @@ void TmaDescriptor::loadTile(Value dstShared, MBarrier &bar,
   Value dst = LLVM::AddrSpaceCastOp::create(d.b, clusterPtr, dstShared);
   NVVM::CpAsyncBulkTensorGlobalToSharedClusterOp::create(
       d.b, dst, desc, coords, bar.pointer(), /*im2colOffsets=*/ValueRange(),
-      multicastMask, /*l2CacheHint=*/l2Policy,
-      NVVM::TMALoadMode::TILE, /*isCTAOnly=*/false,
+      multicastMask, /*l2CacheHint=*/l2Policy, NVVM::TMALoadMode::TILE,
+      /*isCTAOnly=*/false,
       /*group=*/NVVM::CTAGroupKindAttr(), /*predicate=*/Value());
 }
 

@@ -660,8 +660,8 @@ llvm::Error timeShape(const CudaDriver &driver, const KernelCache &cache,
       "%5lld %4lld %6lld %3lld %6s %6lld %10s %10.4f %10.4f %9.1f %9.1f\n",
       (long long)shape.batch, (long long)shape.heads, (long long)shape.seq,
       (long long)shape.sq, shape.causal ? "yes" : "no",
-      (long long)bounds->numSplits, decodeTileText(spec->tiling).c_str(), median,
-      best, median > 0 ? flops / (median * 1e-3) / 1e12 : 0.0,
+      (long long)bounds->numSplits, decodeTileText(spec->tiling).c_str(),
+      median, best, median > 0 ? flops / (median * 1e-3) / 1e12 : 0.0,
       median > 0 ? bytes / (median * 1e-3) / 1e9 : 0.0);
   return llvm::Error::success();
 }

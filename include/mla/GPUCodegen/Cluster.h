@@ -31,7 +31,12 @@ mlir::Value clusterCtaRank(DeviceBuilder &d);
 /// every non-exited thread of the cluster must pass it.
 void clusterSync(DeviceBuilder &d);
 /// Arrives `count` times on the mbarrier at `bar`'s offset in the shared
-/// memory of the cluster's CTA `rank` (i32), release at cluster scope.
+/// memory of the cluster's CTA `rank` (i32): mapa, then a remote
+/// mbarrier.arrive with the default semantics (release at CTA scope, as
+/// CUTLASS releases a multicast pipeline's slots). It tells the peer that
+/// reads the caller has already waited for are done, and publishes nothing;
+/// a `.release.cluster` arrival made the multicast decode 36% slower (a
+/// cluster-scope fence per arrival; docs/gpu-runs.md, session 19).
 void arriveOnPeer(DeviceBuilder &d, MBarrier &bar, mlir::Value rank,
                   int64_t count);
 

@@ -15,8 +15,9 @@
 //    its own full barriers with all nine boxes' bytes. Two loops per rank,
 //    evict-first (a short piece) and not, as in the seesaw build.
 //  * Each consumer warp's lane 0 arrives for its 32 threads on the peer's
-//    empty barrier (mapa, then a remote mbarrier.arrive at cluster scope,
-//    count 32) next to each thread's own arrival.
+//    empty barrier (mapa, then a remote mbarrier.arrive, count 32, with the
+//    default release at CTA scope: a .release.cluster arrival cost 36%) next
+//    to each thread's own arrival.
 // RUN: mla-opt %s --mla-select-gpu-tiling --convert-mla-to-gpu | FileCheck %s
 // RUN: mla-opt %s --mla-to-nvvm="chip=sm_90a format=isa" -o %t.mlir
 // RUN: %python %mla_src_root/scripts/extract-gpu-payload.py %t.mlir %t.ptx
@@ -87,7 +88,7 @@ module attributes {mla.target = #mla.target<chip = sm90>} {
 // CHECK:         %[[PEER:.*]] = arith.xori %[[RANK]], %{{.*}} : i32
 // CHECK-NEXT:    %[[OWN:.*]] = llvm.ptrtoint %{{.*}} : !llvm.ptr<3> to i32
 // CHECK-NEXT:    %[[COUNT:.*]] = arith.constant 32 : i32
-// CHECK-NEXT:    llvm.inline_asm has_side_effects {{.*}}mapa.shared::cluster.u32 remote, $0, $1;{{.*}}mbarrier.arrive.release.cluster.shared::cluster.b64 _, [remote], $2;{{.*}} %[[OWN]], %[[PEER]], %[[COUNT]]
+// CHECK-NEXT:    llvm.inline_asm has_side_effects {{.*}}mapa.shared::cluster.u32 remote, $0, $1;{{.*}}mbarrier.arrive.shared::cluster.b64 _, [remote], $2;{{.*}} %[[OWN]], %[[PEER]], %[[COUNT]]
 // The end: a cluster barrier before the CTA exits.
 // CHECK:         nvvm.cluster.arrive
 // CHECK-NEXT:    nvvm.cluster.wait
@@ -99,7 +100,7 @@ module attributes {mla.target = #mla.target<chip = sm90>} {
 // PTX-NEXT:  barrier.cluster.wait;
 // PTX:       cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster.L2::cache_hint
 // PTX:       mapa.shared::cluster.u32
-// PTX-NEXT:  mbarrier.arrive.release.cluster.shared::cluster.b64 _,
+// PTX-NEXT:  mbarrier.arrive.shared::cluster.b64 _,
 // PTX:       barrier.cluster.arrive;
 // PTX-NEXT:  barrier.cluster.wait;
 // PTX-NOT:   nanosleep
