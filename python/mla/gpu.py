@@ -547,7 +547,8 @@ def decode(q, kv_cache, block_table, seq_lens, *, head_dim_v, softmax_scale, cau
     "grid" (default: one count per batch fitted to the GPU's SMs, see `chooseGridSplits`), "heuristic"
     (vLLM Triton MLA's), "balanced" (FlashMLA's plan) or "batch-invariant". `tile` ("RxWxKxS", with a
     trailing "w" for the wgmma kernel, "p" for its warp-specialised TMA build or "s" for that build's seesaw
-    schedule, which also reads fp8_e4m3 and fp8_ds_mla caches under bf16 q: opt-in, "64x2x64x2s")
+    schedule, which also reads fp8_e4m3 and fp8_ds_mla caches under bf16 q: opt-in, "64x2x64x2s"; "m" runs
+    that schedule in clusters of two CTAs sharing the KV loads, bf16/f16 caches with h_q a multiple of 128)
     overrides the kernel's default tiling (part of the kernel's key); without it, $MLA_DECODE_TILE, when
     set, does.
 
