@@ -68,58 +68,102 @@ CombineRow::CombineRow(ImplicitLocOpBuilder &b, DeviceBuilder &d,
 }
 
 void CombineRow::emit(Value bb, Value r, Value lane) {
-  this->bb = bb, this->r = r, this->lane = lane;
-  i = d.divu(r, d.c32(N)), n = d.remu(r, d.c32(N));
-  Value m = maxLse();
-  Value mIsNegInf = d.feq(m, d.negInf());
+  emitRows(bb, {r}, {}, lane);
+}
 
-  SmallVector<Value> inits;
+void CombineRow::emitRows(Value bb, ArrayRef<Value> rs, ArrayRef<Value> valid,
+                          Value lane) {
+  this->bb = bb, this->lane = lane;
+  SmallVector<Row> batch;
+  for (auto [j, r] : llvm::enumerate(rs)) {
+    Value at = valid.empty() ? r : d.select(valid[j], r, d.c32(0));
+    batch.push_back({at, d.divu(at, d.c32(N)), d.remu(at, d.c32(N)), {}, {}});
+  }
+  maxLse(batch);
+  for (Row &row : batch)
+    row.mIsNegInf = d.feq(row.m, d.negInf());
+
   zero4 = arith::ConstantOp::create(b, v4, b.getZeroAttr(v4));
-  for (int64_t c = 0; c < stripes; ++c)
-    inits.push_back(zero4);
-  inits.push_back(d.f(0.0f));
   col0 = d.mul(lane, d.c32(4));
+  const int64_t per = stripes + 1;
+  SmallVector<Value> inits;
+  for (size_t j = 0; j < batch.size(); ++j) {
+    for (int64_t c = 0; c < stripes; ++c)
+      inits.push_back(zero4);
+    inits.push_back(d.f(0.0f));
+  }
   SmallVector<Value> acc =
       d.forLoop(d.c32(0), ops.numSplits, d.c32(1), inits,
                 [&](Value s, ValueRange carried) {
-                  return accumulatePiece(s, carried, m, mIsNegInf);
+                  // Every row's loads of piece s, then the arithmetic.
+                  SmallVector<SmallVector<Value>> loads;
+                  for (const Row &row : batch)
+                    loads.push_back(loadPiece(row, s));
+                  SmallVector<Value> next;
+                  for (auto [j, row] : llvm::enumerate(batch))
+                    llvm::append_range(
+                        next, accumulatePiece(row, loads[j],
+                                              carried.slice(j * per, per)));
+                  return next;
                 });
-  storeRow(acc, m);
+  for (auto [j, row] : llvm::enumerate(batch)) {
+    ArrayRef<Value> rowAcc = ArrayRef<Value>(acc).slice(j * per, per);
+    if (valid.empty())
+      storeRow(row, rowAcc);
+    else
+      d.ifThen(valid[j], [&] { storeRow(row, rowAcc); });
+  }
 }
 
-Value CombineRow::lseIndex(Value s) {
-  return d.add(d.mul(d.add(d.mul(d.add(d.mul(s, ops.batch), bb), d.c32(N)), n),
-                     d.c32(Sq)),
-               i);
+Value CombineRow::lseIndex(const Row &row, Value s) {
+  return d.add(
+      d.mul(d.add(d.mul(d.add(d.mul(s, ops.batch), bb), d.c32(N)), row.n),
+            d.c32(Sq)),
+      row.i);
 }
 
-Value CombineRow::maxLse() {
-  Value m = d.forLoop(
-      lane, ops.numSplits, d.c32(32), {d.negInf()},
+void CombineRow::maxLse(MutableArrayRef<Row> batch) {
+  SmallVector<Value> init(batch.size(), d.negInf());
+  SmallVector<Value> m = d.forLoop(
+      lane, ops.numSplits, d.c32(32), init,
       [&](Value s, ValueRange acc) -> SmallVector<Value> {
-        Value v = d.load(d.f32, d.gep(ops.partialLse, d.f32, lseIndex(s)), 4);
-        return {softmax::max(d, acc[0], v)};
-      })[0];
-  return softmax::xorAllReduce(d, m, softmax::Combiner::Max, {16, 8, 4, 2, 1});
+        SmallVector<Value> v, next;
+        for (const Row &row : batch)
+          v.push_back(
+              d.load(d.f32, d.gep(ops.partialLse, d.f32, lseIndex(row, s)), 4));
+        for (size_t j = 0; j < batch.size(); ++j)
+          next.push_back(softmax::max(d, acc[j], v[j]));
+        return next;
+      });
+  for (auto [j, row] : llvm::enumerate(batch))
+    row.m = softmax::xorAllReduce(d, m[j], softmax::Combiner::Max,
+                                  {16, 8, 4, 2, 1});
 }
 
-SmallVector<Value> CombineRow::accumulatePiece(Value s, ValueRange carried,
-                                               Value m, Value mIsNegInf) {
-  Value l = d.load(d.f32, d.gep(ops.partialLse, d.f32, lseIndex(s)), 4);
-  Value w = softmax::naturalWeight(d, l, m);
-  w = d.select(mIsNegInf, d.f(0.0f), w);
-  Value w4 = vector::BroadcastOp::create(b, v4, w);
+SmallVector<Value> CombineRow::loadPiece(const Row &row, Value s) {
+  SmallVector<Value> loads = {
+      d.load(d.f32, d.gep(ops.partialLse, d.f32, lseIndex(row, s)), 4)};
   // partial_out row ((s*B + b)*rows + r)*L, in i64.
   Value rowBase = d.mul(
-      d.toI64(d.add(d.mul(d.add(d.mul(s, ops.batch), bb), d.c32(rows)), r)),
+      d.toI64(d.add(d.mul(d.add(d.mul(s, ops.batch), bb), d.c32(rows)), row.r)),
       d.c64(L));
-  SmallVector<Value> next;
   for (int64_t c = 0; c < stripes; ++c) {
     Value col = d.add(col0, d.c32(c * 128));
     Value ptr = d.gep(ops.partialOut, d.f32, d.add(rowBase, d.toI64(col)));
-    Value v = loadStripe(ptr, col);
-    next.push_back(vector::FMAOp::create(b, w4, v, carried[c]));
+    loads.push_back(loadStripe(ptr, col));
   }
+  return loads;
+}
+
+SmallVector<Value> CombineRow::accumulatePiece(const Row &row,
+                                               ArrayRef<Value> loads,
+                                               ValueRange carried) {
+  Value w = softmax::naturalWeight(d, loads[0], row.m);
+  w = d.select(row.mIsNegInf, d.f(0.0f), w);
+  Value w4 = vector::BroadcastOp::create(b, v4, w);
+  SmallVector<Value> next;
+  for (int64_t c = 0; c < stripes; ++c)
+    next.push_back(vector::FMAOp::create(b, w4, loads[1 + c], carried[c]));
   next.push_back(d.fadd(carried[stripes], w));
   return next;
 }
@@ -138,7 +182,8 @@ Value CombineRow::loadStripe(Value ptr, Value col) {
   return ifOp.getResult(0);
 }
 
-void CombineRow::storeRow(ArrayRef<Value> acc, Value m) {
+void CombineRow::storeRow(const Row &row, ArrayRef<Value> acc) {
+  Value r = row.r, m = row.m;
   Value sumW = acc[stripes];
   softmax::Normaliser norm = softmax::normaliser(d, sumW);
   Value inv4 = vector::BroadcastOp::create(b, v4, norm.inv);
@@ -158,7 +203,8 @@ void CombineRow::storeRow(ArrayRef<Value> acc, Value m) {
   }
   d.ifThen(d.eq(lane, d.c32(0)), [&] {
     Value lse = softmax::mergedLse(d, m, sumW, norm.nonEmpty);
-    Value idx = d.add(d.mul(d.add(d.mul(bb, d.c32(N)), n), d.c32(Sq)), i);
+    Value idx =
+        d.add(d.mul(d.add(d.mul(bb, d.c32(N)), row.n), d.c32(Sq)), row.i);
     d.store(lse, d.gep(ops.lse, d.f32, idx), 4);
   });
 }

@@ -856,12 +856,25 @@ Value DecodeSM90Kernel::rowBlockCounter() {
   return d.gep(counters, d.i32, block);
 }
 
-void DecodeSM90Kernel::mergeBlockRows(Value first, Value step, Value lane) {
+void DecodeSM90Kernel::mergeBlockRows(Value first, int64_t step, Value lane) {
   CombineRow row(b, d, shape,
                  {pout, plse, finalOut, finalLse, batch, numSplits});
-  d.forLoop(first, d.c32(M), step, {}, [&](Value r, ValueRange) {
-    Value request = d.add(r0, r);
-    d.ifThen(d.slt(request, d.c32(rows)), [&] { row.emit(bb, request, lane); });
+  // The warp's rows first + step * j merge kMergeRowsInFlight at a time: one
+  // row at a time, a warp waited for memory (the LSEs, then each piece) eight
+  // times over, about 12 us per merging CTA (docs/gpu-runs.md, session 19).
+  const int64_t batch = kMergeRowsInFlight;
+  const int64_t batches = llvm::divideCeil(llvm::divideCeil(M, step), batch);
+  d.forLoop(d.c32(0), d.c32(batches), d.c32(1), {}, [&](Value t, ValueRange) {
+    Value base = d.add(first, d.mul(t, d.c32(batch * step)));
+    SmallVector<Value> rs, valid;
+    for (int64_t j = 0; j < batch; ++j) {
+      Value local = d.add(base, d.c32(j * step));
+      Value request = d.add(r0, local);
+      rs.push_back(request);
+      valid.push_back(
+          d.andi(d.slt(local, d.c32(M)), d.slt(request, d.c32(rows))));
+    }
+    row.emitRows(bb, rs, valid, lane);
     return SmallVector<Value>{};
   });
 }
@@ -880,7 +893,7 @@ void DecodeSM90Kernel::mergeAsLastPiece(Value when, const MergeFrame &f) {
     Value merges =
         d.cmp(arith::CmpIPredicate::ne, d.load(d.i32, flag, 4), d.c32(0));
     d.ifThen(merges, [&] {
-      mergeBlockRows(d.divu(f.thread, d.c32(32)), d.c32(f.threads / 32),
+      mergeBlockRows(d.divu(f.thread, d.c32(32)), f.threads / 32,
                      d.remu(f.thread, d.c32(32)));
     });
   });

@@ -306,7 +306,11 @@ public:
   /// per row). No CTA waits for another.
   void mergeAsLastPiece(mlir::Value when, const MergeFrame &frame);
   mlir::Value rowBlockCounter();
-  void mergeBlockRows(mlir::Value first, mlir::Value step, mlir::Value lane);
+  /// The rows a warp merges together (CombineRow::emitRows): each holds 17
+  /// accumulator registers per lane and as many loads in flight.
+  static constexpr int64_t kMergeRowsInFlight = 4;
+  /// The warp merges rows first, first + step, ... of the block.
+  void mergeBlockRows(mlir::Value first, int64_t step, mlir::Value lane);
   /// writeOutput's stores, in f32 or (`final`) in the activation type.
   void writeRows(mlir::ValueRange state, mlir::Value lRow[2], bool final);
   /// writeOutput's final rows through `staging`: the thread's pairs to

@@ -290,11 +290,19 @@
 // CHECK:           [[SET:%.+]] = llvm.load [[FLAG]]
 // CHECK-NEXT:      [[MERGES:%.+]] = arith.cmpi ne, [[SET]], %c0_i32
 // CHECK-NEXT:      scf.if [[MERGES]] {
-// CHECK:             scf.for %{{.*}} = %{{.*}} to %c64_i32{{.*}} step %c8_i32
-// CHECK:             llvm.getelementptr %arg6
-// CHECK:             llvm.getelementptr %arg5
-// CHECK:             llvm.getelementptr %arg14[{{.*}} -> !llvm.ptr<1>, bf16
-// CHECK:             llvm.getelementptr %arg15
+// A warp merges its eight rows four at a time (two batches): the four rows'
+// LSEs of the lane's pieces, then per piece every row's LSE and four 16-byte
+// stripes before any arithmetic, then the rows' stores.
+// CHECK:             scf.for %{{.*}} = %c0_i32{{.*}} to %c2_i32{{.*}} step %c1_i32
+// CHECK:               scf.for %{{.*}} = %{{.*}} to %arg9 step %c32_i32
+// CHECK-COUNT-4:         llvm.getelementptr %arg6
+// CHECK:               scf.for %{{.*}} = %c0_i32{{.*}} to %arg9 step %c1_i32
+// CHECK-COUNT-4:         llvm.getelementptr %arg{{[56]}}
+// CHECK-COUNT-16:        llvm.getelementptr %arg{{[56]}}
+// CHECK-NOT:             llvm.getelementptr
+// CHECK:                 vector.fma
+// CHECK:               llvm.getelementptr %arg14[{{.*}} -> !llvm.ptr<1>, bf16
+// CHECK:               llvm.getelementptr %arg15
 // CHECK-NOT:     nvvm.cp.async.shared.global
 // CHECK-NOT:     m64n32k16
 // CHECK-LABEL: gpu.func @mla_decode_plan(
