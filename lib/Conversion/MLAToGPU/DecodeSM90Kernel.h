@@ -287,8 +287,8 @@ public:
   /// The in-kernel combine's pieces, shared by mergeAsLastPiece and the
   /// seesaw build: whether this launch merges (counters given and S > 1,
   /// uniform over the grid), the row block's counter, and the merge of
-  /// block rows first, first + step, ... (a warp per row, `lane` its index;
-  /// CombineRow).
+  /// block rows first, first + step, ... (each warp kMergeRowsInFlight
+  /// rows at a time, `lane` its index; CombineRow::emitRows).
   mlir::Value mergesPieces();
   /// The threads that wrote a CTA's partial rows, for mergeAsLastPiece:
   /// `threads` whole warps, `thread` the index among them (0 counts the CTA
@@ -302,8 +302,8 @@ public:
   };
   /// When `when` (uniform over the CTA): counts the CTA into its row
   /// block's counter, and the last of the block's numSplits pieces to
-  /// arrive merges the block's rows into out and lse (CombineRow, a warp
-  /// per row). No CTA waits for another.
+  /// arrive merges the block's rows into out and lse (mergeBlockRows). No
+  /// CTA waits for another.
   void mergeAsLastPiece(mlir::Value when, const MergeFrame &frame);
   mlir::Value rowBlockCounter();
   /// The rows a warp merges together (CombineRow::emitRows): each holds 17

@@ -50,9 +50,10 @@
 // thread 0 counts the CTA into its row block's counter (fence, release add;
 // the one that completes the count, S - 1 before it, fences and stores 0)
 // and leaves that in a shared flag, barrier 1 again, and where the flag is
-// set a warp per row r = warp, stepping 8, merges the pieces' f32 partials
-// (%arg5, %arg6) into out (%arg14, bf16) and lse (%arg15). No CTA waits for
-// another: no spin loop.
+// set each warp merges its rows r = warp, warp + 8, ... four at a time (every
+// row's loads of a step first) from the pieces' f32 partials (%arg5, %arg6)
+// into out (%arg14, bf16) and lse (%arg15). No CTA waits for another: no
+// spin loop.
 // RUN: mla-opt %s --mla-select-gpu-tiling --convert-mla-to-gpu | FileCheck %s
 // RUN: mla-opt %s --mla-select-gpu-tiling --convert-mla-to-gpu | FileCheck %s --check-prefix=EF
 // RUN: mla-opt %s --mla-to-nvvm="chip=sm_90a format=isa" -o %t.mlir
