@@ -289,15 +289,19 @@ std::string checkDecodeTiling(Chip chip, const DecodeShape &shape,
   // The two CTAs of a cluster must read the same blocks: the rows of a
   // pair of row blocks are one query token's (the causal limit, and a
   // varlen request's end, are per token).
-  if (tiling.multicast &&
-      (!tiling.seesaw || tiling.persistent || shape.fp8() || shape.varlen ||
-       chip != Chip::SM90a || tiling.rowsPerCta != 64 ||
-       shape.numHeads % (2 * tiling.rowsPerCta) != 0))
-    return "the multicast decode (tile suffix m) is the seesaw build over "
-           "bf16/f16 caches on sm_90a, uniform s_q, with N a multiple of 128 "
-           "(each cluster's two 64-row blocks are one query token's heads), "
-           "got N = " +
-           std::to_string(shape.numHeads) + "; use tile suffix s";
+  if (tiling.multicast) {
+    bool build = tiling.seesaw && !tiling.persistent && !shape.fp8() &&
+                 !shape.varlen && chip == Chip::SM90a &&
+                 tiling.rowsPerCta == 64;
+    bool heads = shape.numHeads % (2 * tiling.rowsPerCta) == 0;
+    if (!build || !heads)
+      return std::string("the multicast decode (tile suffix m) is the seesaw "
+                         "build over bf16/f16 caches on sm_90a, uniform s_q, "
+                         "with N a multiple of 128 (each cluster's two 64-row "
+                         "blocks are one query token's heads), ") +
+             (heads ? "" : "got N = " + std::to_string(shape.numHeads) + "; ") +
+             "use tile suffix s";
+  }
   if (tiling.pipelined && !tiling.seesaw && shape.fp8())
     return "the pipelined decode (tile suffix p) reads bf16/f16 caches; fp8 "
            "caches use the wgmma or mma.sync builds";

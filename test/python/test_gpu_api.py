@@ -301,8 +301,9 @@ def test_multicast_tile(lib):
     for heads in (16, 64, 192):
         with pytest.raises(ValueError, match=f"N a multiple of 128 .*got N = {heads}; use tile suffix s"):
             spec_text(heads, tile="64x2x64x2m")
-    with pytest.raises(ValueError, match="multicast decode .tile suffix m. is the seesaw build over bf16/f16"):
+    with pytest.raises(ValueError, match="multicast decode .tile suffix m. is the seesaw build over bf16/f16") as e:
         gpu.decode_spec(128, 1, 512, 64, 64, "bf16", False, "sm_90a", tile="64x2x64x2m", kv_format="fp8_e4m3")
+    assert "got N" not in str(e.value), "N = 128 is not what the fp8 cache is refused for"
     with pytest.raises(ValueError, match="multicast decode"):
         gpu.decode_spec(128, 1, 512, 64, 64, "bf16", False, "sm_100a", tile="64x2x64x2m")
 

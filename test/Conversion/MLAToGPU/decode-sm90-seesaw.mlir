@@ -298,8 +298,13 @@
 // CHECK:               scf.for %{{.*}} = %{{.*}} to %arg9 step %c32_i32
 // CHECK-COUNT-4:         llvm.getelementptr %arg6
 // CHECK:               scf.for %{{.*}} = %c0_i32{{.*}} to %arg9 step %c1_i32
-// CHECK-COUNT-4:         llvm.getelementptr %arg{{[56]}}
-// CHECK-COUNT-16:        llvm.getelementptr %arg{{[56]}}
+// CHECK-COUNT-5:         llvm.getelementptr %arg{{[56]}}
+// CHECK-NOT:             vector.fma
+// CHECK-COUNT-5:         llvm.getelementptr %arg{{[56]}}
+// CHECK-NOT:             vector.fma
+// CHECK-COUNT-5:         llvm.getelementptr %arg{{[56]}}
+// CHECK-NOT:             vector.fma
+// CHECK-COUNT-5:         llvm.getelementptr %arg{{[56]}}
 // CHECK-NOT:             llvm.getelementptr
 // CHECK:                 vector.fma
 // CHECK:               llvm.getelementptr %arg14[{{.*}} -> !llvm.ptr<1>, bf16
