@@ -243,7 +243,11 @@ int64_t decodeSharedBytes(Chip chip, const DecodeShape &shape,
   // The row-reduction scratch, and with scale tiles their running maxima.
   int64_t red = alignTo(tiling.rowsPerCta * tiling.warpsN * 4, 128) +
                 (scaleTiles > 0 ? 128 : 0);
-  return q + kv + p + red + raw;
+  // A raw ring read by the MMAs is filled by bulk copies, one mbarrier per
+  // stage after the ring.
+  int64_t barriers =
+      decodeReadsRawFp8(shape, tiling) ? alignTo(tiling.stages * 8, 128) : 0;
+  return q + kv + p + red + raw + barriers;
 }
 
 std::string checkDecodeTiling(Chip chip, const DecodeShape &shape,

@@ -2,6 +2,7 @@
 
 #include "mla/GPUCodegen/AsyncCopy.h"
 
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 
 using namespace mlir;
@@ -57,3 +58,36 @@ void StageRing::refill(DeviceBuilder &d, Value k,
 }
 
 void StageRing::drain(DeviceBuilder &d) const { d.cpAsyncWait(0); }
+
+void mla::gpu_codegen::bulkCopyToShared(DeviceBuilder &d, Value dst, Value src,
+                                        MBarrier &bar, Value bytes) {
+  // The shared::cluster form (address space 7): a CTA's own shared memory
+  // is part of that window.
+  auto clusterPtr = LLVM::LLVMPointerType::get(d.b.getContext(), 7);
+  Value dstCluster = LLVM::AddrSpaceCastOp::create(d.b, clusterPtr, dst);
+  NVVM::CpAsyncBulkGlobalToSharedClusterOp::create(
+      d.b, dstCluster, src, bar.pointer(), bytes, /*multicastMask=*/Value(),
+      /*l2CacheHint=*/Value());
+}
+
+MBarrier BulkStageRing::full(DeviceBuilder &d, Value smem, Value k) const {
+  Value slot = d.remu(k, d.c32(ring.stages));
+  return MBarrier(
+      d, d.gepBytes(smem, d.add(d.c32(barrierOff), d.mul(slot, d.c32(8)))));
+}
+
+void BulkStageRing::init(DeviceBuilder &d, Value smem) const {
+  for (int64_t st = 0; st < ring.stages; ++st)
+    full(d, smem, d.c32(st)).init(1);
+}
+
+void BulkStageRing::wait(DeviceBuilder &d, Value smem, Value k) const {
+  full(d, smem, k).waitParity(ring.phase(d, k));
+}
+
+void BulkStageRing::issue(DeviceBuilder &d, Value smem, Value k,
+                          Value dstOffset, Value src, Value bytes) const {
+  MBarrier bar = full(d, smem, k);
+  bar.arriveExpectTx(bytes);
+  bulkCopyToShared(d, d.gepBytes(smem, dstOffset), src, bar, bytes);
+}

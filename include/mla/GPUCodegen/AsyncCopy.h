@@ -11,6 +11,7 @@
 #define MLA_GPUCODEGEN_ASYNCCOPY_H
 
 #include "mla/GPUCodegen/DeviceBuilder.h"
+#include "mla/GPUCodegen/MBarrier.h"
 
 namespace mla::gpu_codegen {
 
@@ -51,6 +52,34 @@ struct StageRing {
               llvm::function_ref<void(mlir::Value)> issue) const;
   /// Waits for every group (no copy in flight at kernel exit).
   void drain(DeviceBuilder &d) const;
+};
+
+/// cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes: one
+/// thread copies `bytes` (i32, a multiple of 16) from `src` (global, 16-byte
+/// aligned) to `dst` (shared, 16-byte aligned); the bytes count against the
+/// transactions `bar` was armed with (MBarrier::arriveExpectTx).
+void bulkCopyToShared(DeviceBuilder &d, mlir::Value dst, mlir::Value src,
+                      MBarrier &bar, mlir::Value bytes);
+
+/// A StageRing whose steps are each one bulk copy (bulkCopyToShared) that
+/// completes on the buffer's own mbarrier (8 bytes each from `barrierOff` of
+/// the shared base): no per-thread copies, no commit groups. Every copy a
+/// step issues must be waited for before the kernel exits.
+struct BulkStageRing {
+  StageRing ring;
+  int64_t barrierOff;
+
+  /// Step `k`'s barrier (buffer k % stages).
+  MBarrier full(DeviceBuilder &d, mlir::Value smem, mlir::Value k) const;
+  /// One thread: initialises the barriers (one arrival each). The CTA must
+  /// synchronise before any thread waits on them.
+  void init(DeviceBuilder &d, mlir::Value smem) const;
+  /// Blocks until step `k`'s copy has landed (phase (k / stages) & 1).
+  void wait(DeviceBuilder &d, mlir::Value smem, mlir::Value k) const;
+  /// One thread: arms step `k`'s barrier with `bytes` and copies them from
+  /// `src` to byte `dstOffset` of the shared base.
+  void issue(DeviceBuilder &d, mlir::Value smem, mlir::Value k,
+             mlir::Value dstOffset, mlir::Value src, mlir::Value bytes) const;
 };
 
 } // namespace mla::gpu_codegen

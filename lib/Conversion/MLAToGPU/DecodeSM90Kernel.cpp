@@ -91,6 +91,8 @@ DecodeSM90Layout DecodeSM90Layout::get(const abi::DecodeShape &shape,
   if (shape.fp8()) {
     lay.rawOff = lay.scaleMaxOff + (scaleTiles > 0 ? 128 : 0);
     lay.ring = {tiling.stages, rawSlot};
+    // The bulk-copy ring's barriers (abi::decodeReadsRawFp8) follow it.
+    lay.barrierOff = lay.rawOff + tiling.stages * rawSlot;
   }
   return lay;
 }
@@ -466,6 +468,8 @@ void DecodeSM90Kernel::issueBlock(Value k, Value phys) {
     Value firstRow = d.add(d.mul(d.toI64(phys), d.c64(page)),
                            d.toI64(d.remu(start, d.c32(page))));
     Value stage = lay.ring.slotOffset(d, k);
+    if (rawFp8)
+      return issueRawBlockBulk(k, start, firstRow, stage);
     if (shape.fp8())
       return issueRawBlock(start, firstRow, stage);
     Value rowBase = d.mul(firstRow, d.c64(D));
@@ -499,19 +503,57 @@ void DecodeSM90Kernel::issueRawBlock(Value start, Value firstRow, Value stage) {
   });
 }
 
+void DecodeSM90Kernel::issueRawBlockBulk(Value k, Value start, Value firstRow,
+                                         Value stage) {
+  // One bulk copy of the block's rows up to the piece's end (a block never
+  // straddles a page), issued by thread 0. The bytes past the piece (the
+  // last block only) are zeroed by every thread instead, as issueRawBlock's
+  // zero-fill does: zero codes, scales and bf16 decode to zeros, where a
+  // stale byte or one never written might be a NaN's (times p = 0).
+  const int64_t rowBytes = shape.cacheRowBytes(), blockBytes = Bk * rowBytes;
+  Value validBytes =
+      d.mul(d.minsi(d.sub(kvEnd, start), d.c32(Bk)), d.c32(rowBytes));
+  Value slot = d.add(d.c32(lay.rawOff), stage);
+  d.ifThen(d.slt(validBytes, d.c32(blockBytes)), [&] {
+    Value zero = LLVM::ZeroOp::create(b, VectorType::get({4}, d.i32));
+    d.forLoop(
+        llvm::divideCeil(blockBytes / 16, T), {}, [&](Value round, ValueRange) {
+          Value off = d.mul(d.add(tid, d.mul(round, d.c32(T))), d.c32(16));
+          d.ifThen(
+              d.andi(d.sge(off, validBytes), d.slt(off, d.c32(blockBytes))),
+              [&] { d.store(zero, d.gepBytes(smem, d.add(slot, off)), 16); });
+          return SmallVector<Value>{};
+        });
+  });
+  d.ifThen(d.eq(tid, d.c32(0)), [&] {
+    Value src = d.gep(cache, d.i8, d.mul(firstRow, d.c64(rowBytes)));
+    rawRing().issue(d, smem, k, slot, src, validBytes);
+  });
+}
+
+BulkStageRing DecodeSM90Kernel::rawRing() const {
+  return {lay.ring, lay.barrierOff};
+}
+
 DecodeSM90Kernel::BlockHead DecodeSM90Kernel::beginBlock(Value k, Value page,
                                                          bool asyncProxy,
                                                          bool dequantise) {
   // The next refill's page is read a step ahead: its load's latency passes
   // under this block's wait and compute instead of before the copies.
   Value nextPage = pageOf(d.add(k, d.c32(lay.ring.stages)));
-  lay.ring.waitOldest(d);
+  if (rawFp8)
+    rawRing().wait(d, smem, k);
+  else
+    lay.ring.waitOldest(d);
   if (asyncProxy && !shape.fp8())
     fenceProxyAsyncShared(d); // cp.async wrote through the generic proxy
   // Also orders the previous block's P V reads of the KV tile (every token)
   // before this block's dequantisation overwrites it.
   d.barrier();
-  lay.ring.refill(d, k, [&](Value next) { issueBlock(next, page); });
+  if (rawFp8)
+    issueBlock(d.add(k, d.c32(lay.ring.stages - 1)), page);
+  else
+    lay.ring.refill(d, k, [&](Value next) { issueBlock(next, page); });
   if (!shape.fp8() || rawFp8)
     return {lay.ring.slotOffset(d, k), nextPage};
   if (dequantise) {
@@ -627,6 +669,17 @@ void DecodeSM90Kernel::dequantSlice(Value k, int64_t c0, int64_t c1) {
 
 Value DecodeSM90Kernel::stageQAndPrefill() {
   // Group 0 = Q + block 0; groups 1..St-2 = the next blocks.
+  if (rawFp8) {
+    // The bulk ring's barriers, initialised before anyone waits. Q is staged
+    // through registers here (stageQInF16), so no cp.async group is left.
+    assert(halfType != outType && "a raw ring with Q staged by cp.async");
+    d.ifThen(d.eq(tid, d.c32(0)), [&] { rawRing().init(d, smem); });
+    d.barrier();
+    stageQ();
+    for (int64_t k = 0; k + 1 < lay.ring.stages; ++k)
+      issueBlock(d.c32(k), pageOf(d.c32(k)));
+    return pageOf(d.c32(lay.ring.stages - 1));
+  }
   stageQ();
   lay.ring.prefill(d, [&](Value k) { issueBlock(k, pageOf(k)); });
   return pageOf(d.c32(lay.ring.stages - 1));

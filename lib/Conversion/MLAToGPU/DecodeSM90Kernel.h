@@ -68,7 +68,8 @@ struct DecodeSM90Layout {
   /// (16 bytes per token of each ring slot, after the scratch; 0
   /// otherwise).
   int64_t tileFactorOff = 0;
-  /// The seesaw build over an fp8 cache: where its mbarriers start.
+  /// The seesaw build over an fp8 cache, or a raw ring the mma.sync MMAs
+  /// read (abi::decodeReadsRawFp8): where its mbarriers start.
   int64_t barrierOff = 0;
   /// Offset of a raw fp8_ds_mla decode's f32 running maxima of the scale
   /// tiles' per-token scales (one per tile); in the seesaw build over
@@ -403,6 +404,13 @@ private:
   /// `firstRow`) into ring slot `stage`.
   void issueRawBlock(mlir::Value start, mlir::Value firstRow,
                      mlir::Value stage);
+  /// issueRawBlock for a raw ring the MMAs read (rawFp8): one bulk copy by
+  /// thread 0 on step `k`'s barrier (rawRing), the bytes past the piece
+  /// zeroed by every thread.
+  void issueRawBlockBulk(mlir::Value k, mlir::Value start, mlir::Value firstRow,
+                         mlir::Value stage);
+  /// The raw ring with its barriers at lay.barrierOff (rawFp8 only).
+  BulkStageRing rawRing() const;
   /// Stores chunks [c0, c1) of every token of slice wj of the KV tile, the
   /// slice's threads sharing them: `chunk(row, c)` computes chunk `c` (i32)
   /// of the raw row at shared byte offset `row` (i32). Tokens at or past

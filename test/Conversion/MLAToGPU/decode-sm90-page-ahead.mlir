@@ -13,17 +13,17 @@
 // The prefill's block reads its own page.
 // CHECK: scf.if %{{.*}} -> (i32)
 // CHECK: llvm.load %{{.*}} : !llvm.ptr<1> -> i32
-// CHECK: nvvm.cp.async.shared.global
+// CHECK: nvvm.cp.async.bulk.shared.cluster.global
 // CHECK: %[[FIRST:.*]] = scf.if %{{.*}} -> (i32)
 // CHECK-NEXT: arith.constant 64 : i32
 // CHECK: llvm.load %{{.*}} : !llvm.ptr<1> -> i32
 // CHECK: scf.for %{{.*}} iter_args({{.*}}, %[[PAGE:arg[0-9]+]] = %[[FIRST]]) -> ({{.*}}, i32)
 // CHECK: %[[NEXT:.*]] = scf.if %{{.*}} -> (i32)
 // CHECK: llvm.load %{{.*}} : !llvm.ptr<1> -> i32
-// CHECK: nvvm.cp.async.wait.group 0
+// CHECK: nvvm.mbarrier.try_wait.parity
 // CHECK-NOT: !llvm.ptr<1> -> i32
 // CHECK: arith.extsi %[[PAGE]] : i32 to i64
-// CHECK: nvvm.cp.async.shared.global
+// CHECK: nvvm.cp.async.bulk.shared.cluster.global
 // CHECK: scf.yield {{.*}}, %[[NEXT]] : {{.*}}, i32
 module attributes {mla.target = #mla.target<chip = sm90>} {
   func.func @e4m3(%q: tensor<?x1x16x576xbf16>, %cache: tensor<?x64x576xi8>, %bt: tensor<?x?xi32>, %lens: tensor<?xi32>)
