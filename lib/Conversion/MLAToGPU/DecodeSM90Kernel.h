@@ -30,7 +30,8 @@
 // the scores' scale and the output (begin), so its tile holds the codes'
 // exact values (Fp8Dequant's convertE4M3x8, no multiply per element).
 // The mma.sync kernel of fp8_e4m3 over bf16 activations has no KV tile at
-// all (abi::decodeReadsRawFp8, rawFp8): its MMAs read the raw ring.
+// all (abi::decodeReadsRawFp8, rawFp8): its MMAs read the raw ring, which
+// one bulk copy per block fills (BulkStageRing, an mbarrier per stage).
 //
 // The two MMA schedules are separate compositions over this class, chosen
 // once by `DecodeTiling::wgmma`: DecodeSM90MmaSync.cpp (warp grid, ldmatrix
