@@ -223,9 +223,10 @@ TEST(KernelSpecTest, RawFp8DecodeRules) {
   EXPECT_TRUE(decodeReadsRawFp8(ds.shape, ds.tiling));
   EXPECT_EQ(decodeRawScaleTiles(ds.shape, ds.tiling), 4);
   // Q 16 x 1152, four P tiles of 16 x 144, the row-reduction scratch and
-  // the maxima (256 + 128), two raw stages of 64 x 656.
+  // the maxima (256 + 128), two raw stages of 64 x 656, and the bulk
+  // copies' two mbarriers (a 128-byte section).
   EXPECT_EQ(decodeSharedBytes(ds.chip, ds.shape, ds.tiling),
-            16 * 1152 + 4 * 16 * 144 + 256 + 128 + 2 * 64 * 656);
+            16 * 1152 + 4 * 16 * 144 + 256 + 128 + 2 * 64 * 656 + 128);
   // Two CTAs share an SM (228 KB, 1 KB reserved per CTA).
   EXPECT_LE(2 * (decodeSharedBytes(ds.chip, ds.shape, ds.tiling) + 1024),
             228 * 1024);
