@@ -668,18 +668,20 @@ void DecodeSM90Kernel::dequantSlice(Value k, int64_t c0, int64_t c1) {
 }
 
 Value DecodeSM90Kernel::stageQAndPrefill() {
-  // Group 0 = Q + block 0; groups 1..St-2 = the next blocks.
   if (rawFp8) {
-    // The bulk ring's barriers, initialised before anyone waits. Q is staged
-    // through registers here (stageQInF16), so no cp.async group is left.
+    // The bulk ring's barriers, initialised before anyone waits; the first
+    // blocks' copies are in flight while Q is staged through registers
+    // (stageQInF16: its loads, the CTA's exponent and the f16 stores), so no
+    // cp.async group is left either.
     assert(halfType != outType && "a raw ring with Q staged by cp.async");
     d.ifThen(d.eq(tid, d.c32(0)), [&] { rawRing().init(d, smem); });
     d.barrier();
-    stageQ();
     for (int64_t k = 0; k + 1 < lay.ring.stages; ++k)
       issueBlock(d.c32(k), pageOf(d.c32(k)));
+    stageQ();
     return pageOf(d.c32(lay.ring.stages - 1));
   }
+  // Group 0 = Q + block 0; groups 1..St-2 = the next blocks.
   stageQ();
   lay.ring.prefill(d, [&](Value k) { issueBlock(k, pageOf(k)); });
   return pageOf(d.c32(lay.ring.stages - 1));

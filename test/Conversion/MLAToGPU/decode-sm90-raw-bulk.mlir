@@ -5,7 +5,9 @@
 // bytes past the piece (a partial last block only) with every thread, then
 // thread 0 arms the stage's barrier with the block's bytes and issues
 // cp.async.bulk; every step waits on its stage's barrier before the CTA
-// barrier. No thread issues per-thread cp.async copies.
+// barrier. The first blocks' copies are issued before Q is staged, so they
+// are in flight while Q's loads and conversion run. No thread issues
+// per-thread cp.async copies.
 // RUN: mla-opt %s --split-input-file --mla-select-gpu-tiling --convert-mla-to-gpu | FileCheck %s
 // RUN: mla-opt %s --split-input-file --mla-to-nvvm="chip=sm_90a format=isa" -o %t.mlir
 // RUN: %python %mla_src_root/scripts/extract-gpu-payload.py %t.mlir %t.ptx
@@ -33,6 +35,9 @@
 // CHECK-NEXT: llvm.getelementptr
 // CHECK-NEXT: llvm.addrspacecast %{{.*}} : !llvm.ptr<3> to !llvm.ptr<7>
 // CHECK-NEXT: nvvm.cp.async.bulk.shared.cluster.global %{{.*}}, %{{.*}}, %[[BAR]], %[[VALID]] : !llvm.ptr<7>, <1>
+// Q is staged (loaded into registers, stored as f16) while the copy runs.
+// CHECK: llvm.load %{{.*}} : !llvm.ptr<1> -> vector<4xi32>
+// CHECK: arith.truncf %{{.*}} : vector<2xf32> to vector<2xf16>
 // The block loop: wait for the stage, the CTA barrier, then the refill.
 // CHECK: scf.for
 // CHECK: nvvm.mbarrier.try_wait.parity
