@@ -4,7 +4,10 @@
 // the threads of a CTA, and the ring of `stages` shared-memory buffers a
 // software pipeline cycles through. A copy whose source is out of bounds
 // reads 0 bytes and zero-fills its destination, so that a NaN or stale value
-// of an unused slot never enters shared memory.
+// of an unused slot never enters shared memory. A ring may instead take one
+// bulk copy (`cp.async.bulk`) per step, issued by one thread, completing on
+// the buffer's mbarrier (BulkStageRing); its caller zeroes what the copy
+// leaves out.
 //
 //===----------------------------------------------------------------------===//
 #ifndef MLA_GPUCODEGEN_ASYNCCOPY_H
