@@ -486,6 +486,11 @@ void DecodeSM90Kernel::issueBlock(Value k, Value phys) {
   });
 }
 
+Value DecodeSM90Kernel::rawBlockValidBytes(Value start) {
+  return d.mul(d.minsi(d.sub(kvEnd, start), d.c32(Bk)),
+               d.c32(shape.cacheRowBytes()));
+}
+
 void DecodeSM90Kernel::issueRawBlock(Value start, Value firstRow, Value stage) {
   // The block's rows are one contiguous byte range (a block never straddles
   // a page); 16-byte chunks that start past the piece's last row are
@@ -493,8 +498,7 @@ void DecodeSM90Kernel::issueRawBlock(Value start, Value firstRow, Value stage) {
   // values, and dequantSlice zeroes the tokens of other rows itself.
   const int64_t rowBytes = shape.cacheRowBytes();
   Value base = d.mul(firstRow, d.c64(rowBytes));
-  Value validBytes =
-      d.mul(d.minsi(d.sub(kvEnd, start), d.c32(Bk)), d.c32(rowBytes));
+  Value validBytes = rawBlockValidBytes(start);
   forEachStrided(d, tid, T, Bk * rowBytes / 16, [&](Value idx) {
     Value off = d.mul(idx, d.c32(16));
     Value src = d.gep(cache, d.i8, d.add(base, d.toI64(off)));
@@ -511,8 +515,7 @@ void DecodeSM90Kernel::issueRawBlockBulk(Value k, Value start, Value firstRow,
   // zero-fill does: zero codes, scales and bf16 decode to zeros, where a
   // stale byte or one never written might be a NaN's (times p = 0).
   const int64_t rowBytes = shape.cacheRowBytes(), blockBytes = Bk * rowBytes;
-  Value validBytes =
-      d.mul(d.minsi(d.sub(kvEnd, start), d.c32(Bk)), d.c32(rowBytes));
+  Value validBytes = rawBlockValidBytes(start);
   Value slot = d.add(d.c32(lay.rawOff), stage);
   d.ifThen(d.slt(validBytes, d.c32(blockBytes)), [&] {
     Value zero = LLVM::ZeroOp::create(b, VectorType::get({4}, d.i32));

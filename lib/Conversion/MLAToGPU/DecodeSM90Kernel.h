@@ -401,6 +401,9 @@ private:
   /// the request's rows (rows past them are zero-filled by the callers).
   mlir::Value qChunkSource(mlir::Value qReqBase, mlir::Value r,
                            mlir::Value chunk);
+  /// The bytes (i32) of the raw rows of the block from `start` that lie
+  /// before the piece's end: what a refill copies, the rest it zeroes.
+  mlir::Value rawBlockValidBytes(mlir::Value start);
   /// Issues the raw bytes of fp8 block `k` (from `start`, first cache row
   /// `firstRow`) into ring slot `stage`.
   void issueRawBlock(mlir::Value start, mlir::Value firstRow,
