@@ -189,8 +189,8 @@ private:
                    Running &r);
   /// Over fp8_ds_mla, before warpgroup `wg` converts its V columns of block
   /// `n` (in slot `slot`): its tiles' running maxima take in the block's
-  /// largest scales of tokens inside the piece (a warp reduction, then the
-  /// warpgroup's through the scratch), O's columns of a tile whose maximum
+  /// largest scales of tokens inside the piece (the producer warpgroup's
+  /// reduction, once it is ready), O's columns of a tile whose maximum
   /// moved are rescaled (in a branch), and 1 / sigma per tile is returned.
   SmallVector<Value> updateTileMaxima(int wg, Value n, int slot, Running &r);
   /// Over fp8_ds_mla, once the scores of slot `slot`'s block are done: s *=
@@ -327,40 +327,27 @@ void SeesawDecode::foldLastTileFactor(WgmmaAccum &s, int slot) {
 
 SmallVector<Value> SeesawDecode::updateTileMaxima(int wg, Value n, int slot,
                                                   Running &r) {
+  // The block's largest scale per tile, reduced by warp 1 of the producer
+  // warpgroup (WarpSpecialisedDecode::produceScaleMaxima).
+  ws.maximaReady(d.c32(slot)).waitParity(ws.phase(n));
   const int64_t tiles = r.sigma.size();
-  assert(tiles * k.Bk == kWarpgroupThreads && "a scale per thread");
-  // Thread t reads tile t % tiles of token t / tiles: zero outside the piece
-  // (any bytes there; 0x7F7F7F7F is 3.4e38) and for a NaN.
-  Value tok = d.divu(wtid, d.c32(tiles)), tile = d.remu(wtid, d.c32(tiles));
-  Value pos = d.add(k.blockStart(n), tok);
-  Value valid = d.andi(d.sge(pos, k.lo), d.slt(pos, k.kvEnd));
-  Value sc = ws.rowScale(slotOff[slot], tok, d.add(tile, d.c32(wg * tiles)));
-  sc = d.select(valid, d.fmin(d.fmax(sc, d.f(0.0f)), d.f(0x1p100f)), d.f(0.0f));
-  for (int64_t mask = tiles; mask < 32; mask *= 2)
-    sc = d.fmax(sc, d.shflXor(sc, mask));
-  // Lanes 0..tiles-1 hold their tile's warp maximum; the warpgroup's four
-  // meet in the scratch (one array per slot, so the next block's writes
-  // cannot meet this one's reads).
-  Value warp = d.divu(wtid, d.c32(32)), lane = d.remu(wtid, d.c32(32));
-  auto at = [&](Value w, Value t) {
-    int64_t base = k.lay.scaleMaxOff + 4 * 4 * tiles * (2 * slot + wg);
-    return k.sm(base, d.mul(d.add(d.mul(w, d.c32(tiles)), t), d.c32(4)));
-  };
-  d.ifThen(d.slt(lane, d.c32(tiles)), [&] { d.store(sc, at(warp, lane), 4); });
-  ws.namedSync(kOwnBarrier + wg, kWarpgroupThreads);
   SmallVector<Value> inv;
   for (int64_t j = 0; j < tiles; ++j) {
-    Value m = r.sigma[j];
-    for (int64_t w = 0; w < 4; ++w)
-      m = d.fmax(m, d.load(d.f32, at(d.c32(w), d.c32(j)), 4));
+    Value block =
+        d.load(d.f32, ws.blockTileMaxAt(d.c32(slot), wg * tiles + j), 4);
+    Value m = d.fmax(r.sigma[j], block);
+    // m >= sigma >= 1e-30 (Running's floor), so the reciprocals are of
+    // normal numbers; a factor within an ulp or two of the exact quotient
+    // is well inside the tolerance.
+    Value rcp = d.rcpApprox(m);
     // O's columns of tile j (registers 64j.. of an m64n256 half with two
     // tiles) go to the new unit when the maximum moved.
-    Value factor[2] = {d.fdiv(r.sigma[j], m), d.fdiv(r.sigma[j], m)};
+    Value factor[2] = {d.fmul(r.sigma[j], rcp), d.fmul(r.sigma[j], rcp)};
     int64_t per = r.o.size() / tiles;
     sm::rescaleIf(d, MutableArrayRef<Value>(r.o).slice(j * per, per), factor,
                   d.fcmp(arith::CmpFPredicate::UNE, m, r.sigma[j]));
     r.sigma[j] = m;
-    inv.push_back(d.fdiv(d.f(1.0f), m));
+    inv.push_back(rcp);
   }
   return inv;
 }

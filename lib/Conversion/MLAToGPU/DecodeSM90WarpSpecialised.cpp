@@ -243,6 +243,50 @@ Value WarpSpecialisedDecode::firstRowOf(Value n) {
 
 void WarpSpecialisedDecode::produce(Value blocks) {
   d.ifThen(d.eq(k.tid, d.c32(0)), [&] { produceBlocks(blocks); });
+  if (scaleTiles)
+    d.ifThen(d.eq(d.divu(k.tid, d.c32(32)), d.c32(1)),
+             [&] { produceScaleMaxima(blocks); });
+}
+
+void WarpSpecialisedDecode::produceScaleMaxima(Value blocks) {
+  const int64_t ropeBox = k.L / boxColumns;
+  Value lane = d.remu(k.tid, d.c32(32));
+  d.forLoop(d.c32(0), blocks, d.c32(1), {}, [&](Value n, ValueRange) {
+    full(slot(n), ropeBox).waitParity(phase(n));
+    Value start = k.blockStart(n), slotOff = slotBytes(n);
+    // Lane l takes tokens l, l + 32, ...: zero outside the piece (any
+    // bytes there) and for a NaN (max(NaN, 0) = 0).
+    SmallVector<Value> m(scaleTiles, d.f(0.0f));
+    for (int64_t t0 = 0; t0 < k.Bk; t0 += 32) {
+      Value tok = d.add(lane, d.c32(t0)), pos = d.add(start, tok);
+      Value valid = d.andi(d.sge(pos, k.lo), d.slt(pos, k.kvEnd));
+      for (int64_t j = 0; j < scaleTiles; ++j) {
+        Value sc = d.fmin(d.fmax(rowScale(slotOff, tok, d.c32(j)), d.f(0.0f)),
+                          d.f(0x1p100f));
+        m[j] = d.fmax(m[j], d.select(valid, sc, d.f(0.0f)));
+      }
+    }
+    for (int64_t mask = 1; mask < 32; mask *= 2)
+      for (int64_t j = 0; j < scaleTiles; ++j)
+        m[j] = d.fmax(m[j], d.shflXor(m[j], mask));
+    d.ifThen(d.eq(lane, d.c32(0)), [&] {
+      for (int64_t j = 0; j < scaleTiles; ++j)
+        d.store(m[j], blockTileMaxAt(slot(n), j), 4);
+      maximaReady(slot(n)).arrive();
+    });
+    return SmallVector<Value>{};
+  });
+}
+
+MBarrier WarpSpecialisedDecode::maximaReady(Value slot) {
+  // Past the maxima (St slots of scaleTiles floats) in the 128-byte
+  // scale-maximum scratch (DecodeSM90Layout::scaleMaxOff).
+  int64_t base = k.lay.scaleMaxOff + llvm::alignTo(k.St * scaleTiles * 4, 8);
+  return MBarrier(d, k.sm(base, d.mul(slot, d.c32(8))));
+}
+
+Value WarpSpecialisedDecode::blockTileMaxAt(Value slot, int64_t tile) {
+  return k.sm(k.lay.scaleMaxOff + 4 * tile, d.mul(slot, d.c32(4 * scaleTiles)));
 }
 
 void WarpSpecialisedDecode::producePieces(int64_t blockMultiple) {
@@ -617,6 +661,12 @@ void WarpSpecialisedDecode::initBarriers() {
   }
   if (persistent)
     qEmpty().init(kConsumerThreads);
+  if (scaleTiles) {
+    assert(llvm::alignTo(k.St * scaleTiles * 4, 8) + 8 * k.St <= 128 &&
+           "the maxima and their barriers fit the scale-maximum scratch");
+    for (int64_t st = 0; st < k.St; ++st)
+      maximaReady(d.c32(st)).init(1);
+  }
 }
 
 /// numBlocks, at least one, rounded up to a multiple of `multiple`.

@@ -186,6 +186,13 @@ public:
   /// fp8_ds_mla: scale `tile` (i32) of tile row `row` of the slot at
   /// `slotOff` (bytes from lay.kv.base), as loaded (unclamped).
   mlir::Value rowScale(mlir::Value slotOff, mlir::Value row, mlir::Value tile);
+  /// fp8_ds_mla: "block maxima ready" of ring slot `slot` (i32): warp 1 of
+  /// the producer warpgroup arrives (count 1) once it has stored the
+  /// slot's block's largest scale per tile (produceScaleMaxima).
+  MBarrier maximaReady(mlir::Value slot);
+  /// fp8_ds_mla: where produceScaleMaxima leaves scale tile `tile`'s
+  /// maximum over the tokens inside the piece of ring slot `slot`'s block.
+  mlir::Value blockTileMaxAt(mlir::Value slot, int64_t tile);
   /// Issues the RoPE part of S (no commit) onto `acc`: R / 16 bf16 k-steps
   /// of Q's bf16 RoPE box (DecodeSM90Kernel::e4m3QPlace, at `qBase`) and
   /// the slot's bf16 RoPE box as convertDsMlaRope left it (at `kBase`).
@@ -252,6 +259,14 @@ private:
   /// fp8_ds_mla: the byte offset of a slot's row scales from the slot.
   mlir::Value rowScalesOff();
   void produce(mlir::Value blocks);
+  /// fp8_ds_mla, warp 1 of the producer warpgroup: for each of the `blocks`
+  /// blocks, once its RoPE box (and with it the rows' scales) has landed,
+  /// reduces each scale tile's largest scale over the block's tokens inside
+  /// [lo, kvEnd) (0 for a NaN, at most 2^100), stores them
+  /// (blockTileMaxAt) and arrives on maximaReady. The slot's previous
+  /// maxima were read by then: its RoPE box is reloaded only after both
+  /// consumer warpgroups released the block before, after converting it.
+  void produceScaleMaxima(mlir::Value blocks);
   /// The cache row of block `n`'s first token (DecodeSM90Kernel::pageOf's
   /// block-table load), 0 for a block past the piece (nothing is read).
   mlir::Value firstRowOf(mlir::Value n);

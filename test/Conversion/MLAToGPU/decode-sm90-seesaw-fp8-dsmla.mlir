@@ -13,14 +13,17 @@
 //    a warpgroup sync; then per further tile a wait, the per-column factor,
 //    a fence and its 8 wgmmas; the last tile's go with the 4 bf16 RoPE
 //    wgmmas in one group;
-//  * before converting its V columns the warpgroup reduces the block's
-//    largest scale per tile (four xor shuffles from lane distance 2, a
-//    warpgroup sync through the scratch) and scales each converted chunk
-//    (mul.f16x2).
+//  * warp 1 of the producer warpgroup reduces each block's largest scale
+//    per tile once its RoPE box has landed (a butterfly over the warp per
+//    tile) and arrives on the slot's "maxima ready" barrier; before
+//    converting its V columns a consumer warpgroup waits for that barrier
+//    (no shuffle, no warpgroup sync), takes reciprocals of its tiles'
+//    running maxima and scales each converted chunk (mul.f16x2).
 // RUN: mla-opt %s --mla-select-gpu-tiling --convert-mla-to-gpu | FileCheck %s
 // RUN: mla-opt %s --mla-to-nvvm="chip=sm_90a format=isa" -o %t.mlir
 // RUN: %python %mla_src_root/scripts/extract-gpu-payload.py %t.mlir %t.ptx
 // RUN: FileCheck %s --check-prefix=PTX < %t.ptx
+// RUN: FileCheck %s --check-prefix=TMA < %t.ptx
 // RUN: %if ptxas %{ /usr/local/cuda/bin/ptxas -arch=sm_90a -v %t.ptx -o %t.cubin 2>&1 | FileCheck %s --check-prefix=PTXAS %}
 // The causal s_q = 2 build passes ptxas as cleanly.
 // RUN: sed -e 's/x1x128x/x2x128x/g; s/x128x1xf32/x128x2xf32/g; s/scale 0.0721687824/scale 0.0721687824 causal/' %s | mla-opt --mla-to-nvvm="chip=sm_90a format=isa" -o %t.causal.mlir
@@ -42,6 +45,10 @@
 // CHECK:             nvvm.cp.async.bulk.tensor.shared.cluster.global %{{.*}}, %arg13, %[[BAR]], box[%c512_i32{{.*}}, %c0_i32{{.*}}, %[[ROW]]] :
 // CHECK-NOT:         nvvm.cp.async.bulk.tensor
 // CHECK:           } else {
+// CHECK:         nvvm.mbarrier.try_wait.parity
+// CHECK-COUNT-4:   nvvm.shfl.sync  bfly %{{.*}}, %{{.*}}, %c1_i32
+// CHECK-COUNT-4:   nvvm.shfl.sync  bfly %{{.*}}, %{{.*}}, %c16_i32
+// CHECK:           nvvm.mbarrier.arrive
 // CHECK:         nvvm.setmaxregister  increase 240
 // CHECK:         cvt.rn.satfinite.e4m3x2.f32 lo, $2, $1;
 // CHECK:         arith.truncf %{{.*}} : vector<2xf32> to vector<2xbf16>
@@ -71,11 +78,13 @@
 // CHECK-COUNT-4:   wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16
 // CHECK-NOT:       wgmma.mma_async
 // CHECK:           nvvm.wgmma.commit.group.sync.aligned
-// CHECK:           nvvm.shfl.sync  bfly %{{.*}}, %{{.*}}, %c2_i32
-// CHECK:           nvvm.shfl.sync  bfly %{{.*}}, %{{.*}}, %c4_i32
-// CHECK:           nvvm.shfl.sync  bfly %{{.*}}, %{{.*}}, %c8_i32
-// CHECK:           nvvm.shfl.sync  bfly %{{.*}}, %{{.*}}, %c16_i32
-// CHECK:           nvvm.barrier id = %c4_i32{{.*}} number_of_threads = %c128_i32
+// CHECK-NOT:       nvvm.shfl.sync
+// CHECK-NOT:       nvvm.barrier id
+// CHECK:           nvvm.mbarrier.try_wait.parity
+// CHECK-NOT:       nvvm.shfl.sync
+// CHECK-NOT:       nvvm.barrier id
+// CHECK:           nvvm.rcp.approx.ftz.f
+// CHECK-NOT:       nvvm.barrier id
 // CHECK:           cvt.rn.f16x2.e4m3x2
 // CHECK:           llvm.fmul %{{.*}}, %{{.*}} : vector<2xf16>
 // CHECK:           nvvm.wgmma.wait.group.sync.aligned 0
@@ -84,11 +93,6 @@
 // in the V conversion.
 // PTX-LABEL: .entry mla_decode_partial(
 // PTX:         setmaxnreg.dec.sync.aligned.u32 24
-// Six loads per block (four code boxes, the RoPE box and the row scales),
-// here the block loop's with an L2 evict-first hint (kEvictFirstMaxBlocks);
-// ptxas-bound code lays the loop without the hint out after the consumers.
-// PTX-COUNT-6: cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes
-// PTX-NOT:     cp.async.bulk.tensor
 // PTX:         setmaxnreg.inc.sync.aligned.u32 240
 // PTX-COUNT-32: wgmma.mma_async.sync.aligned.m64n64k32.f32.e4m3.e4m3
 // PTX-COUNT-4: wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16
@@ -96,6 +100,16 @@
 // PTX-COUNT-32: wgmma.mma_async.sync.aligned.m64n64k32.f32.e4m3.e4m3
 // PTX-COUNT-4: wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16
 // PTX-NOT:     wgmma.mma_async.sync.aligned.m64n64
+
+// Six loads per block (four code boxes, the RoPE box and the row scales) in
+// each of the producer's block loops (which ptxas-bound code lays out among
+// the consumers' code): with an L2 evict-first hint (kEvictFirstMaxBlocks),
+// then without.
+// TMA-COUNT-6: cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.L2::cache_hint
+// TMA-NOT:     cp.async.bulk.tensor
+// TMA-COUNT-6: cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [
+// TMA-NOT:     cp.async.bulk.tensor
+// TMA-LABEL:   .entry mla_decode_plan(
 // PTX-LABEL: .entry mla_decode_plan(
 
 // ptxas: no spill, and no C75xx notice.
