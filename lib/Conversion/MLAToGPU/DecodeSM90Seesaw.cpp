@@ -494,6 +494,11 @@ void SeesawDecode::scale(SmallVector<Value> &o, Value factor[2], Value mOld[2],
 Running SeesawDecode::iterationWG0(Value i, Running r) {
   Value n0 = d.mul(i, d.c32(2)), n1 = d.add(n0, d.c32(1));
   WgmmaAccum s = issueScores(n0, 0);
+  // Over fp8_ds_mla the scores wait for each scale tile's wgmmas (the Horner
+  // chain): S1 may queue at once, into those gaps. Warpgroup 1 frees V0_R's
+  // raw boxes only after "P0 ready" (after S0 finished).
+  if (ws.scaleTiles)
+    ws.namedArrive(kS0Done, kConsumerThreads);
   if (ws.e4m3) {
     // V0_L converts while S0's wgmmas run (published with P0 below).
     sMma.commit();
@@ -503,7 +508,8 @@ Running SeesawDecode::iterationWG0(Value i, Running r) {
   } else {
     sMma.commitAndWait();
   }
-  ws.namedArrive(kS0Done, kConsumerThreads);
+  if (!ws.scaleTiles)
+    ws.namedArrive(kS0Done, kConsumerThreads);
 
   if (ws.scaleTiles)
     foldLastTileFactor(s, 0);
@@ -567,7 +573,7 @@ Running SeesawDecode::iterationWG1(Value i, Running r) {
   // S1 queues behind S0 on the tensor cores: issued together, the two would
   // share them and finish together, leaving them idle during S0's softmax.
   ws.namedSync(kS0Done, kConsumerThreads);
-  if (ws.e4m3)
+  if (ws.e4m3 && !ws.scaleTiles)
     releaseRawV(1, 0);
   WgmmaAccum s = issueScores(n1, 1);
   sMma.commit();
@@ -577,6 +583,8 @@ Running SeesawDecode::iterationWG1(Value i, Running r) {
   oMma.wait(1);
 
   ws.namedSync(kP0Ready, kConsumerThreads);
+  if (ws.scaleTiles)
+    releaseRawV(1, 0);
   Value m0[2], alpha[2];
   loadMax(0, m0);
   for (int h = 0; h < 2; ++h)

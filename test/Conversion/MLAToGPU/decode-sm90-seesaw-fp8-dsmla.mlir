@@ -12,7 +12,9 @@
 //    last tile's scale (four reciprocals: the row's four clamped scales),
 //    a warpgroup sync; then per further tile a wait, the per-column factor,
 //    a fence and its 8 wgmmas; the last tile's go with the 4 bf16 RoPE
-//    wgmmas in one group;
+//    wgmmas in one group; warpgroup 0 arrives on "S0 done" once it has
+//    issued them (S1's wgmmas may fill the chain's waits), and warpgroup 1
+//    frees V0_R's raw boxes after "P0 ready", not after "S0 done";
 //  * warp 1 of the producer warpgroup reduces each block's largest scale
 //    per tile once its RoPE box has landed (a butterfly over the warp per
 //    tile) and arrives on the slot's "maxima ready" barrier; before
@@ -77,7 +79,8 @@
 // CHECK-COUNT-8:   wgmma.mma_async.sync.aligned.m64n64k32.f32.e4m3.e4m3
 // CHECK-COUNT-4:   wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16
 // CHECK-NOT:       wgmma.mma_async
-// CHECK:           nvvm.wgmma.commit.group.sync.aligned
+// CHECK:           nvvm.barrier.arrive id = %c6_i32{{.*}} number_of_threads = %c256_i32
+// CHECK-NEXT:      nvvm.wgmma.commit.group.sync.aligned
 // CHECK-NOT:       nvvm.shfl.sync
 // CHECK-NOT:       nvvm.barrier id
 // CHECK:           nvvm.mbarrier.try_wait.parity
@@ -88,6 +91,13 @@
 // CHECK:           cvt.rn.f16x2.e4m3x2
 // CHECK:           llvm.fmul %{{.*}}, %{{.*}} : vector<2xf16>
 // CHECK:           nvvm.wgmma.wait.group.sync.aligned 0
+// Warpgroup 1 issues S1 once warpgroup 0 has issued S0 ("S0 done",
+// barrier 6) and frees V0_R's raw boxes only after "P0 ready" (barrier 2).
+// CHECK:           nvvm.barrier id = %c6_i32{{.*}} number_of_threads = %c256_i32
+// CHECK-NOT:       nvvm.mbarrier.arrive
+// CHECK:           nvvm.barrier id = %c2_i32{{.*}} number_of_threads = %c256_i32
+// CHECK-NOT:       wgmma.mma_async
+// CHECK:           nvvm.mbarrier.arrive
 
 // 32 E4M3 and 4 bf16 score wgmmas per warpgroup role, and f16x2 multiplies
 // in the V conversion.
