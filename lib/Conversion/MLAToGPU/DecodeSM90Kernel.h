@@ -74,7 +74,8 @@ struct DecodeSM90Layout {
   int64_t barrierOff = 0;
   /// Offset of a raw fp8_ds_mla decode's f32 running maxima of the scale
   /// tiles' per-token scales (one per tile); in the seesaw build over
-  /// fp8_ds_mla, the scratch where its warps' block maxima meet.
+  /// fp8_ds_mla, 128 bytes holding each slot's block maxima per tile and
+  /// their "maxima ready" mbarriers (WarpSpecialisedDecode::maximaReady).
   int64_t scaleMaxOff = 0;
 
   /// ChunkXor Q/KV tiles and a padded Linear P tile (mma.sync), or Box128B

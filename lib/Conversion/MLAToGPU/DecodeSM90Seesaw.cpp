@@ -199,6 +199,12 @@ private:
   /// Over fp8_ds_mla, after tile j's wgmmas of slot `slot`'s block: s *=
   /// factor j of its column.
   void scaleByTileFactor(WgmmaAccum &s, int slot, int64_t j);
+  /// Over fp8_ds_mla warpgroup 0 arrives on "S0 done" once S0 is issued,
+  /// not once it finished: the scores wait for each scale tile's wgmmas
+  /// (the Horner chain) and S1's may queue into those gaps. Warpgroup 1 then
+  /// frees V0_R's raw boxes (which S0 reads) after "P0 ready" instead, which
+  /// warpgroup 0 arrives on after its S0 wait.
+  bool s0DoneWhenIssued() const { return ws.scaleTiles > 0; }
   /// Over fp8_e4m3: warpgroup `wg` has converted its V columns of slot
   /// `slot`'s block and that block's scores are done: frees its raw V
   /// boxes.
@@ -494,10 +500,7 @@ void SeesawDecode::scale(SmallVector<Value> &o, Value factor[2], Value mOld[2],
 Running SeesawDecode::iterationWG0(Value i, Running r) {
   Value n0 = d.mul(i, d.c32(2)), n1 = d.add(n0, d.c32(1));
   WgmmaAccum s = issueScores(n0, 0);
-  // Over fp8_ds_mla the scores wait for each scale tile's wgmmas (the Horner
-  // chain): S1 may queue at once, into those gaps. Warpgroup 1 frees V0_R's
-  // raw boxes only after "P0 ready" (after S0 finished).
-  if (ws.scaleTiles)
+  if (s0DoneWhenIssued())
     ws.namedArrive(kS0Done, kConsumerThreads);
   if (ws.e4m3) {
     // V0_L converts while S0's wgmmas run (published with P0 below).
@@ -508,7 +511,7 @@ Running SeesawDecode::iterationWG0(Value i, Running r) {
   } else {
     sMma.commitAndWait();
   }
-  if (!ws.scaleTiles)
+  if (!s0DoneWhenIssued())
     ws.namedArrive(kS0Done, kConsumerThreads);
 
   if (ws.scaleTiles)
@@ -573,7 +576,7 @@ Running SeesawDecode::iterationWG1(Value i, Running r) {
   // S1 queues behind S0 on the tensor cores: issued together, the two would
   // share them and finish together, leaving them idle during S0's softmax.
   ws.namedSync(kS0Done, kConsumerThreads);
-  if (ws.e4m3 && !ws.scaleTiles)
+  if (ws.e4m3 && !s0DoneWhenIssued())
     releaseRawV(1, 0);
   WgmmaAccum s = issueScores(n1, 1);
   sMma.commit();
@@ -583,7 +586,7 @@ Running SeesawDecode::iterationWG1(Value i, Running r) {
   oMma.wait(1);
 
   ws.namedSync(kP0Ready, kConsumerThreads);
-  if (ws.scaleTiles)
+  if (s0DoneWhenIssued())
     releaseRawV(1, 0);
   Value m0[2], alpha[2];
   loadMax(0, m0);

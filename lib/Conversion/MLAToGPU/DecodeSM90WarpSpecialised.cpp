@@ -258,8 +258,8 @@ void WarpSpecialisedDecode::produceScaleMaxima(Value blocks) {
     // bytes there) and for a NaN (max(NaN, 0) = 0).
     SmallVector<Value> m(scaleTiles, d.f(0.0f));
     for (int64_t t0 = 0; t0 < k.Bk; t0 += 32) {
-      Value tok = d.add(lane, d.c32(t0)), pos = d.add(start, tok);
-      Value valid = d.andi(d.sge(pos, k.lo), d.slt(pos, k.kvEnd));
+      Value tok = d.add(lane, d.c32(t0));
+      Value valid = insidePiece(d.add(start, tok));
       for (int64_t j = 0; j < scaleTiles; ++j) {
         Value sc = d.fmin(d.fmax(rowScale(slotOff, tok, d.c32(j)), d.f(0.0f)),
                           d.f(0x1p100f));
@@ -535,6 +535,10 @@ Value WarpSpecialisedDecode::reachesOutsidePiece(Value start) {
   return d.ori(d.slt(start, k.lo), d.slt(k.kvEnd, d.add(start, d.c32(k.Bk))));
 }
 
+Value WarpSpecialisedDecode::insidePiece(Value pos) {
+  return d.andi(d.sge(pos, k.lo), d.slt(pos, k.kvEnd));
+}
+
 void WarpSpecialisedDecode::convertV(Value n, int64_t firstBox, int64_t boxes,
                                      Value thread, int64_t threads,
                                      bool waitBoxes, ArrayRef<Value> invSigma) {
@@ -576,8 +580,7 @@ void WarpSpecialisedDecode::convertV(Value n, int64_t firstBox, int64_t boxes,
   // One unit's masking, conversion (and fp8_ds_mla scaling) and stores.
   auto convertUnit = [&](Value raw, Value tok, int64_t box, bool masked) {
     if (masked) {
-      Value pos = d.add(start, tok);
-      Value valid = d.andi(d.sge(pos, k.lo), d.slt(pos, k.kvEnd));
+      Value valid = insidePiece(d.add(start, tok));
       raw = d.select(valid, raw,
                      LLVM::ZeroOp::create(k.b, VectorType::get({4}, d.i32)));
     }

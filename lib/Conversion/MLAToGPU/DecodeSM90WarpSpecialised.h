@@ -213,6 +213,8 @@ public:
   /// Whether a block starting at KV position `start` reaches outside the
   /// piece [lo, kvEnd) (uniform over the CTA).
   mlir::Value reachesOutsidePiece(mlir::Value start);
+  /// Whether KV position `pos` (i32) lies in the piece [lo, kvEnd).
+  mlir::Value insidePiece(mlir::Value pos);
   /// Zeroes 16-byte chunks [firstChunk, firstChunk + chunks) of the tokens
   /// of block `n` outside [lo, kvEnd), `threads` threads from `thread` (i32)
   /// sharing the work; emits nothing at run time for a block wholly inside.
