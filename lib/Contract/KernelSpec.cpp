@@ -10,16 +10,19 @@
 #include "mla/Contract/KernelSpec.h"
 #include "mla/Contract/CacheKey.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <initializer_list>
 #include <iterator>
 #include <map>
 #include <sstream>
+#include <vector>
 
 // Generated (see CMakeLists.txt): at configure time the MLIR release and the
 // ptxas version, as `mlir-<version>;cuda-<version>`; at build time the
@@ -159,31 +162,118 @@ bool checkRequired(const Fields &fields,
   return false;
 }
 
-bool parseCountField(const Fields &fields, const char *key, int64_t &value,
-                     int64_t min, std::string &error) {
-  const std::string &text = fields.values.at(key);
-  if (parseCount(text, value) && value >= min)
-    return true;
-  error = std::string(key) + " must be an integer >= " + std::to_string(min) +
-          ", got '" + text + "'";
-  return false;
+/// Splits `text` (splitFields), then checks that its first word is `family`
+/// (else the error is `what` + " 'family', got '...'") and that it names
+/// every key of `required` (checkRequired).
+bool startSpec(const std::string &text, const char *family, const char *what,
+               std::initializer_list<const char *> required, const char *names,
+               Fields &fields, std::string &error) {
+  if (!splitFields(text, fields, error))
+    return false;
+  if (fields.family != family) {
+    error =
+        std::string(what) + " '" + family + "', got '" + fields.family + "'";
+    return false;
+  }
+  return checkRequired(fields, required, names, error);
 }
 
-bool parseChipField(const std::string &value, Chip &chip, std::string &error) {
-  if (parseChip(value, chip))
-    return true;
-  error = "unknown chip '" + value + "' (expected sm_90a or sm_100a)";
-  return false;
+/// "a, b or c".
+std::string oneOf(const std::vector<std::string> &names) {
+  std::string text;
+  for (size_t i = 0; i < names.size(); ++i)
+    text += (i == 0 ? "" : i + 1 == names.size() ? " or " : ", ") + names[i];
+  return text;
 }
 
-bool parseActType(const std::string &value, ActType &type, std::string &error) {
-  for (ActType t : {ActType::BF16, ActType::F16, ActType::F32})
-    if (value == actTypeName(t)) {
-      type = t;
-      return true;
+/// How a spec family reads one key: `parse` stores the value into the spec
+/// being built, or sets the error and fails.
+struct KeyRule {
+  const char *key;
+  std::function<bool(const std::string &value, std::string &error)> parse;
+};
+
+/// Reads every field by the rule of its key; fails on the first bad value
+/// and on a key no rule names (the message lists the rules' keys in order).
+bool applyRules(const Fields &fields, const std::vector<KeyRule> &rules,
+                std::string &error) {
+  for (const auto &[key, value] : fields.values) {
+    auto rule = std::find_if(rules.begin(), rules.end(),
+                             [&](const KeyRule &r) { return key == r.key; });
+    if (rule == rules.end()) {
+      std::vector<std::string> keys;
+      for (const KeyRule &r : rules)
+        keys.push_back(r.key);
+      error = "unknown key '" + key + "' (expected " + oneOf(keys) + ")";
+      return false;
     }
-  error = "dtype must be bf16, f16 or f32, got '" + value + "'";
-  return false;
+    if (!rule->parse(value, error))
+      return false;
+  }
+  return true;
+}
+
+/// `key`: an integer >= `min` (parseCount).
+KeyRule countRule(const char *key, int64_t &value, int64_t min) {
+  return {key, [key, &value, min](const std::string &text, std::string &error) {
+            if (parseCount(text, value) && value >= min)
+              return true;
+            error = std::string(key) +
+                    " must be an integer >= " + std::to_string(min) +
+                    ", got '" + text + "'";
+            return false;
+          }};
+}
+
+/// `chip`: sm_90a or sm_100a.
+KeyRule chipRule(Chip &chip) {
+  return {"chip", [&chip](const std::string &value, std::string &error) {
+            if (parseChip(value, chip))
+              return true;
+            error = "unknown chip '" + value + "' (expected sm_90a or sm_100a)";
+            return false;
+          }};
+}
+
+/// `dtype`: bf16, f16 or f32.
+KeyRule actTypeRule(ActType &type) {
+  return {"dtype", [&type](const std::string &value, std::string &error) {
+            for (ActType t : {ActType::BF16, ActType::F16, ActType::F32})
+              if (value == actTypeName(t)) {
+                type = t;
+                return true;
+              }
+            error = "dtype must be bf16, f16 or f32, got '" + value + "'";
+            return false;
+          }};
+}
+
+/// `key`: 0 or 1.
+KeyRule flagRule(const char *key, bool &flag) {
+  return {key, [key, &flag](const std::string &value, std::string &error) {
+            if (value != "0" && value != "1") {
+              error = std::string(key) + " must be 0 or 1, got '" + value + "'";
+              return false;
+            }
+            flag = value == "1";
+            return true;
+          }};
+}
+
+/// `scale` in texts from before the value became a launch or kernel
+/// argument (`why`): they still name their kernel, so the value is ignored,
+/// but a malformed one is still an error.
+KeyRule ignoredScaleRule(const char *why) {
+  return {"scale", [why](const std::string &value, std::string &error) {
+            float ignored;
+            if (parseScale(value, ignored) && std::isfinite(ignored) &&
+                ignored > 0)
+              return true;
+            error = std::string("scale (ignored: ") + why +
+                    ") must be a positive finite f32 when given, got '" +
+                    value + "'";
+            return false;
+          }};
 }
 
 constexpr CacheFormat kCacheFormats[] = {
@@ -207,6 +297,27 @@ const char *cacheFormatName(CacheFormat format) {
     return "fp8_ds_mla";
   }
   return "";
+}
+
+/// `format`: the row format's name, one of the fp8 formats only when
+/// `fp8Only`; `what` names the key in the message.
+KeyRule formatRule(CacheFormat &format, bool fp8Only, const char *what) {
+  return {"format", [&format, fp8Only, what](const std::string &value,
+                                             std::string &error) {
+            std::vector<std::string> names;
+            for (CacheFormat f : kCacheFormats) {
+              if (fp8Only && !isFp8(f))
+                continue;
+              if (value == cacheFormatName(f)) {
+                format = f;
+                return true;
+              }
+              names.push_back(cacheFormatName(f));
+            }
+            error = std::string(what) + " must be " + oneOf(names) + ", got '" +
+                    value + "'";
+            return false;
+          }};
 }
 
 std::string scaleText(float scale) {
@@ -255,101 +366,46 @@ std::string toString(const DecodeKernelSpec &spec) {
 bool parseDecodeKernelSpec(const std::string &text, DecodeKernelSpec &spec,
                            std::string &error) {
   Fields fields;
-  if (!splitFields(text, fields, error))
+  if (!startSpec(text, "decode", "a kernel spec starts with its family",
+                 {"chip", "N", "Sq", "L", "R", "page", "dtype", "causal"},
+                 "chip, N, Sq, L, R, page, dtype and causal; format and tile "
+                 "are optional",
+                 fields, error))
     return false;
-  if (fields.family != "decode") {
-    error = "a kernel spec starts with its family 'decode', got '" +
-            fields.family + "'";
-    return false;
-  }
-  if (!checkRequired(fields,
-                     {"chip", "N", "Sq", "L", "R", "page", "dtype", "causal"},
-                     "chip, N, Sq, L, R, page, dtype and causal; format "
-                     "and tile are optional",
-                     error))
-    return false;
-
   DecodeKernelSpec result;
   DecodeShape &shape = result.shape;
-  auto count = [&](const char *key, int64_t &value, int64_t min) {
-    return parseCountField(fields, key, value, min, error);
-  };
-  for (const auto &[key, value] : fields.values) {
-    bool ok = true;
-    if (key == "chip") {
-      ok = parseChipField(value, result.chip, error);
-    } else if (key == "N") {
-      ok = count("N", shape.numHeads, 1);
-    } else if (key == "Sq") {
-      ok = count("Sq", shape.queryRows, 1);
-    } else if (key == "L") {
-      ok = count("L", shape.latentDim, 1);
-    } else if (key == "R") {
-      ok = count("R", shape.ropeDim, 0);
-    } else if (key == "page") {
-      ok = count("page", shape.pageSize, 1);
-    } else if (key == "dtype") {
-      if (value == "bf16") {
-        shape.elem = ElemType::BF16;
-      } else if (value == "f16") {
-        shape.elem = ElemType::F16;
-      } else {
-        error = "dtype must be bf16 or f16, got '" + value + "'";
-        ok = false;
-      }
-    } else if (key == "causal") {
-      if (value != "0" && value != "1") {
-        error = "causal must be 0 or 1, got '" + value + "'";
-        ok = false;
-      }
-      shape.causal = value == "1";
-    } else if (key == "varlen") {
-      if (value != "0" && value != "1") {
-        error = "varlen must be 0 or 1, got '" + value + "'";
-        ok = false;
-      }
-      shape.varlen = value == "1";
-    } else if (key == "scale") {
-      // Texts from before the scale became a launch argument still name
-      // their kernel: the value no longer changes the image, so it is
-      // ignored (a malformed one is still an error).
-      float ignored;
-      if (!parseScale(value, ignored) || !std::isfinite(ignored) ||
-          ignored <= 0) {
-        error = "scale (ignored: the softmax scale is a launch argument) must "
-                "be a positive finite f32 when given, got '" +
-                value + "'";
-        ok = false;
-      }
-    } else if (key == "format") {
-      ok = false;
-      for (CacheFormat format : kCacheFormats)
-        if (isFp8(format) && value == cacheFormatName(format)) {
-          shape.kvFormat = format;
-          ok = true;
-        }
-      if (!ok)
-        error = "format (the cache's row format; omitted for a cache of "
-                "dtype) must be fp8_e4m3, fp8_e4m3_token or fp8_ds_mla, "
-                "got '" +
-                value + "'";
-    } else if (key == "tile") {
-      if (!parseTile(value, result.tiling)) {
-        error = "tile must be rows_per_cta x warps_n x kv_block x stages, "
-                "four positive integers such as 64x2x32x2, and optionally "
-                "the build's suffix (w, p, s, m or b), got '" +
-                value + "'";
-        ok = false;
-      }
-    } else {
-      error = "unknown key '" + key +
-              "' (expected chip, N, Sq, L, R, page, dtype, causal, "
-              "format, varlen, scale or tile)";
-      ok = false;
-    }
-    if (!ok)
-      return false;
-  }
+  KeyRule dtype{"dtype", [&](const std::string &value, std::string &message) {
+                  if (value != "bf16" && value != "f16") {
+                    message = "dtype must be bf16 or f16, got '" + value + "'";
+                    return false;
+                  }
+                  shape.elem = value == "bf16" ? ElemType::BF16 : ElemType::F16;
+                  return true;
+                }};
+  KeyRule tile{"tile", [&](const std::string &value, std::string &message) {
+                 if (parseTile(value, result.tiling))
+                   return true;
+                 message = "tile must be rows_per_cta x warps_n x kv_block x "
+                           "stages, four positive integers such as 64x2x32x2, "
+                           "and optionally the build's suffix (w, p, s, m or "
+                           "b), got '" +
+                           value + "'";
+                 return false;
+               }};
+  if (!applyRules(
+          fields,
+          {chipRule(result.chip), countRule("N", shape.numHeads, 1),
+           countRule("Sq", shape.queryRows, 1),
+           countRule("L", shape.latentDim, 1), countRule("R", shape.ropeDim, 0),
+           countRule("page", shape.pageSize, 1), dtype,
+           flagRule("causal", shape.causal),
+           formatRule(shape.kvFormat, /*fp8Only=*/true,
+                      "format (the cache's row format; omitted for a cache "
+                      "of dtype)"),
+           flagRule("varlen", shape.varlen),
+           ignoredScaleRule("the softmax scale is a launch argument"), tile},
+          error))
+    return false;
 
   bool given = fields.values.count("tile");
   if (!given)
@@ -377,62 +433,22 @@ std::string toString(const CacheWriteKernelSpec &spec) {
 bool parseCacheWriteKernelSpec(const std::string &text,
                                CacheWriteKernelSpec &spec, std::string &error) {
   Fields fields;
-  if (!splitFields(text, fields, error))
+  if (!startSpec(text, "cache_write", "a cache write kernel spec starts with",
+                 {"chip", "L", "R", "page", "dtype", "format"},
+                 "chip, L, R, page, dtype and format", fields, error))
     return false;
-  if (fields.family != "cache_write") {
-    error = "a cache write kernel spec starts with 'cache_write', got '" +
-            fields.family + "'";
-    return false;
-  }
-  if (!checkRequired(fields, {"chip", "L", "R", "page", "dtype", "format"},
-                     "chip, L, R, page, dtype and format", error))
-    return false;
-
   CacheWriteKernelSpec result;
   CacheWriteShape &shape = result.shape;
-  for (const auto &[key, value] : fields.values) {
-    bool ok = true;
-    if (key == "chip") {
-      ok = parseChipField(value, result.chip, error);
-    } else if (key == "L") {
-      ok = parseCountField(fields, "L", shape.latentDim, 1, error);
-    } else if (key == "R") {
-      ok = parseCountField(fields, "R", shape.ropeDim, 1, error);
-    } else if (key == "page") {
-      ok = parseCountField(fields, "page", result.pageSize, 1, error);
-    } else if (key == "dtype") {
-      ok = parseActType(value, shape.input, error);
-    } else if (key == "format") {
-      ok = false;
-      for (CacheFormat format : kCacheFormats)
-        if (value == cacheFormatName(format)) {
-          shape.format = format;
-          ok = true;
-        }
-      if (!ok)
-        error = "format must be bf16, f16, f32, fp8_e4m3, fp8_e4m3_token or "
-                "fp8_ds_mla, got '" +
-                value + "'";
-    } else if (key == "scale") {
-      // Texts from before fp8_e4m3's scale became a kernel parameter still
-      // name their kernel: the value no longer changes the image, so it is
-      // ignored (a malformed one is still an error).
-      float ignored;
-      if (!parseScale(value, ignored) || !std::isfinite(ignored) ||
-          ignored <= 0) {
-        error = "scale (ignored: fp8_e4m3's kv_scale is a kernel parameter) "
-                "must be a positive finite f32 when given, got '" +
-                value + "'";
-        ok = false;
-      }
-    } else {
-      error = "unknown key '" + key +
-              "' (expected chip, L, R, page, dtype, format or scale)";
-      ok = false;
-    }
-    if (!ok)
-      return false;
-  }
+  if (!applyRules(fields,
+                  {chipRule(result.chip), countRule("L", shape.latentDim, 1),
+                   countRule("R", shape.ropeDim, 1),
+                   countRule("page", result.pageSize, 1),
+                   actTypeRule(shape.input),
+                   formatRule(shape.format, /*fp8Only=*/false, "format"),
+                   ignoredScaleRule("fp8_e4m3's kv_scale is a kernel "
+                                    "parameter")},
+                  error))
+    return false;
 
   if (fields.values.count("scale") && shape.format != CacheFormat::FP8E4M3) {
     error = std::string("scale is only accepted (and ignored) with format "
@@ -488,33 +504,18 @@ bool parseProjectionKernelSpec(const std::string &text,
   bool absorb = result.kind == ProjectionKind::AbsorbQ;
   ProjectionShape &shape = result.shape;
   shape.ropeDim = 0;
-  for (const auto &[key, value] : fields.values) {
-    bool ok = true;
-    if (key == "chip") {
-      ok = parseChipField(value, result.chip, error);
-    } else if (key == "N") {
-      ok = parseCountField(fields, "N", shape.numHeads, 1, error);
-    } else if (key == "dtype") {
-      ok = parseActType(value, shape.elem, error);
-    } else if (absorb && key == "P") {
-      ok = parseCountField(fields, "P", shape.inDim, 1, error);
-    } else if (key == "L") {
-      ok = parseCountField(fields, "L", absorb ? shape.outDim : shape.inDim, 1,
-                           error);
-    } else if (absorb && key == "R") {
-      ok = parseCountField(fields, "R", shape.ropeDim, 1, error);
-    } else if (!absorb && key == "V") {
-      ok = parseCountField(fields, "V", shape.outDim, 1, error);
-    } else {
-      error =
-          "unknown key '" + key + "' (expected " +
-          (absorb ? "chip, N, P, L, R or dtype" : "chip, N, L, V or dtype") +
-          ")";
-      ok = false;
-    }
-    if (!ok)
-      return false;
-  }
+  std::vector<KeyRule> rules = {chipRule(result.chip),
+                                countRule("N", shape.numHeads, 1)};
+  if (absorb)
+    rules.insert(rules.end(), {countRule("P", shape.inDim, 1),
+                               countRule("L", shape.outDim, 1),
+                               countRule("R", shape.ropeDim, 1)});
+  else
+    rules.insert(rules.end(), {countRule("L", shape.inDim, 1),
+                               countRule("V", shape.outDim, 1)});
+  rules.push_back(actTypeRule(shape.elem));
+  if (!applyRules(fields, rules, error))
+    return false;
   if (const char *why = checkProjectionShape(shape); *why) {
     error =
         std::string("no ") + fields.family + " kernel for this shape: " + why;
@@ -571,35 +572,17 @@ bool parseMergeStatesKernelSpec(const std::string &text,
                                 MergeStatesKernelSpec &spec,
                                 std::string &error) {
   Fields fields;
-  if (!splitFields(text, fields, error))
-    return false;
-  if (fields.family != "merge_states") {
-    error = "a merge kernel spec starts with 'merge_states', got '" +
-            fields.family + "'";
-    return false;
-  }
-  if (!checkRequired(fields, {"chip", "N", "H", "dtype"},
-                     "chip, N, H and dtype", error))
+  if (!startSpec(text, "merge_states", "a merge kernel spec starts with",
+                 {"chip", "N", "H", "dtype"}, "chip, N, H and dtype", fields,
+                 error))
     return false;
   MergeStatesKernelSpec result;
   MergeStatesShape &shape = result.shape;
-  for (const auto &[key, value] : fields.values) {
-    bool ok = true;
-    if (key == "chip")
-      ok = parseChipField(value, result.chip, error);
-    else if (key == "N")
-      ok = parseCountField(fields, "N", shape.numHeads, 1, error);
-    else if (key == "H")
-      ok = parseCountField(fields, "H", shape.headDim, 1, error);
-    else if (key == "dtype")
-      ok = parseActType(value, shape.elem, error);
-    else {
-      error = "unknown key '" + key + "' (expected chip, N, H or dtype)";
-      ok = false;
-    }
-    if (!ok)
-      return false;
-  }
+  if (!applyRules(fields,
+                  {chipRule(result.chip), countRule("N", shape.numHeads, 1),
+                   countRule("H", shape.headDim, 1), actTypeRule(shape.elem)},
+                  error))
+    return false;
   spec = result;
   return true;
 }
@@ -616,39 +599,19 @@ std::string toString(const UpProjKvKernelSpec &spec) {
 bool parseUpProjKvKernelSpec(const std::string &text, UpProjKvKernelSpec &spec,
                              std::string &error) {
   Fields fields;
-  if (!splitFields(text, fields, error))
-    return false;
-  if (fields.family != "up_proj_kv") {
-    error = "an up-projection kernel spec starts with 'up_proj_kv', got '" +
-            fields.family + "'";
-    return false;
-  }
-  if (!checkRequired(fields, {"chip", "N", "L", "P", "V", "dtype"},
-                     "chip, N, L, P, V and dtype", error))
+  if (!startSpec(text, "up_proj_kv", "an up-projection kernel spec starts with",
+                 {"chip", "N", "L", "P", "V", "dtype"},
+                 "chip, N, L, P, V and dtype", fields, error))
     return false;
   UpProjKvKernelSpec result;
   UpProjKvShape &shape = result.shape;
-  for (const auto &[key, value] : fields.values) {
-    bool ok = true;
-    if (key == "chip")
-      ok = parseChipField(value, result.chip, error);
-    else if (key == "N")
-      ok = parseCountField(fields, "N", shape.numHeads, 1, error);
-    else if (key == "L")
-      ok = parseCountField(fields, "L", shape.latentDim, 1, error);
-    else if (key == "P")
-      ok = parseCountField(fields, "P", shape.nopeDim, 1, error);
-    else if (key == "V")
-      ok = parseCountField(fields, "V", shape.valueDim, 1, error);
-    else if (key == "dtype")
-      ok = parseActType(value, shape.elem, error);
-    else {
-      error = "unknown key '" + key + "' (expected chip, N, L, P, V or dtype)";
-      ok = false;
-    }
-    if (!ok)
-      return false;
-  }
+  if (!applyRules(fields,
+                  {chipRule(result.chip), countRule("N", shape.numHeads, 1),
+                   countRule("L", shape.latentDim, 1),
+                   countRule("P", shape.nopeDim, 1),
+                   countRule("V", shape.valueDim, 1), actTypeRule(shape.elem)},
+                  error))
+    return false;
   if (const char *why = checkUpProjKvShape(shape); *why) {
     error = std::string("no up_proj_kv kernel for this shape: ") + why;
     return false;
@@ -669,49 +632,27 @@ std::string toString(const MhaKernelSpec &spec) {
 bool parseMhaKernelSpec(const std::string &text, MhaKernelSpec &spec,
                         std::string &error) {
   Fields fields;
-  if (!splitFields(text, fields, error))
-    return false;
-  if (fields.family != "mha") {
-    error = "an attention kernel spec starts with 'mha', got '" +
-            fields.family + "'";
-    return false;
-  }
-  if (!checkRequired(fields,
-                     {"chip", "N", "D", "V", "dtype", "causal", "scale"},
-                     "chip, N, D, V, dtype, causal and scale", error))
+  if (!startSpec(text, "mha", "an attention kernel spec starts with",
+                 {"chip", "N", "D", "V", "dtype", "causal", "scale"},
+                 "chip, N, D, V, dtype, causal and scale", fields, error))
     return false;
   MhaKernelSpec result;
   MhaShape &shape = result.shape;
-  for (const auto &[key, value] : fields.values) {
-    bool ok = true;
-    if (key == "chip") {
-      ok = parseChipField(value, result.chip, error);
-    } else if (key == "N") {
-      ok = parseCountField(fields, "N", shape.numHeads, 1, error);
-    } else if (key == "D") {
-      ok = parseCountField(fields, "D", shape.qkDim, 1, error);
-    } else if (key == "V") {
-      ok = parseCountField(fields, "V", shape.vDim, 1, error);
-    } else if (key == "dtype") {
-      ok = parseActType(value, shape.elem, error);
-    } else if (key == "causal") {
-      ok = value == "0" || value == "1";
-      if (!ok)
-        error = "causal must be 0 or 1, got '" + value + "'";
-      shape.causal = value == "1";
-    } else if (key == "scale") {
-      ok = parseScale(value, shape.scale) && std::isfinite(shape.scale) &&
-           shape.scale > 0;
-      if (!ok)
-        error = "scale must be a positive finite f32, got '" + value + "'";
-    } else {
-      error = "unknown key '" + key +
-              "' (expected chip, N, D, V, dtype, causal or scale)";
-      ok = false;
-    }
-    if (!ok)
-      return false;
-  }
+  KeyRule scale{"scale", [&](const std::string &value, std::string &message) {
+                  if (parseScale(value, shape.scale) &&
+                      std::isfinite(shape.scale) && shape.scale > 0)
+                    return true;
+                  message = "scale must be a positive finite f32, got '" +
+                            value + "'";
+                  return false;
+                }};
+  if (!applyRules(fields,
+                  {chipRule(result.chip), countRule("N", shape.numHeads, 1),
+                   countRule("D", shape.qkDim, 1),
+                   countRule("V", shape.vDim, 1), actTypeRule(shape.elem),
+                   flagRule("causal", shape.causal), scale},
+                  error))
+    return false;
   spec = result;
   return true;
 }

@@ -730,6 +730,50 @@ TEST(KernelSpecTest, CacheWriteAndProjectionKeysChangeWithEveryField) {
   });
 }
 
+TEST(KernelSpecTest, UnknownKeyNamesEveryKeyOfTheFamily) {
+  // Each family's message lists its keys in one order; an unknown key ("zz",
+  // after every valid key) is reported once the valid ones are read.
+  const std::pair<const char *, const char *> cases[] = {
+      {"decode chip=sm_90a N=128 Sq=1 L=512 R=64 page=64 dtype=bf16 causal=0",
+       "chip, N, Sq, L, R, page, dtype, causal, format, varlen, scale or "
+       "tile"},
+      {"cache_write chip=sm_90a L=512 R=64 page=64 dtype=bf16 format=bf16",
+       "chip, L, R, page, dtype, format or scale"},
+      {"gather_cache chip=sm_90a L=512 R=64 page=64 dtype=bf16 format=bf16",
+       "chip, L, R, page, dtype, format or scale"},
+      {"absorb_q chip=sm_90a N=128 P=128 L=512 R=64 dtype=bf16",
+       "chip, N, P, L, R or dtype"},
+      {"up_proj_out chip=sm_90a N=128 L=512 V=128 dtype=bf16",
+       "chip, N, L, V or dtype"},
+      {"merge_states chip=sm_90a N=128 H=512 dtype=f32", "chip, N, H or dtype"},
+      {"up_proj_kv chip=sm_90a N=128 L=512 P=128 V=128 dtype=bf16",
+       "chip, N, L, P, V or dtype"},
+      {"mha chip=sm_90a N=128 D=192 V=128 dtype=bf16 causal=1 "
+       "scale=0x3e13cd3a",
+       "chip, N, D, V, dtype, causal or scale"},
+  };
+  for (const auto &[text, keys] : cases) {
+    KernelSpec spec;
+    std::string error;
+    EXPECT_TRUE(parseKernelSpec(text, spec, error)) << text << ": " << error;
+    EXPECT_EQ(parseAnyError(std::string(text) + " zz=1"),
+              std::string("unknown key 'zz' (expected ") + keys + ")");
+  }
+  EXPECT_EQ(parseAnyError("decode chip=sm_90a N=128 Sq=1 L=512 R=64 page=64 "
+                          "dtype=bf16 causal=0 format=bf16"),
+            "format (the cache's row format; omitted for a cache of dtype) "
+            "must be fp8_e4m3, fp8_e4m3_token or fp8_ds_mla, got 'bf16'");
+  EXPECT_EQ(parseAnyError("cache_write chip=sm_90a L=512 R=64 page=64 "
+                          "dtype=bf16 format=fp9"),
+            "format must be bf16, f16, f32, fp8_e4m3, fp8_e4m3_token or "
+            "fp8_ds_mla, got 'fp9'");
+  EXPECT_EQ(parseAnyError("mha chip=sm_90a N=128 D=192 V=128 dtype=bf16 "
+                          "causal=2 scale=0x3e13cd3a"),
+            "causal must be 0 or 1, got '2'");
+  EXPECT_EQ(parseAnyError("merge_states chip=sm_90a N=128 H=512 dtype=f64"),
+            "dtype must be bf16, f16 or f32, got 'f64'");
+}
+
 TEST(KernelSpecTest, MalformedCacheWriteAndProjectionTextIsRejected) {
   auto rejects = [](const std::string &text, const std::string &message) {
     EXPECT_NE(parseAnyError(text).find(message), std::string::npos)
