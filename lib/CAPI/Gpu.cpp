@@ -1385,22 +1385,23 @@ struct PrefillCall {
   const mlaGpuPrefillOptions *options;
 };
 
-llvm::Expected<mla::PrefillCall> checkPrefillCall(const PrefillCall &call) {
-  if (!call.options)
-    return invalid("options is NULL");
-  auto t = unwrapAll<8>(
-      {{{call.q, "q", nullptr},
-        {call.kvC, "kv_c", nullptr},
-        {call.kPe, "k_pe", nullptr},
-        {call.kvBProj, "kv_b_proj", nullptr},
-        {call.cache, "kv_cache", nullptr},
-        {call.blockTable, "block_table", call.blockTableHost},
-        {call.queryStartLoc, "query_start_loc", call.queryStartLocHost},
-        {call.seqLens, "seq_lens", call.seqLensHost}}});
-  if (!t)
-    return t.takeError();
-  auto &[q, kvC, kPe, w, cache, table, qsl, lens] = *t;
-  const mlaGpuPrefillOptions &o = *call.options;
+/// The tensors of a prefill (a mixed batch's too), named as errors name
+/// them, with their host copies.
+using TensorArg =
+    std::tuple<const mlaGpuTensor *, const char *, const int32_t *>;
+std::array<TensorArg, 8> prefillTensors(const PrefillCall &p) {
+  return {{{p.q, "q", nullptr},
+           {p.kvC, "kv_c", nullptr},
+           {p.kPe, "k_pe", nullptr},
+           {p.kvBProj, "kv_b_proj", nullptr},
+           {p.cache, "kv_cache", nullptr},
+           {p.blockTable, "block_table", p.blockTableHost},
+           {p.queryStartLoc, "query_start_loc", p.queryStartLocHost},
+           {p.seqLens, "seq_lens", p.seqLensHost}}};
+}
+
+llvm::Expected<mla::PrefillOptions>
+unwrapPrefillOptions(const mlaGpuPrefillOptions &o) {
   mla::PrefillOptions options;
   options.softmaxScale = o.softmaxScale;
   options.vHeadDim = o.vHeadDim;
@@ -1410,8 +1411,22 @@ llvm::Expected<mla::PrefillCall> checkPrefillCall(const PrefillCall &call) {
   if (!format)
     return format.takeError();
   options.cache = std::move(*format);
+  return options;
+}
+
+llvm::Expected<mla::PrefillCall> checkPrefillCall(const PrefillCall &call) {
+  if (!call.options)
+    return invalid("options is NULL");
+  auto t = unwrapAll<8>(prefillTensors(call));
+  if (!t)
+    return t.takeError();
+  auto &[q, kvC, kPe, w, cache, table, qsl, lens] = *t;
+  llvm::Expected<mla::PrefillOptions> options =
+      unwrapPrefillOptions(*call.options);
+  if (!options)
+    return options.takeError();
   return mla::checkPrefill(mla::Device::GPU, q, kvC, kPe, w, cache, table, qsl,
-                           lens, options);
+                           lens, *options);
 }
 
 ChunkedPrefillShape prefillShape(const mla::PrefillCall &c) {
@@ -1453,6 +1468,32 @@ getPrefill(State &s, const ChunkedPrefillSpecs &specs, CUcontext context) {
   return *slot;
 }
 
+/// The prefill's chunk rows: the caller's, else the chip's default.
+int64_t workspaceRows(const mla::PrefillCall &c, Chip chip) {
+  return c.workspaceRows.value_or(
+      mla::defaultPrefillWorkspaceRows(chip == Chip::SM100a ? 128 : 64));
+}
+
+/// The device pointers and counts a prefill's and a mixed batch's
+/// arguments share (`p`, checked as `c`).
+template <typename Args>
+void setPrefillArgs(Args &args, const PrefillCall &p, const mla::PrefillCall &c,
+                    uint64_t out, uint64_t workspace, size_t workspaceBytes) {
+  args.q = p.q->data;
+  args.kvC = p.kvC->data;
+  args.kPe = p.kPe->data;
+  args.kvBProj = p.kvBProj->data;
+  args.cache = p.cache->data;
+  args.blockTable = p.blockTable->data;
+  args.out = out;
+  args.workspace = workspace;
+  args.workspaceBytes = workspaceBytes;
+  args.tokens = c.tokens;
+  args.batch = c.batch;
+  args.maxPages = p.blockTable->shape[1];
+  args.numPages = c.cache.pages;
+}
+
 llvm::Expected<Chip> resolveChip(const char *chip, int32_t device) {
   if (!chip)
     return CudaRuntime::getChip(device);
@@ -1479,8 +1520,7 @@ llvm::Error prefill(const char *chipName, int32_t device,
   if (const char *why = checkChunkedPrefillSpecs(specs); *why)
     return invalid(Twine("no GPU prefill kernels for these arguments: ") + why);
   int64_t batch = checked->batch, maxPages = call.blockTable->shape[1];
-  int64_t rows = checked->workspaceRows.value_or(
-      mla::defaultPrefillWorkspaceRows(*chip == Chip::SM100a ? 128 : 64));
+  int64_t rows = workspaceRows(*checked, *chip);
   mla::PrefillChunkPlan plan(llvm::ArrayRef(call.queryStartLocHost, batch + 1),
                              llvm::ArrayRef(call.seqLensHost, batch), rows,
                              shape.pageSize, batch * maxPages * shape.pageSize);
@@ -1491,20 +1531,8 @@ llvm::Error prefill(const char *chipName, int32_t device,
     return llvm::Error::success();
   }
   ChunkedPrefillArgs args;
-  args.q = call.q->data;
-  args.kvC = call.kvC->data;
-  args.kPe = call.kPe->data;
-  args.kvBProj = call.kvBProj->data;
-  args.cache = call.cache->data;
-  args.blockTable = call.blockTable->data;
+  setPrefillArgs(args, call, *checked, out, workspace, *workspaceBytes);
   args.queryStartLoc = call.queryStartLoc->data;
-  args.out = out;
-  args.workspace = workspace;
-  args.workspaceBytes = *workspaceBytes;
-  args.tokens = checked->tokens;
-  args.batch = batch;
-  args.maxPages = maxPages;
-  args.numPages = checked->cache.pages;
   if (args.tokens > 0) {
     llvm::Expected<CUdeviceptr> kvScale =
         getKvScalePointer(device, checked->cache, &call.options->cache);
@@ -1544,32 +1572,22 @@ llvm::Expected<mla::AttentionCall>
 checkAttentionCall(const AttentionCall &call) {
   if (!call.options)
     return invalid("options is NULL");
-  const PrefillCall &p = call.prefill;
-  auto t =
-      unwrapAll<10>({{{p.q, "q", nullptr},
-                      {p.kvC, "kv_c", nullptr},
-                      {p.kPe, "k_pe", nullptr},
-                      {p.kvBProj, "kv_b_proj", nullptr},
-                      {p.cache, "kv_cache", nullptr},
-                      {p.blockTable, "block_table", p.blockTableHost},
-                      {p.queryStartLoc, "query_start_loc", p.queryStartLocHost},
-                      {p.seqLens, "seq_lens", p.seqLensHost},
-                      {call.wUkT, "w_uk_t", nullptr},
-                      {call.wUv, "w_uv", nullptr}}});
+  auto t = unwrapAll<8>(prefillTensors(call.prefill));
   if (!t)
     return t.takeError();
-  auto &[q, kvC, kPe, w, cache, table, qsl, lens, wUkT, wUv] = *t;
-  const mlaGpuAttentionOptions &o = *call.options;
+  auto weights = unwrapAll<2>(
+      {{{call.wUkT, "w_uk_t", nullptr}, {call.wUv, "w_uv", nullptr}}});
+  if (!weights)
+    return weights.takeError();
+  auto &[q, kvC, kPe, w, cache, table, qsl, lens] = *t;
+  auto &[wUkT, wUv] = *weights;
   mla::AttentionOptions options;
-  options.prefill.softmaxScale = o.prefill.softmaxScale;
-  options.prefill.vHeadDim = o.prefill.vHeadDim;
-  if (o.prefill.hasWorkspaceRows)
-    options.prefill.workspaceRows = o.prefill.workspaceRows;
-  llvm::Expected<mla::CacheFormat> format = unwrap(o.prefill.cache);
-  if (!format)
-    return format.takeError();
-  options.prefill.cache = std::move(*format);
-  options.decodeThreshold = o.decodeThreshold;
+  llvm::Expected<mla::PrefillOptions> prefill =
+      unwrapPrefillOptions(call.options->prefill);
+  if (!prefill)
+    return prefill.takeError();
+  options.prefill = std::move(*prefill);
+  options.decodeThreshold = call.options->decodeThreshold;
   llvm::Expected<mla::AttentionCall> checked = mla::checkAttention(
       mla::Device::GPU, q, kvC, kPe, w, cache, table, qsl, lens, options);
   if (!checked)
@@ -1637,8 +1655,7 @@ llvm::Error attention(const char *chipName, int32_t device,
   batch.maxPages = p.blockTable->shape[1];
   batch.numPages = c.cache.pages;
   batch.decodeThreshold = checked->decodeThreshold;
-  batch.workspaceRows = c.workspaceRows.value_or(
-      mla::defaultPrefillWorkspaceRows(*chip == Chip::SM100a ? 128 : 64));
+  batch.workspaceRows = workspaceRows(c, *chip);
   // fp8_e4m3's scale for the prefill path's gather (taken before the state
   // lock, which getKvScalePointer takes itself).
   CUdeviceptr kvScale = 0;
@@ -1669,22 +1686,10 @@ llvm::Error attention(const char *chipName, int32_t device,
     return llvm::Error::success();
   }
   MixedAttentionArgs args;
-  args.q = p.q->data;
-  args.kvC = p.kvC->data;
-  args.kPe = p.kPe->data;
-  args.kvBProj = p.kvBProj->data;
+  setPrefillArgs(args, p, c, out, workspace, *workspaceBytes);
   args.wUkT = call.wUkT->data;
   args.wUv = call.wUv->data;
-  args.cache = p.cache->data;
-  args.blockTable = p.blockTable->data;
   args.seqLens = p.seqLens->data;
-  args.out = out;
-  args.workspace = workspace;
-  args.workspaceBytes = *workspaceBytes;
-  args.tokens = c.tokens;
-  args.batch = c.batch;
-  args.maxPages = batch.maxPages;
-  args.numPages = c.cache.pages;
   args.kvScale = kvScale;
   if (llvm::Error error = checkMixedAttention(specs, shape, args, *plan))
     return error;
@@ -1702,6 +1707,17 @@ llvm::Error attention(const char *chipName, int32_t device,
 
 } // namespace
 
+/// Copies spec text `text` into the caller's buffer, NUL included, or fails
+/// naming the size it needs.
+static llvm::Error writeSpec(const std::string &text, char *spec,
+                             size_t specLen) {
+  if (!spec || specLen <= text.size())
+    return invalid("the spec buffer holds " + Twine(specLen) +
+                   " bytes; the spec needs " + Twine(text.size() + 1));
+  writeMessage(text, spec, specLen);
+  return llvm::Error::success();
+}
+
 extern "C" int mlaGpuDecodeSpec(const char *chip, int32_t device,
                                 int64_t numHeads, int64_t queryRows,
                                 int64_t latentDim, int64_t ropeDim,
@@ -1714,12 +1730,7 @@ extern "C" int mlaGpuDecodeSpec(const char *chip, int32_t device,
                 dtype, causal, kvFormat, tile, /*varlen=*/false);
   if (!text)
     return report(text.takeError(), err, errLen);
-  if (!spec || specLen <= text->size())
-    return report(invalid("the spec buffer holds " + Twine(specLen) +
-                          " bytes; the spec needs " + Twine(text->size() + 1)),
-                  err, errLen);
-  writeMessage(*text, spec, specLen);
-  return MLA_GPU_SUCCESS;
+  return report(writeSpec(*text, spec, specLen), err, errLen);
 }
 
 extern "C" int
@@ -1841,12 +1852,7 @@ mlaGpuDecodeVarlenSpec(const char *chip, int32_t device, int64_t numHeads,
                 pageSize, dtype, causal, kvFormat, tile, /*varlen=*/true);
   if (!text)
     return report(text.takeError(), err, errLen);
-  if (!spec || specLen <= text->size())
-    return report(invalid("the spec buffer holds " + Twine(specLen) +
-                          " bytes; the spec needs " + Twine(text->size() + 1)),
-                  err, errLen);
-  writeMessage(*text, spec, specLen);
-  return MLA_GPU_SUCCESS;
+  return report(writeSpec(*text, spec, specLen), err, errLen);
 }
 
 extern "C" int mlaGpuDecodeVarlen(
@@ -1934,14 +1940,7 @@ extern "C" int mlaGpuCanonicalSpec(const char *text, char *spec, size_t specLen,
   if (!parseKernelSpec(text, parsed, why))
     return report(invalid(Twine("bad kernel spec '") + text + "': " + why), err,
                   errLen);
-  std::string canonical = toString(parsed);
-  if (!spec || specLen <= canonical.size())
-    return report(invalid("the spec buffer holds " + Twine(specLen) +
-                          " bytes; the spec needs " +
-                          Twine(canonical.size() + 1)),
-                  err, errLen);
-  writeMessage(canonical, spec, specLen);
-  return MLA_GPU_SUCCESS;
+  return report(writeSpec(toString(parsed), spec, specLen), err, errLen);
 }
 
 extern "C" int mlaGpuCheckCacheWrite(const mlaGpuTensor *kvC,

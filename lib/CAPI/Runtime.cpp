@@ -210,6 +210,35 @@ unwrapAll(std::array<std::pair<const mlaTensor *, llvm::StringRef>, N> in) {
   return out;
 }
 
+/// A prefill's (and a mixed batch's) eight tensors, in mlaPrefill's order.
+llvm::Expected<std::array<HostTensor, 8>>
+unwrapPrefillTensors(const mlaTensor *q, const mlaTensor *kvC,
+                     const mlaTensor *kPe, const mlaTensor *kvBProj,
+                     const mlaTensor *kvCache, const mlaTensor *blockTable,
+                     const mlaTensor *queryStartLoc, const mlaTensor *seqLens) {
+  return unwrapAll<8>({{{q, "q"},
+                        {kvC, "kv_c"},
+                        {kPe, "k_pe"},
+                        {kvBProj, "kv_b_proj"},
+                        {kvCache, "kv_cache"},
+                        {blockTable, "block_table"},
+                        {queryStartLoc, "query_start_loc"},
+                        {seqLens, "seq_lens"}}});
+}
+
+llvm::Expected<PrefillOptions> unwrap(const mlaPrefillOptions &options) {
+  llvm::Expected<CacheFormat> cache = unwrap(&options.cache);
+  if (!cache)
+    return cache.takeError();
+  PrefillOptions opts;
+  opts.softmaxScale = options.softmaxScale;
+  opts.vHeadDim = options.vHeadDim;
+  if (options.hasWorkspaceRows)
+    opts.workspaceRows = options.workspaceRows;
+  opts.cache = std::move(*cache);
+  return opts;
+}
+
 llvm::Expected<DecodeOptions>
 unwrapDecodeOptions(const mlaDecodeOptions *options) {
   if (!options)
@@ -413,31 +442,19 @@ int mlaPrefill(const mlaTensor *q, const mlaTensor *kvC, const mlaTensor *kPe,
                const mlaTensor *blockTable, const mlaTensor *queryStartLoc,
                const mlaTensor *seqLens, const mlaPrefillOptions *options,
                mlaTensor *out, char *err, size_t errLen) {
-  auto args = unwrapAll<8>({{{q, "q"},
-                             {kvC, "kv_c"},
-                             {kPe, "k_pe"},
-                             {kvBProj, "kv_b_proj"},
-                             {kvCache, "kv_cache"},
-                             {blockTable, "block_table"},
-                             {queryStartLoc, "query_start_loc"},
-                             {seqLens, "seq_lens"}}});
+  auto args = unwrapPrefillTensors(q, kvC, kPe, kvBProj, kvCache, blockTable,
+                                   queryStartLoc, seqLens);
   if (!args)
     return report(args.takeError(), err, errLen);
   if (!options)
     return report(makeInvalidArgumentError("options is NULL"), err, errLen);
-  llvm::Expected<CacheFormat> cache = unwrap(&options->cache);
-  if (!cache)
-    return report(cache.takeError(), err, errLen);
-  PrefillOptions opts;
-  opts.softmaxScale = options->softmaxScale;
-  opts.vHeadDim = options->vHeadDim;
-  if (options->hasWorkspaceRows)
-    opts.workspaceRows = options->workspaceRows;
-  opts.cache = std::move(*cache);
+  llvm::Expected<PrefillOptions> opts = unwrap(*options);
+  if (!opts)
+    return report(opts.takeError(), err, errLen);
   auto &a = *args;
   std::pair<mlaTensor *, llvm::StringRef> outs[] = {{out, "out"}};
   if (llvm::Error e = run(buildPrefill(getContext(), a[0], a[1], a[2], a[3],
-                                       a[4], a[5], a[6], a[7], opts),
+                                       a[4], a[5], a[6], a[7], *opts),
                           a, outs))
     return report(std::move(e), err, errLen);
   return MLA_SUCCESS;
@@ -448,27 +465,17 @@ int mlaAttention(const mlaTensor *q, const mlaTensor *kvC, const mlaTensor *kPe,
                  const mlaTensor *blockTable, const mlaTensor *queryStartLoc,
                  const mlaTensor *seqLens, const mlaAttentionOptions *options,
                  mlaTensor *out, char *err, size_t errLen) {
-  auto args = unwrapAll<8>({{{q, "q"},
-                             {kvC, "kv_c"},
-                             {kPe, "k_pe"},
-                             {kvBProj, "kv_b_proj"},
-                             {kvCache, "kv_cache"},
-                             {blockTable, "block_table"},
-                             {queryStartLoc, "query_start_loc"},
-                             {seqLens, "seq_lens"}}});
+  auto args = unwrapPrefillTensors(q, kvC, kPe, kvBProj, kvCache, blockTable,
+                                   queryStartLoc, seqLens);
   if (!args)
     return report(args.takeError(), err, errLen);
   if (!options)
     return report(makeInvalidArgumentError("options is NULL"), err, errLen);
-  llvm::Expected<CacheFormat> cache = unwrap(&options->prefill.cache);
-  if (!cache)
-    return report(cache.takeError(), err, errLen);
+  llvm::Expected<PrefillOptions> prefill = unwrap(options->prefill);
+  if (!prefill)
+    return report(prefill.takeError(), err, errLen);
   AttentionOptions opts;
-  opts.prefill.softmaxScale = options->prefill.softmaxScale;
-  opts.prefill.vHeadDim = options->prefill.vHeadDim;
-  if (options->prefill.hasWorkspaceRows)
-    opts.prefill.workspaceRows = options->prefill.workspaceRows;
-  opts.prefill.cache = std::move(*cache);
+  opts.prefill = std::move(*prefill);
   opts.decodeThreshold = options->decodeThreshold;
   auto &a = *args;
   std::pair<mlaTensor *, llvm::StringRef> outs[] = {{out, "out"}};

@@ -97,6 +97,28 @@ def test_bad_specs_raise_value_error(lib, call, message):
         call()
 
 
+def test_spec_buffer_too_small_names_the_size_it_needs(lib):
+    # Every C entry point that writes a spec text refuses a buffer without room for it and its NUL.
+    merge = "merge_states chip=sm_90a N=8 H=64 dtype=bf16"
+    decode = gpu.decode_spec(16, 1, L, R, PAGE, "bf16", False, "sm_90a")
+    varlen = gpu.decode_varlen_spec(16, 4, L, R, PAGE, "bf16", True, "sm_90a")
+    calls = [
+        (merge, lambda buf, err: lib.mlaGpuCanonicalSpec(merge.encode(), buf, len(buf), err, len(err))),
+        (decode, lambda buf, err: lib.mlaGpuDecodeSpec(b"sm_90a", 0, 16, 1, L, R, PAGE, gpu._DTYPE_BF16, 0,
+                                                       b"auto", None, buf, len(buf), err, len(err))),
+        (varlen, lambda buf, err: lib.mlaGpuDecodeVarlenSpec(b"sm_90a", 0, 16, 4, L, R, PAGE, gpu._DTYPE_BF16, 1,
+                                                             b"auto", None, buf, len(buf), err, len(err))),
+    ]
+    for text, call in calls:
+        err = ctypes.create_string_buffer(512)
+        for size in (8, len(text)):
+            assert call(ctypes.create_string_buffer(size), err) != 0, text
+            assert f"the spec buffer holds {size} bytes; the spec needs {len(text) + 1}" in err.value.decode()
+        buf = ctypes.create_string_buffer(len(text) + 1)
+        assert call(buf, err) == 0, err.value.decode()
+        assert buf.value.decode() == text
+
+
 def c_tensor(dtype, shape, data=0):
     t = gpu._Tensor()
     t.data, t.dtype, t.rank = data, dtype, len(shape)
