@@ -12,7 +12,6 @@ GPU (torch CUDA, an sm_90a/sm_100a device): the same call sites in the shapes of
 (`mla-aot --shapes deepseek`: h_q 16, d 576, page 64, bf16, softmax scale 192^-0.5, fp8_e4m3 at any scale).
 """
 
-import importlib.util
 import os
 import random
 import struct
@@ -25,18 +24,10 @@ import mla  # noqa: E402
 import mla_reference as ref  # noqa: E402
 from mla import compat, gpu_jit  # noqa: E402
 
-HAS_TORCH = importlib.util.find_spec("torch") is not None
-if HAS_TORCH:
-    import torch
-
-    HAS_GPU = torch.cuda.is_available()
-else:
-    torch = None
-    HAS_GPU = False
+from torch_gate import HAS_TORCH, needs_gpu_for, needs_torch, torch  # noqa: E402
 
 needs_cpu = pytest.mark.skipif(mla._CPU_UNAVAILABLE is not None, reason="the package has no CPU library")
-needs_torch = pytest.mark.skipif(not HAS_TORCH, reason="torch is not installed")
-needs_gpu = pytest.mark.skipif(not HAS_GPU, reason="no CUDA GPU visible to torch (or no torch)")
+needs_gpu = needs_gpu_for("the GPU cases need an sm_90a device")
 needs_jit = pytest.mark.skipif(not gpu_jit.available(), reason="this package has no GPU kernel compiler")
 
 # The backends the CPU cases run on: numpy arrays always, torch CPU tensors where torch is installed.

@@ -18,7 +18,6 @@ deepseek` (bf16 input, L=512, R=64, page 64; fp8_e4m3's kv_scale is a launch arg
 """
 
 import ctypes
-import importlib.util
 import re
 
 import pytest
@@ -33,20 +32,9 @@ try:
 except ImportError:
     np = ref = None
 
-HAS_TORCH = importlib.util.find_spec("torch") is not None
-if HAS_TORCH:
-    import torch
+from torch_gate import HAS_TORCH, needs_gpu_for, needs_torch, torch  # noqa: E402
 
-    HAS_GPU = torch.cuda.is_available()
-else:
-    torch = None
-    HAS_GPU = False
-
-needs_torch = pytest.mark.skipif(not HAS_TORCH, reason="torch is not installed: these checks take torch tensors")
-needs_gpu = pytest.mark.skipif(
-    not HAS_GPU,
-    reason="torch is not installed" if not HAS_TORCH else
-    "no CUDA GPU visible to torch: the GPU cache/projection tests need an sm_90a/sm_100a device")
+needs_gpu = needs_gpu_for("the GPU cache/projection tests need an sm_90a/sm_100a device")
 
 L, R, PAGE, PAGES = 512, 64, 64, 8
 SLOTS = PAGES * PAGE

@@ -18,7 +18,6 @@ non-causal mode of its own.
 """
 
 import ctypes
-import importlib.util
 
 import pytest
 
@@ -28,20 +27,9 @@ import mla  # noqa: E402
 import mla_reference as ref  # noqa: E402
 from mla import gpu  # noqa: E402
 
-HAS_TORCH = importlib.util.find_spec("torch") is not None
-if HAS_TORCH:
-    import torch
+from torch_gate import HAS_TORCH, needs_gpu_for, needs_torch, torch  # noqa: E402
 
-    HAS_GPU = torch.cuda.is_available()
-else:
-    torch = None
-    HAS_GPU = False
-
-needs_torch = pytest.mark.skipif(not HAS_TORCH, reason="torch is not installed: these checks take torch tensors")
-needs_gpu = pytest.mark.skipif(
-    not HAS_GPU,
-    reason="torch is not installed" if not HAS_TORCH else
-    "no CUDA GPU visible to torch: the GPU prefill tests need an sm_90a device")
+needs_gpu = needs_gpu_for("the GPU prefill tests need an sm_90a device")
 
 L, R, P, V, PAGE = 512, 64, 128, 128, 64
 SCALE = (P + R) ** -0.5

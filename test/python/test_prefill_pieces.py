@@ -23,7 +23,6 @@ deepseek`: L=512, R=64, page 64, bf16 workspace / activations; fp8_e4m3 at any k
 """
 
 import ctypes
-import importlib.util
 
 import pytest
 
@@ -33,23 +32,12 @@ import mla  # noqa: E402
 import mla_reference as ref  # noqa: E402
 from mla import gpu  # noqa: E402
 
-HAS_TORCH = importlib.util.find_spec("torch") is not None
-if HAS_TORCH:
-    import torch
-
-    HAS_GPU = torch.cuda.is_available()
-else:
-    torch = None
-    HAS_GPU = False
+from torch_gate import needs_gpu_for, needs_torch, torch  # noqa: E402
 
 # A GPU-only installation (gpu-carry) has no CPU library: the CPU-path cases are skipped there.
 needs_cpu = pytest.mark.skipif(mla._CPU_UNAVAILABLE is not None,
                                reason="the package has no CPU library (a GPU-only installation)")
-needs_torch = pytest.mark.skipif(not HAS_TORCH, reason="torch is not installed: these checks take torch tensors")
-needs_gpu = pytest.mark.skipif(
-    not HAS_GPU,
-    reason="torch is not installed" if not HAS_TORCH else
-    "no CUDA GPU visible to torch: the GPU prefill tests need an sm_90a/sm_100a device")
+needs_gpu = needs_gpu_for("the GPU prefill tests need an sm_90a/sm_100a device")
 
 L, R, PAGE = 512, 64, 64
 FORMATS = ("auto", "fp8_e4m3", "fp8_e4m3_token", "fp8_ds_mla")
