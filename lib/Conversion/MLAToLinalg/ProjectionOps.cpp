@@ -185,6 +185,19 @@ struct SplitKvBProjLowering : OpRewritePattern<SplitKvBProjOp> {
   }
 };
 
+/// out[t, n, m] = sum over k of x[t, n, k] * w[n, k, m] (absorb_q's and
+/// up_proj_out's per-head products), accumulated in f32 and converted to
+/// `elementType`; `sizes` is out's [T, N, M]. Dimensions (t, n, k, m): m
+/// innermost walks w and the result rows.
+Value perHeadMatmul(OpBuilder &b, Location loc, Value x, Value w,
+                    ArrayRef<OpFoldResult> sizes, Type elementType) {
+  Value out = contractF32(
+      b, loc, x, w, zerosF32(b, loc, sizes),
+      projections(b.getContext(), 4, {{0, 1, 2}, {1, 2, 3}, {0, 1, 3}}),
+      {kPar, kPar, kRed, kPar});
+  return convertElements(b, loc, out, elementType);
+}
+
 //===----------------------------------------------------------------------===//
 // absorb_q
 //===----------------------------------------------------------------------===//
@@ -212,13 +225,8 @@ struct AbsorbQLowering : OpRewritePattern<AbsorbQOp> {
     Value qNope = tensor::ExtractSliceOp::create(
         rewriter, loc, q, {zero, zero, zero},
         {tokens, heads, rewriter.getIndexAttr(nope)}, ones);
-    // Dimensions (t, n, p, l): l innermost walks w_uk_t and the result rows.
-    Value ql = contractF32(rewriter, loc, qNope, w,
-                           zerosF32(rewriter, loc, {tokens, heads, latent}),
-                           projections(rewriter.getContext(), 4,
-                                       {{0, 1, 2}, {1, 2, 3}, {0, 1, 3}}),
-                           {kPar, kPar, kRed, kPar});
-    ql = convertElements(rewriter, loc, ql, resultTy.getElementType());
+    Value ql = perHeadMatmul(rewriter, loc, qNope, w, {tokens, heads, latent},
+                             resultTy.getElementType());
 
     OpFoldResult rope = addSizes(
         rewriter, loc, tensor::getMixedSize(rewriter, loc, q, 2), -nope);
@@ -259,13 +267,8 @@ struct UpProjOutLowering : OpRewritePattern<UpProjOutOp> {
     OpFoldResult heads = tensor::getMixedSize(rewriter, loc, o, 1);
     OpFoldResult value = tensor::getMixedSize(rewriter, loc, w, 2);
 
-    // Dimensions (t, n, l, v): v innermost walks w_uv and the result rows.
-    Value out = contractF32(rewriter, loc, o, w,
-                            zerosF32(rewriter, loc, {tokens, heads, value}),
-                            projections(rewriter.getContext(), 4,
-                                        {{0, 1, 2}, {1, 2, 3}, {0, 1, 3}}),
-                            {kPar, kPar, kRed, kPar});
-    out = convertElements(rewriter, loc, out, resultTy.getElementType());
+    Value out = perHeadMatmul(rewriter, loc, o, w, {tokens, heads, value},
+                              resultTy.getElementType());
     Value flat = tensor::CollapseShapeOp::create(
         rewriter, loc, out, ArrayRef<ReassociationIndices>{{0}, {1, 2}});
     rewriter.replaceOp(op, castTo(rewriter, loc, flat, resultTy));
