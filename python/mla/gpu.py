@@ -23,12 +23,12 @@ into the cache on first use (`mla.gpu_jit`). Driver failures raise RuntimeError.
 
 import ctypes
 import math
-import operator
 import os
 import struct
 
 from . import _DEVICE_PLAN_TYPES  # mla.decode's fast path to DecodePlan._run
 from . import _c_string  # the one NUL-byte rule for string options, shared with the CPU path
+from . import _float, _int  # the number rules (an int must fit int64), shared with the CPU path
 
 __all__ = ["DecodePlan", "KernelNotFoundError", "SPLIT_POLICIES", "absorb_q", "cache_write", "cache_write_spec",
            "clear_decoders", "decode", "decode_spec", "gather_cache", "gather_cache_spec", "kernel_spec",
@@ -188,20 +188,6 @@ def _torch():
     except ImportError:
         raise ValueError("mla's GPU path takes torch CUDA tensors, but torch is not installed") from None
     return torch
-
-
-def _int(name, value):
-    try:
-        return operator.index(value)
-    except TypeError:
-        raise ValueError(f"{name} must be an integer, got {value!r}") from None
-
-
-def _float(name, value):
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"{name} must be a number, got {value!r}") from None
 
 
 def _dtype_codes(torch):

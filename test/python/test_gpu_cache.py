@@ -107,6 +107,17 @@ def test_spec_buffer_too_small_names_the_size_it_needs(lib):
         assert buf.value.decode() == text
 
 
+def test_gpu_options_follow_the_cpu_paths_number_rules():
+    # One rule for numbers on both paths: an integer must fit int64 (ctypes would wrap it silently).
+    with pytest.raises(ValueError, match=r"num_splits = 18446744073709551617 does not fit in int64"):
+        gpu._decode_options(512, 0.1, False, 2**64 + 1, "heuristic", "auto", None)
+    with pytest.raises(ValueError, match=r"head_dim_v must be an integer, got '512'"):
+        gpu._decode_options("512", 0.1, False, None, "heuristic", "auto", None)
+    with pytest.raises(ValueError, match=r"softmax_scale must be a number, got 'x'"):
+        gpu._decode_options(512, "x", False, None, "heuristic", "auto", None)
+    assert gpu._decode_options(512, 0.1, False, 2**63 - 1, "heuristic", "auto", None).numSplits == 2**63 - 1
+
+
 def c_tensor(dtype, shape, data=0):
     t = gpu._Tensor()
     t.data, t.dtype, t.rank = data, dtype, len(shape)
