@@ -91,6 +91,11 @@ bool parseScale(const std::string &text, float &scale) {
   return errno == 0 && end == text.c_str() + text.size();
 }
 
+/// parseScale, and the value is a positive finite f32 (a softmax scale).
+bool parsePositiveScale(const std::string &text, float &scale) {
+  return parseScale(text, scale) && std::isfinite(scale) && scale > 0;
+}
+
 /// `RxWxKxS[w|p|s|m|b]`: rows_per_cta x warps_n x kv_block x stages; a
 /// trailing `w` selects the wgmma kernel, `p` its warp-specialised TMA build,
 /// `s` that build's seesaw schedule, `m` the seesaw build in clusters of two
@@ -266,8 +271,7 @@ KeyRule flagRule(const char *key, bool &flag) {
 KeyRule ignoredScaleRule(const char *why) {
   return {"scale", [why](const std::string &value, std::string &error) {
             float ignored;
-            if (parseScale(value, ignored) && std::isfinite(ignored) &&
-                ignored > 0)
+            if (parsePositiveScale(value, ignored))
               return true;
             error = std::string("scale (ignored: ") + why +
                     ") must be a positive finite f32 when given, got '" +
@@ -639,8 +643,7 @@ bool parseMhaKernelSpec(const std::string &text, MhaKernelSpec &spec,
   MhaKernelSpec result;
   MhaShape &shape = result.shape;
   KeyRule scale{"scale", [&](const std::string &value, std::string &message) {
-                  if (parseScale(value, shape.scale) &&
-                      std::isfinite(shape.scale) && shape.scale > 0)
+                  if (parsePositiveScale(value, shape.scale))
                     return true;
                   message = "scale must be a positive finite f32, got '" +
                             value + "'";
